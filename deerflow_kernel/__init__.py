@@ -1,0 +1,1 @@
+"""DeerFlow Notebook: IPython extension with %deerflow magics (filled by the Jupyter integration)."""

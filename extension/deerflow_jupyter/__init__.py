@@ -1,0 +1,1 @@
+"""DeerFlow Notebook: Jupyter server extension (filled by the Jupyter integration)."""

@@ -1,0 +1,1 @@
+"""DeerFlow harness: config, models, agents, tools, sandbox, runtime and the embedded client."""

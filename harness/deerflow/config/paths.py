@@ -1,0 +1,99 @@
+"""Where things live on the host.
+
+Everything DeerFlow stores sits under one home directory (``$DEERFLOW_HOME``,
+default ``~/.deerflow``).  Per user and thread the layout is::
+
+    $DEERFLOW_HOME/users/{user}/threads/{thread}/user-data/{uploads,workspace,outputs}
+    $DEERFLOW_HOME/users/{user}/threads/{thread}/acp-workspace/
+
+User and thread ids become path components, so they are validated here, once,
+before any directory is built from them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")
+
+
+class UnsafeIdError(ValueError):
+    """A user or thread id that cannot be used as a path component."""
+
+
+def check_id(value: str, *, kind: str) -> str:
+    """Return ``value`` if it is safe as a single path component.
+
+    Raises:
+        UnsafeIdError: for empty ids, separators, ``..`` or other odd characters.
+    """
+    if not isinstance(value, str) or not _SAFE_ID.match(value) or ".." in value:
+        raise UnsafeIdError(
+            f"invalid {kind} id {value!r}: use 1-128 letters, digits, '_', '-', '.', '@' "
+            "(not starting with '.' or '-')"
+        )
+    return value
+
+
+def default_home() -> Path:
+    """``$DEERFLOW_HOME`` if set, else ``~/.deerflow``."""
+    env = os.environ.get("DEERFLOW_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".deerflow"
+
+
+@dataclass(frozen=True)
+class ThreadPaths:
+    """Host directories of one user's thread."""
+
+    root: Path
+
+    @property
+    def user_data(self) -> Path:
+        return self.root / "user-data"
+
+    @property
+    def uploads(self) -> Path:
+        return self.user_data / "uploads"
+
+    @property
+    def workspace(self) -> Path:
+        return self.user_data / "workspace"
+
+    @property
+    def outputs(self) -> Path:
+        return self.user_data / "outputs"
+
+    @property
+    def acp_workspace(self) -> Path:
+        return self.root / "acp-workspace"
+
+    def ensure(self) -> ThreadPaths:
+        """Create the thread's directories (idempotent) and return self."""
+        for d in (self.uploads, self.workspace, self.outputs):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+@dataclass(frozen=True)
+class HomePaths:
+    """The layout of ``$DEERFLOW_HOME``."""
+
+    home: Path
+
+    @classmethod
+    def from_env(cls) -> HomePaths:
+        return cls(default_home())
+
+    @property
+    def database(self) -> Path:
+        """SQLite file holding checkpoints, thread metadata and run records."""
+        return self.home / "deerflow.db"
+
+    def user_dir(self, user_id: str) -> Path:
+        return self.home / "users" / check_id(user_id, kind="user")
+
+    def thread(self, user_id: str, thread_id: str) -> ThreadPaths:
+        return ThreadPaths(self.user_dir(user_id) / "threads" / check_id(thread_id, kind="thread"))

@@ -1,0 +1,45 @@
+"""The per-run context every middleware and tool receives.
+
+LangGraph passes it as ``Runtime.context`` (tools see it as ``runtime.context``
+through ``ToolRuntime``).  It carries identity (user, thread, run), the thread's
+host directories, the application config and the run's options, so no code deep
+in the harness needs a global to find them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from deerflow.config.paths import ThreadPaths
+
+if TYPE_CHECKING:
+    from deerflow.config.schema import AppConfig
+
+
+@dataclass
+class RunContext:
+    """Identity, paths, config and options of one run.
+
+    Attributes:
+        user_id: Owner of the thread (the Jupyter user, or ``local`` for the CLI).
+        thread_id: The thread the run belongs to.
+        run_id: Unique id of this run.
+        paths: Host directories of the thread (uploads, workspace, outputs).
+        config: The application config in force for this run.
+        model_name: Name of the model entry used by the lead agent.
+        interaction_mode: Resolved interaction mode (``interactive`` by default).
+        options: Remaining runtime options (``is_plan_mode``, ``subagent_enabled``...).
+        services: Host-provided capabilities (sandbox provider, kernel pool...),
+            keyed by name; a capability absent here is simply not available.
+    """
+
+    user_id: str
+    thread_id: str
+    run_id: str
+    paths: ThreadPaths
+    config: AppConfig
+    model_name: str | None = None
+    interaction_mode: str = "interactive"
+    options: dict[str, Any] = field(default_factory=dict)
+    services: dict[str, Any] = field(default_factory=dict)
