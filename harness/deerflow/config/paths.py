@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,10 +39,10 @@ def check_id(value: str, *, kind: str) -> str:
     return value
 
 
-def default_home() -> Path:
-    """``$DEERFLOW_HOME`` if set, else ``~/.deerflow``."""
-    env = os.environ.get("DEERFLOW_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".deerflow"
+def default_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$DEERFLOW_HOME`` if set (in ``env``, default the process environment), else ``~/.deerflow``."""
+    value = (os.environ if env is None else env).get("DEERFLOW_HOME")
+    return Path(value).expanduser() if value else Path.home() / ".deerflow"
 
 
 @dataclass(frozen=True)

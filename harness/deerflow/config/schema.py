@@ -1,0 +1,215 @@
+"""The shape of ``config.yaml``.
+
+Every section is a pydantic model that forbids unknown keys, so a typo is an
+error naming the key instead of a silently ignored setting.  Model entries are
+the one exception: extra keys there are keyword arguments for the model class
+(``temperature``, ``max_tokens``, ``script``...), because any ``BaseChatModel``
+may be plugged in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class ModelConfig(BaseModel):
+    """One chat model the agent may use."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    name: str = Field(min_length=1, description="Name runs select the model by.")
+    use: str = Field(description="'module:Class' of any langchain BaseChatModel.")
+    display_name: str | None = None
+    supports_vision: bool = False
+    supports_thinking: bool = False
+    context_window: int | None = Field(default=None, gt=0)
+
+    @field_validator("use")
+    @classmethod
+    def _use_is_import_path(cls, value: str) -> str:
+        module, _, attr = value.partition(":")
+        if not module or not attr:
+            raise ValueError("must look like 'package.module:ClassName'")
+        return value
+
+    def init_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for the model class: everything but our own keys."""
+        ours = {"name", "use", "display_name", "supports_vision", "supports_thinking"}
+        data = self.model_dump(exclude_none=True)
+        return {k: v for k, v in data.items() if k not in ours}
+
+
+class ToolGroupConfig(_Section):
+    name: str = Field(min_length=1)
+    description: str | None = None
+
+
+class ToolConfig(BaseModel):
+    """A tool resolved from ``use: module:attr`` (a BaseTool or a factory)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(min_length=1)
+    group: str = Field(min_length=1)
+    use: str
+
+    @field_validator("use")
+    @classmethod
+    def _use_is_import_path(cls, value: str) -> str:
+        module, _, attr = value.partition(":")
+        if not module or not attr:
+            raise ValueError("must look like 'package.module:attribute'")
+        return value
+
+    def options(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if k not in {"name", "group", "use"}}
+
+
+class AuthorizationRule(_Section):
+    """Allow/deny lists for the users it names ('*' = everyone)."""
+
+    users: list[str] = Field(default_factory=lambda: ["*"])
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+
+
+class AuthorizationConfig(_Section):
+    enabled: bool = False
+    rules: list[AuthorizationRule] = Field(default_factory=list)
+
+
+class SandboxConfig(_Section):
+    use: Literal["local", "bwrap", "docker"] = "local"
+    allow_host_bash: bool = False
+    network: Literal["isolated", "open", "allowlist"] = "isolated"
+    allowed_hosts: list[str] = Field(default_factory=list)
+    command_timeout: float = Field(default=60.0, gt=0)
+    python_timeout: float = Field(default=120.0, gt=0)
+    kernel_idle_timeout: float = Field(default=900.0, gt=0)
+    image: str = "python:3.11-slim"
+    memory_limit: str | None = None
+    cpu_limit: float | None = None
+    warm_pool_size: int = Field(default=0, ge=0)
+
+
+class SkillsConfig(_Section):
+    path: str | None = None
+    container_path: str = "/mnt/skills"
+    deferred_discovery: bool = False
+
+
+class SubagentsConfig(_Section):
+    enabled: bool = False
+    max_concurrent: int = Field(default=3, ge=1, le=16)
+    max_total_per_run: int = Field(default=10, ge=1, le=50)
+    timeout_seconds: float = Field(default=900.0, gt=0)
+
+
+class SummarizationConfig(_Section):
+    enabled: bool = False
+    trigger_tokens: int | None = Field(default=None, gt=0)
+    trigger_messages: int | None = Field(default=None, gt=0)
+    trigger_fraction: float | None = Field(default=None, gt=0, le=1)
+    keep_messages: int = Field(default=20, ge=1)
+    model_name: str | None = None
+
+
+class TitleConfig(_Section):
+    enabled: bool = True
+    max_chars: int = Field(default=60, ge=8, le=200)
+    use_model: bool = False
+
+
+class ToolOutputConfig(_Section):
+    max_chars: int = Field(default=20_000, ge=500)
+    synopsis_chars: int = Field(default=2_000, ge=100)
+
+
+class ReadBeforeWriteConfig(_Section):
+    enabled: bool = True
+
+
+class LoopDetectionConfig(_Section):
+    enabled: bool = True
+    warn_after: int = Field(default=3, ge=2)
+    stop_after: int = Field(default=5, ge=2)
+    max_calls_per_tool: int = Field(default=50, ge=1)
+
+
+class BrowserConfig(_Section):
+    enabled: bool = False
+    executable_path: str | None = None
+    headless: bool = True
+    max_sessions: int = Field(default=4, ge=1)
+    allow_private_addresses: bool = False
+    cdp_url: str | None = None
+    allow_unguarded_cdp: bool = False
+
+
+class WebConfig(_Section):
+    search_provider: str = "duckduckgo"
+    max_fetch_bytes: int = Field(default=2_000_000, ge=1_000)
+    fetch_timeout: float = Field(default=20.0, gt=0)
+    allow_private_addresses: bool = False
+    api_key: str | None = None
+    base_url: str | None = None
+
+
+class AcpAgentConfig(_Section):
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    description: str | None = None
+
+
+class StorageConfig(_Section):
+    checkpointer: Literal["sqlite", "memory", "postgres"] = "sqlite"
+    sqlite_path: str | None = None
+    postgres_url: str | None = None
+
+
+class UploadsConfig(_Section):
+    max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
+    max_files: int = Field(default=200, ge=1)
+
+
+class AppConfig(_Section):
+    """The whole of ``config.yaml``."""
+
+    models: list[ModelConfig] = Field(default_factory=list)
+    default_model: str | None = None
+    tool_groups: list[ToolGroupConfig] = Field(default_factory=list)
+    tools: list[ToolConfig] = Field(default_factory=list)
+    authorization: AuthorizationConfig = Field(default_factory=AuthorizationConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    subagents: SubagentsConfig = Field(default_factory=SubagentsConfig)
+    summarization: SummarizationConfig = Field(default_factory=SummarizationConfig)
+    title: TitleConfig = Field(default_factory=TitleConfig)
+    tool_output: ToolOutputConfig = Field(default_factory=ToolOutputConfig)
+    read_before_write: ReadBeforeWriteConfig = Field(default_factory=ReadBeforeWriteConfig)
+    loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    browser: BrowserConfig = Field(default_factory=BrowserConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
+    acp_agents: dict[str, AcpAgentConfig] = Field(default_factory=dict)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    uploads: UploadsConfig = Field(default_factory=UploadsConfig)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_model_names(cls, models: list[ModelConfig]) -> list[ModelConfig]:
+        seen: set[str] = set()
+        for m in models:
+            if m.name in seen:
+                raise ValueError(f"model name {m.name!r} is used twice")
+            seen.add(m.name)
+        return models
+
+    def model(self, name: str) -> ModelConfig | None:
+        return next((m for m in self.models if m.name == name), None)

@@ -1,0 +1,124 @@
+"""Turning a model name into a chat model.
+
+Resolution, in order:
+
+1. ``replay`` given → a :class:`ReplayChatModel` on that cassette (offline).
+2. A named model (or ``default_model``, or the first entry) from ``models``.
+3. No model configured but ``OPENAI_API_KEY`` set → ``ChatOpenAI`` with
+   ``$OPENAI_MODEL`` (default ``gpt-4.1-mini``) and ``$OPENAI_BASE_URL``.
+4. Otherwise the embedded offline model: a :class:`ScriptedChatModel` playing
+   ``$DEERFLOW_SCRIPT`` or the packaged quickstart script.  Every run using it
+   says so (the ``notice``).
+
+``record`` wraps whatever was resolved in a :class:`RecordingChatModel`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+
+from deerflow.config.schema import AppConfig, ModelConfig
+from deerflow.errors import ConfigError
+from deerflow.reflection import resolve_variable
+
+DEFAULT_SCRIPT = Path(__file__).parent / "scripts" / "quickstart.yaml"
+OFFLINE_NOTICE = (
+    "Using the embedded offline model (a scripted conversation): no model is configured "
+    "and OPENAI_API_KEY is not set. See README 'Use a real model'."
+)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A ready chat model and what it is."""
+
+    model: BaseChatModel
+    name: str
+    entry: ModelConfig | None
+    offline: bool = False
+    notice: str | None = None
+
+    @property
+    def supports_vision(self) -> bool:
+        return bool(self.entry and self.entry.supports_vision)
+
+
+def create_chat_model(
+    config: AppConfig,
+    name: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+) -> ResolvedModel:
+    """Resolve and instantiate the chat model for a run.
+
+    Raises:
+        ConfigError: unknown model name, unimportable class, bad constructor arguments.
+    """
+    env = os.environ if env is None else env
+    if replay is not None:
+        from deerflow.models.replay import ReplayChatModel
+
+        return ResolvedModel(ReplayChatModel(cassette=Path(replay)), f"replay:{Path(replay).name}", None, offline=True,
+                             notice=f"Replaying recorded model answers from {Path(replay).name}.")
+    resolved = _resolve(config, name, env=env, config_file=config_file)
+    if record is not None:
+        from deerflow.models.replay import RecordingChatModel
+
+        wrapped = RecordingChatModel(inner=resolved.model, cassette=Path(record))
+        resolved = ResolvedModel(wrapped, resolved.name, resolved.entry, resolved.offline, resolved.notice)
+    return resolved
+
+
+def _resolve(config: AppConfig, name: str | None, *, env: Mapping[str, str], config_file: str | None) -> ResolvedModel:
+    if config.models:
+        wanted = name or config.default_model or config.models[0].name
+        entry = config.model(wanted)
+        if entry is None:
+            known = ", ".join(m.name for m in config.models)
+            raise ConfigError(f"unknown model {wanted!r}; configured models: {known}", file=config_file, key="models")
+        return ResolvedModel(instantiate(entry, config_file=config_file), entry.name, entry)
+    if name and name not in {"offline", "scripted"}:
+        raise ConfigError(f"unknown model {name!r}: no models are configured", file=config_file, key="models")
+    if env.get("OPENAI_API_KEY") and name is None:
+        entry = ModelConfig(
+            name="openai", use="langchain_openai:ChatOpenAI",
+            model=env.get("OPENAI_MODEL", "gpt-4.1-mini"),
+            base_url=env.get("OPENAI_BASE_URL") or None,
+        )
+        return ResolvedModel(instantiate(entry, config_file=config_file), entry.name, entry)
+    return offline_model(env)
+
+
+def offline_model(env: Mapping[str, str] | None = None) -> ResolvedModel:
+    """The embedded scripted model (``$DEERFLOW_SCRIPT`` or the quickstart script)."""
+    from deerflow.models.scripted import ScriptedChatModel
+
+    env = os.environ if env is None else env
+    script = Path(env.get("DEERFLOW_SCRIPT") or DEFAULT_SCRIPT)
+    if not script.is_file():
+        raise ConfigError("DEERFLOW_SCRIPT points to a file that does not exist", file=str(script))
+    model = ScriptedChatModel.from_file(script)
+    return ResolvedModel(model, "offline", None, offline=True, notice=OFFLINE_NOTICE)
+
+
+def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseChatModel:
+    """Build the model object for one config entry."""
+    key = f"models[{entry.name}]"
+    cls = resolve_variable(entry.use, key=f"{key}.use", file=config_file)
+    if not (isinstance(cls, type) and issubclass(cls, BaseChatModel)):
+        raise ConfigError(f"{entry.use!r} is not a langchain BaseChatModel class", file=config_file, key=f"{key}.use")
+    kwargs = entry.init_kwargs()
+    kwargs.pop("context_window", None)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"cannot create {entry.use}: {first}", file=config_file, key=key) from None

@@ -1,0 +1,198 @@
+"""Thread metadata, run records and run events in SQLite.
+
+LangGraph's checkpointer keeps the conversation state; this store keeps what
+the product needs around it: who owns a thread and its title, each run's
+status and timestamps, the events it produced (so a run can be replayed or
+joined after the fact), its workspace change summary and delivery receipt.
+
+One short-lived connection per operation, WAL mode: safe from any thread and
+from several processes on the same ``$DEERFLOW_HOME``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS threads (
+    thread_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    title TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS threads_user ON threads(user_id, updated_at);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    error TEXT,
+    options TEXT NOT NULL DEFAULT '{}',
+    result TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS runs_thread ON runs(thread_id, created_at);
+CREATE TABLE IF NOT EXISTS run_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+"""
+
+
+@dataclass
+class ThreadRecord:
+    thread_id: str
+    user_id: str
+    title: str | None
+    created_at: float
+    updated_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    thread_id: str
+    user_id: str
+    status: str
+    created_at: float
+    updated_at: float
+    error: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+class MetadataStore:
+    """Threads, runs and run events of one ``$DEERFLOW_HOME``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30)
+        db.row_factory = sqlite3.Row
+        try:
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    # -- threads -----------------------------------------------------------------
+    def create_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any] | None = None) -> ThreadRecord:
+        now = time.time()
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO threads (thread_id, user_id, title, created_at, updated_at, metadata) VALUES (?,?,?,?,?,?)",
+                (thread_id, user_id, None, now, now, json.dumps(metadata or {})),
+            )
+        return ThreadRecord(thread_id, user_id, None, now, now, metadata or {})
+
+    def get_thread(self, thread_id: str, user_id: str) -> ThreadRecord | None:
+        """The thread if it exists *and* belongs to ``user_id`` (else None)."""
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM threads WHERE thread_id=? AND user_id=?", (thread_id, user_id)).fetchone()
+        return _thread(row) if row else None
+
+    def list_threads(self, user_id: str, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT * FROM threads WHERE user_id=? ORDER BY updated_at DESC LIMIT ? OFFSET ?",
+                (user_id, limit, offset),
+            ).fetchall()
+        return [_thread(r) for r in rows]
+
+    def update_thread(self, thread_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        sets, args = ["updated_at=?"], [time.time()]
+        if title is not None:
+            sets.append("title=?")
+            args.append(title)
+        if metadata is not None:
+            sets.append("metadata=?")
+            args.append(json.dumps(metadata))
+        with self._connect() as db:
+            db.execute(f"UPDATE threads SET {', '.join(sets)} WHERE thread_id=?", (*args, thread_id))
+
+    def delete_thread(self, thread_id: str, user_id: str) -> bool:
+        with self._connect() as db:
+            cur = db.execute("DELETE FROM threads WHERE thread_id=? AND user_id=?", (thread_id, user_id))
+            if cur.rowcount:
+                runs = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE thread_id=?", (thread_id,))]
+                db.executemany("DELETE FROM run_events WHERE run_id=?", [(r,) for r in runs])
+                db.execute("DELETE FROM runs WHERE thread_id=?", (thread_id,))
+        return bool(cur.rowcount)
+
+    # -- runs --------------------------------------------------------------------
+    def create_run(self, run: RunRecord) -> None:
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, thread_id, user_id, status, created_at, updated_at, error, options, result)"
+                " VALUES (?,?,?,?,?,?,?,?,?)",
+                (run.run_id, run.thread_id, run.user_id, run.status, run.created_at, run.updated_at,
+                 run.error, json.dumps(run.options), json.dumps(run.result)),
+            )
+
+    def finish_run(self, run_id: str, *, status: str, error: str | None = None, result: dict[str, Any] | None = None) -> None:
+        with self._connect() as db:
+            db.execute(
+                "UPDATE runs SET status=?, error=?, result=?, updated_at=? WHERE run_id=?",
+                (status, error, json.dumps(result or {}), time.time(), run_id),
+            )
+
+    def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM runs WHERE run_id=? AND user_id=?", (run_id, user_id)).fetchone()
+        return _run(row) if row else None
+
+    def list_runs(self, thread_id: str, user_id: str) -> list[RunRecord]:
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT * FROM runs WHERE thread_id=? AND user_id=? ORDER BY created_at", (thread_id, user_id)
+            ).fetchall()
+        return [_run(r) for r in rows]
+
+    def mark_interrupted_runs(self) -> int:
+        """Runs left 'running' by a process that died are marked as errors on startup."""
+        with self._connect() as db:
+            cur = db.execute(
+                "UPDATE runs SET status='error', error='the process running it stopped', updated_at=?"
+                " WHERE status IN ('pending', 'running')", (time.time(),),
+            )
+        return cur.rowcount
+
+    # -- events ------------------------------------------------------------------
+    def add_events(self, run_id: str, events: Sequence[tuple[int, str]]) -> None:
+        with self._connect() as db:
+            db.executemany("INSERT OR REPLACE INTO run_events (run_id, seq, event) VALUES (?,?,?)",
+                           [(run_id, seq, data) for seq, data in events])
+
+    def events(self, run_id: str, *, after: int = 0) -> list[str]:
+        with self._connect() as db:
+            rows = db.execute("SELECT event FROM run_events WHERE run_id=? AND seq>? ORDER BY seq", (run_id, after))
+            return [r[0] for r in rows]
+
+
+def _thread(row: sqlite3.Row) -> ThreadRecord:
+    return ThreadRecord(row["thread_id"], row["user_id"], row["title"], row["created_at"], row["updated_at"],
+                        json.loads(row["metadata"]))
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(row["run_id"], row["thread_id"], row["user_id"], row["status"], row["created_at"],
+                     row["updated_at"], row["error"], json.loads(row["options"]), json.loads(row["result"]))

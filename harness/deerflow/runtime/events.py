@@ -1,0 +1,147 @@
+"""The typed events a run produces.
+
+Every consumer — CLI, embedded client, notebook widget, chat persona, HTTP
+API — reads the same events, produced by one projection
+(:mod:`deerflow.runtime.projection`) from LangGraph's stream.  They are
+pydantic models with a ``type`` discriminator, so ``--json`` output and the
+SSE ``custom`` channel are just ``event.model_dump_json()``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    thread_id: str
+    seq: int = 0
+    ts: float = Field(default_factory=time.time)
+
+
+class RunStarted(_Event):
+    type: Literal["run_started"] = "run_started"
+    model: str
+    offline: bool = False
+    notice: str | None = None
+    interaction_mode: str = "interactive"
+
+
+class MessageDelta(_Event):
+    """A piece of assistant text as it streams."""
+
+    type: Literal["message_delta"] = "message_delta"
+    message_id: str
+    text: str
+
+
+class Message(_Event):
+    """A complete assistant message (text part)."""
+
+    type: Literal["message"] = "message"
+    message_id: str
+    text: str
+
+
+class ToolCall(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+
+
+class ToolResult(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    status: Literal["success", "error"] = "success"
+    code: str | None = None
+    text: str
+
+
+class Clarification(_Event):
+    type: Literal["clarification"] = "clarification"
+    call_id: str
+    request: dict[str, Any]
+    text: str
+
+
+class Artifact(_Event):
+    type: Literal["artifact"] = "artifact"
+    path: str
+    name: str
+    mime_type: str | None = None
+    size: int | None = None
+
+
+class Todos(_Event):
+    type: Literal["todos"] = "todos"
+    todos: list[dict[str, Any]]
+
+
+class Subagent(_Event):
+    type: Literal["subagent"] = "subagent"
+    task_id: str
+    status: str
+    label: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkspaceChanges(_Event):
+    type: Literal["workspace_changes"] = "workspace_changes"
+    changes: dict[str, Any]
+
+
+class Notice(_Event):
+    """Something the user should know that is not an error (audit warnings, skipped servers)."""
+
+    type: Literal["notice"] = "notice"
+    kind: str
+    text: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+RunStatus = Literal["success", "error", "cancelled", "interrupted"]
+
+
+class RunFinished(_Event):
+    """The last event of every run.
+
+    ``status`` is ``interrupted`` when the run ended waiting for a human
+    (a clarification); ``receipt`` is the delivery receipt when present.
+    """
+
+    type: Literal["run_finished"] = "run_finished"
+    status: RunStatus
+    text: str = ""
+    title: str | None = None
+    artifacts: list[str] = Field(default_factory=list)
+    receipt: dict[str, Any] | None = None
+    error: str | None = None
+
+
+class Error(_Event):
+    type: Literal["error"] = "error"
+    kind: Literal["user", "model", "runtime"] = "runtime"
+    message: str
+
+
+Event = Annotated[
+    RunStarted | MessageDelta | Message | ToolCall | ToolResult | Clarification | Artifact | Todos
+    | Subagent | WorkspaceChanges | Notice | RunFinished | Error,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> Event:
+    """Rebuild an event from its JSON form (what ``--json`` and SSE carry)."""
+    if isinstance(data, (str, bytes)):
+        return EVENT_ADAPTER.validate_json(data)
+    return EVENT_ADAPTER.validate_python(data)

@@ -1,0 +1,131 @@
+"""Which tools a run gets, and in what priority.
+
+``get_available_tools`` gathers tools from every source and keeps the first
+tool of each name, in this priority (stated once, here):
+
+1. **harness built-ins** — framework contracts the rest of the product relies
+   on (``present_files``, ``ask_clarification``, the file and execution tools…);
+2. **config tools** — ``tools:`` entries in ``config.yaml`` (``use: module:attr``);
+3. **MCP tools** — from enabled MCP servers (untrusted; can never shadow the above);
+4. **subagent tools** (``task``, batches) and **ACP tools** (``invoke_acp_agent``).
+
+A dropped duplicate is logged.  Sources that later parts of the harness
+provide (MCP, subagents, ACP, skills…) plug in through :class:`ToolSources`.
+Finally the user's authorization policy removes what they may not use.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.tools import BaseTool
+
+from deerflow.config.schema import AppConfig, ToolConfig
+from deerflow.errors import ConfigError
+from deerflow.reflection import resolve_variable
+from deerflow.tools.authorization import ToolPolicy, filter_tools
+
+logger = logging.getLogger(__name__)
+
+ToolFactory = Callable[[], Sequence[BaseTool]]
+
+
+@dataclass
+class ToolSources:
+    """Tool providers filled in by the host; an absent provider adds nothing.
+
+    Attributes:
+        builtins: Harness tools, already grouped (``{group: [tools]}``).
+        mcp: Returns the MCP tools (called only when ``include_mcp``).
+        subagents: Returns ``task`` and batch tools (called only when enabled).
+        acp: Returns ACP agent tools.
+    """
+
+    builtins: dict[str, list[BaseTool]] = field(default_factory=dict)
+    mcp: ToolFactory | None = None
+    subagents: ToolFactory | None = None
+    acp: ToolFactory | None = None
+
+
+# Built-in groups that ignore the ``groups`` filter: the framework needs them.
+ALWAYS_ON_GROUPS = frozenset({"builtin"})
+
+
+def get_available_tools(
+    groups: Sequence[str] | None = None,
+    include_mcp: bool = True,
+    model_name: str | None = None,
+    subagent_enabled: bool = False,
+    *,
+    app_config: AppConfig,
+    sources: ToolSources | None = None,
+    user_id: str | None = None,
+    config_file: str | None = None,
+) -> list[BaseTool]:
+    """Assemble, de-duplicate and authorize the tools for one run.
+
+    Args:
+        groups: Tool groups to include (config tools and built-in groups);
+            ``None`` means all.  ``builtin`` tools are always included.
+        include_mcp: Whether to ask the MCP source for tools.
+        model_name: The model in use (vision-only tools depend on it).
+        subagent_enabled: Whether the subagent tools are offered.
+        app_config: The config in force.
+        sources: Host-provided tool sources.
+        user_id: Whose authorization policy applies.
+        config_file: Config path, for error messages.
+    """
+    del model_name  # vision-dependent tools are filtered by their source
+    sources = sources or ToolSources()
+    wanted = None if groups is None else set(groups) | ALWAYS_ON_GROUPS
+    ordered: list[BaseTool] = []
+    for group, tools in sources.builtins.items():
+        if wanted is None or group in wanted:
+            ordered.extend(tools)
+    ordered.extend(load_config_tools(app_config.tools, groups=wanted, config_file=config_file))
+    if include_mcp and sources.mcp is not None:
+        ordered.extend(sources.mcp())
+    if subagent_enabled and sources.subagents is not None:
+        ordered.extend(sources.subagents())
+    if sources.acp is not None:
+        ordered.extend(sources.acp())
+    tools = dedupe_by_name(ordered)
+    policy = ToolPolicy.for_user(app_config.authorization, user_id or "")
+    return filter_tools(tools, policy)
+
+
+def dedupe_by_name(tools: Sequence[BaseTool]) -> list[BaseTool]:
+    """Keep the first tool of each name; log the ones dropped."""
+    seen: dict[str, BaseTool] = {}
+    for tool in tools:
+        if tool.name in seen:
+            logger.warning("tool %r is provided twice; keeping the higher-priority one", tool.name)
+            continue
+        seen[tool.name] = tool
+    return list(seen.values())
+
+
+def load_config_tools(
+    entries: Sequence[ToolConfig], *, groups: set[str] | None, config_file: str | None = None
+) -> list[BaseTool]:
+    """Resolve ``tools:`` entries (a BaseTool, or a factory returning one)."""
+    out: list[BaseTool] = []
+    for index, entry in enumerate(entries):
+        if groups is not None and entry.group not in groups:
+            continue
+        key = f"tools[{index}].use"
+        obj = resolve_variable(entry.use, key=key, file=config_file)
+        if not isinstance(obj, BaseTool) and callable(obj):
+            try:
+                obj = obj(**entry.options())
+            except TypeError as exc:
+                raise ConfigError(f"cannot create tool {entry.name!r}: {exc}", file=config_file, key=key) from None
+        if not isinstance(obj, BaseTool):
+            raise ConfigError(f"{entry.use!r} is not a langchain tool", file=config_file, key=key)
+        if obj.name != entry.name:
+            logger.warning("config tool %r resolves to a tool named %r; the model sees %r",
+                           entry.name, obj.name, obj.name)
+        out.append(obj)
+    return out
