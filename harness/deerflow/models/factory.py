@@ -109,6 +109,21 @@ def offline_model(env: Mapping[str, str] | None = None) -> ResolvedModel:
     return ResolvedModel(model, "offline", None, offline=True, notice=OFFLINE_NOTICE)
 
 
+def resolve_script(value: str, *, config_file: str | None) -> str | Path:
+    """A ``script:`` value: inline YAML, a path (relative to the config file), or a packaged script name."""
+    if "\n" in value or value.lstrip().startswith(("turns:", "{", "[")):
+        return value
+    candidate = Path(value).expanduser()
+    if not candidate.is_absolute() and config_file:
+        candidate = Path(config_file).parent / candidate
+    if candidate.is_file():
+        return candidate
+    packaged = DEFAULT_SCRIPT.parent / f"{value}.yaml"
+    if packaged.is_file():
+        return packaged
+    raise ConfigError(f"script {value!r} is neither a file nor a packaged script", file=config_file, key="models.script")
+
+
 def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseChatModel:
     """Build the model object for one config entry."""
     key = f"models[{entry.name}]"
@@ -117,6 +132,8 @@ def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseCh
         raise ConfigError(f"{entry.use!r} is not a langchain BaseChatModel class", file=config_file, key=f"{key}.use")
     kwargs = entry.init_kwargs()
     kwargs.pop("context_window", None)
+    if isinstance(kwargs.get("script"), str):
+        kwargs["script"] = resolve_script(kwargs["script"], config_file=config_file)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:

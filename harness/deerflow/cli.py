@@ -1,0 +1,180 @@
+"""``deerflow``: run the agent from a terminal.
+
+    deerflow run "PROMPT" [--thread ID] [--model NAME] [--mode M] [--skill S] [--json]
+    deerflow threads
+    deerflow artifacts THREAD
+    deerflow lab
+
+User errors (bad config, unknown thread, empty prompt) print one line and
+exit with status 1 (2 for configuration errors); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from deerflow.errors import UserError
+from deerflow.runtime import events as ev
+from deerflow.tools.errors import ToolFailure
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deerflow", description="DeerFlow Notebook agent harness")
+    parser.add_argument("--config", help="config.yaml to use (default: standard lookup)")
+    parser.add_argument("--home", help="DEERFLOW_HOME to use")
+    parser.add_argument("--user", default=os.environ.get("DEERFLOW_USER", "local"), help="user id (default: local)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the agent on a prompt and stream its progress")
+    run.add_argument("prompt")
+    run.add_argument("--thread", help="continue this thread (default: a new one)")
+    run.add_argument("--model", help="model name from config.yaml")
+    run.add_argument("--mode", help="interaction mode: interactive, scheduled, webhook, autonomous")
+    run.add_argument("--skill", help="activate a skill for this turn (same as starting the prompt with /NAME)")
+    run.add_argument("--plan", action="store_true", help="plan mode (todo list)")
+    run.add_argument("--record", metavar="FILE", help="record the model's answers to a cassette")
+    run.add_argument("--replay", metavar="FILE", help="replay model answers from a cassette (offline)")
+    run.add_argument("--json", action="store_true", help="print one JSON event per line")
+    sub.add_parser("threads", help="list your threads")
+    arts = sub.add_parser("artifacts", help="list a thread's presented artifacts")
+    arts.add_argument("thread")
+    lab = sub.add_parser("lab", help="start JupyterLab with the DeerFlow extension")
+    lab.add_argument("lab_args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "lab":
+        return _lab(args.lab_args)
+    try:
+        from deerflow.client import DeerFlowClient
+
+        client = DeerFlowClient(config_path=args.config, home=args.home, user_id=args.user)
+    except UserError as exc:
+        print(f"deerflow: {exc}", file=sys.stderr)
+        return exc.exit_code
+    try:
+        return _dispatch(client, args)
+    except (UserError, ToolFailure) as exc:
+        print(f"deerflow: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", 1)
+    except KeyboardInterrupt:
+        print("\ndeerflow: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        client.close()
+
+
+def _dispatch(client: Any, args: argparse.Namespace) -> int:
+    if args.command == "threads":
+        for t in client.threads():
+            print(f"{t.thread_id}  {t.title or '(untitled)'}")
+        return 0
+    if args.command == "artifacts":
+        client.thread(args.thread)
+        for path in client.artifacts(args.thread):
+            print(path)
+        return 0
+    return _run(client, args)
+
+
+def _run(client: Any, args: argparse.Namespace) -> int:
+    prompt = args.prompt if not args.skill else f"/{args.skill} {args.prompt}"
+    options = {k: v for k, v in {
+        "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
+        "record": args.record, "replay": args.replay,
+    }.items() if v is not None}
+    render = _print_json if args.json else TerminalRenderer(sys.stdout).render
+    status = "error"
+    for event in client.stream(prompt, args.thread, **options):
+        render(event)
+        if isinstance(event, ev.RunFinished):
+            status = event.status
+            if not args.json:
+                _print_where(client, event)
+    return 0 if status in {"success", "interrupted"} else 1
+
+
+def _print_json(event: Any) -> None:
+    print(event.model_dump_json(), flush=True)
+
+
+def _print_where(client: Any, event: ev.RunFinished) -> None:
+    outputs = client._async.home.thread(client.user_id, event.thread_id).outputs
+    print(f"\nthread: {event.thread_id}  (continue with: deerflow run --thread {event.thread_id} \"...\")")
+    if event.artifacts:
+        print(f"artifacts are in {outputs}")
+
+
+class TerminalRenderer:
+    """Human-readable progress for a terminal."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self._streaming = False
+
+    def render(self, event: Any) -> None:
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+            self.out.flush()
+
+    def _line(self, text: str) -> None:
+        if self._streaming:
+            self.out.write("\n")
+            self._streaming = False
+        self.out.write(text + "\n")
+
+    def _on_run_started(self, e: ev.RunStarted) -> None:
+        self._line(f"● run {e.run_id[:8]} on thread {e.thread_id} with model {e.model}")
+        if e.notice:
+            self._line(f"  note: {e.notice}")
+
+    def _on_message_delta(self, e: ev.MessageDelta) -> None:
+        self.out.write(e.text)
+        self._streaming = True
+
+    def _on_message(self, e: ev.Message) -> None:
+        if not self._streaming:
+            self.out.write(e.text)
+        self.out.write("\n")
+        self._streaming = False
+
+    def _on_tool_call(self, e: ev.ToolCall) -> None:
+        args = json.dumps(e.args, ensure_ascii=False)
+        self._line(f"  → {e.name}({args[:160] + '…' if len(args) > 160 else args})")
+
+    def _on_tool_result(self, e: ev.ToolResult) -> None:
+        mark = "✓" if e.status == "success" else "✗"
+        first = (e.text.strip().splitlines() or [""])[0]
+        self._line(f"  {mark} {e.name}: {first[:160]}")
+
+    def _on_clarification(self, e: ev.Clarification) -> None:
+        self._line(f"? {e.text}\n  (answer with: deerflow run --thread {e.thread_id} \"your answer\")")
+
+    def _on_artifact(self, e: ev.Artifact) -> None:
+        self._line(f"  ★ artifact: {e.path}")
+
+    def _on_notice(self, e: ev.Notice) -> None:
+        self._line(f"  ! {e.kind}: {e.text}")
+
+    def _on_error(self, e: ev.Error) -> None:
+        self._line(f"✗ error: {e.message}")
+
+    def _on_run_finished(self, e: ev.RunFinished) -> None:
+        self._line(f"● run finished: {e.status}" + (f" ({e.error})" if e.error else ""))
+
+
+def _lab(extra: list[str]) -> int:
+    cmd = [sys.executable, "-m", "jupyter", "lab", *extra]
+    return subprocess.call(cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

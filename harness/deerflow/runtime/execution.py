@@ -1,0 +1,73 @@
+"""Executing one run: stream the graph, project events, settle the outcome.
+
+Kept apart from the run manager so the path from a prompt to events reads in
+one place: build input → stream with ``messages``/``updates``/``custom`` →
+project → decide the final status → publish ``run_finished``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from deerflow.agents.lead_agent import LeadAgent
+from deerflow.errors import UserError
+from deerflow.runtime import events as ev
+from deerflow.runtime.context import RunContext
+from deerflow.runtime.projection import Projector
+
+logger = logging.getLogger(__name__)
+
+STREAM_MODES = ["messages", "updates", "custom"]
+Publish = Callable[[Any], Awaitable[None]]
+
+
+@dataclass
+class Outcome:
+    status: ev.RunStatus
+    error: str | None
+    projector: Projector
+
+
+def graph_config(context: RunContext, *, recursion_limit: int = 200) -> dict[str, Any]:
+    """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
+    return {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
+            "metadata": {"run_id": context.run_id}}
+
+
+async def execute_run(lead: LeadAgent, context: RunContext, prompt: str, publish: Publish) -> Outcome:
+    """Run the lead agent on ``prompt`` and publish every event; never raises for run failures."""
+    projector = Projector(run_id=context.run_id, thread_id=context.thread_id)
+    await publish(projector.make(
+        ev.RunStarted, model=lead.model.name, offline=lead.model.offline, notice=lead.model.notice,
+        interaction_mode=context.interaction_mode,
+    ))
+    inputs = {"messages": [HumanMessage(content=prompt)]}
+    try:
+        async for mode, chunk in lead.graph.astream(
+            inputs, graph_config(context), context=context, stream_mode=STREAM_MODES
+        ):
+            for event in projector.feed(mode, chunk):
+                await publish(event)
+    except asyncio.CancelledError:
+        return Outcome("cancelled", None, projector)
+    except UserError as exc:
+        await publish(projector.make(ev.Error, kind="user", message=str(exc)))
+        return Outcome("error", str(exc), projector)
+    except Exception as exc:  # noqa: BLE001 - a failed run is reported, logged with context, never raised
+        logger.exception("run %s on thread %s failed", context.run_id, context.thread_id)
+        message = f"{type(exc).__name__}: {_first_line(exc)}"
+        await publish(projector.make(ev.Error, kind="runtime", message=message))
+        return Outcome("error", message, projector)
+    status: ev.RunStatus = "interrupted" if projector.clarification is not None else "success"
+    return Outcome(status, None, projector)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else ""

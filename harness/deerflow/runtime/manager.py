@@ -1,0 +1,206 @@
+"""The run manager: threads, runs, cancellation, persistence.
+
+One manager per host process (the CLI, an embedded client, the Jupyter
+server).  It owns the checkpointer and the metadata store, starts each run as
+an asyncio task on its loop, allows one active run per thread, and records
+every run (status, timestamps, error, events) so it survives a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+
+from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
+from deerflow.agents.thread_state import ThreadState
+from deerflow.config.loader import LoadedConfig
+from deerflow.config.paths import HomePaths, check_id
+from deerflow.errors import NotFoundError, UserError
+from deerflow.models.factory import create_chat_model
+from deerflow.persistence.checkpointer import open_checkpointer
+from deerflow.persistence.store import MetadataStore, RunRecord, ThreadRecord
+from deerflow.runtime import events as ev
+from deerflow.runtime.context import RunContext
+from deerflow.runtime.execution import execute_run
+from deerflow.runtime.live import LiveRun
+from deerflow.tools.builtins import builtin_sources
+
+
+@dataclass
+class RunRequest:
+    """What a caller asks for.  ``options`` are the runtime options of the lead agent."""
+
+    prompt: str
+    thread_id: str | None = None
+    user_id: str = "local"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class RunManager:
+    """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`."""
+
+    def __init__(self, *, loaded: LoadedConfig, home: HomePaths, store: MetadataStore,
+                 checkpointer: BaseCheckpointSaver, stack: AsyncExitStack) -> None:
+        self.loaded = loaded
+        self.home = home
+        self.store = store
+        self.checkpointer = checkpointer
+        self._stack = stack
+        self._live: dict[str, LiveRun] = {}
+        self._active_by_thread: dict[str, str] = {}
+        self.services: dict[str, Any] = {}
+        self._reader: Any = None
+
+    @classmethod
+    async def open(cls, *, loaded: LoadedConfig, home: HomePaths) -> RunManager:
+        stack = AsyncExitStack()
+        store = MetadataStore(home.database)
+        store.mark_interrupted_runs()
+        saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
+        return cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
+
+    async def close(self) -> None:
+        for live in list(self._live.values()):
+            if live.task and not live.task.done():
+                live.task.cancel()
+        await asyncio.gather(*(lv.task for lv in self._live.values() if lv.task), return_exceptions=True)
+        await self._stack.aclose()
+
+    # -- threads -----------------------------------------------------------------
+    def create_thread(self, user_id: str, *, thread_id: str | None = None,
+                      metadata: dict[str, Any] | None = None) -> ThreadRecord:
+        thread_id = check_id(thread_id or uuid.uuid4().hex, kind="thread")
+        if self.store.get_thread(thread_id, user_id) is not None:
+            raise UserError(f"thread {thread_id} already exists")
+        record = self.store.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
+        self.home.thread(user_id, thread_id).ensure()
+        return record
+
+    def thread(self, thread_id: str, user_id: str) -> ThreadRecord:
+        record = self.store.get_thread(thread_id, user_id)
+        if record is None:
+            raise NotFoundError(f"unknown thread {thread_id!r}")
+        return record
+
+    async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]:
+        """The thread's current state values (messages, artifacts, title…)."""
+        self.thread(thread_id, user_id)
+        tup = await self.checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
+        if tup is None:
+            return {}
+        if self._reader is None:
+            self._reader = state_reader(self.checkpointer)
+        snapshot = await self._reader.aget_state({"configurable": {"thread_id": thread_id}})
+        return dict(snapshot.values)
+
+    # -- runs --------------------------------------------------------------------
+    async def start(self, request: RunRequest) -> LiveRun:
+        """Validate the request, record the run and start it in the background.
+
+        Raises:
+            UserError: empty prompt, unknown thread, a run already active on the thread,
+                or a configuration problem with the requested model.
+        """
+        prompt = request.prompt.strip()
+        if not prompt:
+            raise UserError("the prompt is empty: say what the agent should do")
+        user_id = check_id(request.user_id, kind="user")
+        thread = (self.thread(request.thread_id, user_id) if request.thread_id
+                  else self.create_thread(user_id))
+        if thread.thread_id in self._active_by_thread:
+            raise UserError(f"thread {thread.thread_id} already has an active run "
+                            f"({self._active_by_thread[thread.thread_id]}); wait for it or cancel it")
+        options = dict(request.options)
+        resolved = create_chat_model(self.loaded.config, options.get("model_name"),
+                                     config_file=_str(self.loaded.path),
+                                     record=options.get("record"), replay=options.get("replay"))
+        now = time.time()
+        record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
+                           options={k: v for k, v in options.items() if _jsonable(v)})
+        context = RunContext(
+            user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
+            paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
+            model_name=resolved.name, interaction_mode=str(options.get("interaction_mode") or "interactive"),
+            options=options, services=dict(self.services),
+        )
+        deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
+                             sources=builtin_sources(self.loaded.config, resolved),
+                             config_file=_str(self.loaded.path), user_id=user_id)
+        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved)
+        self.store.create_run(record)
+        live = LiveRun(record)
+        self._live[record.run_id] = live
+        self._active_by_thread[thread.thread_id] = record.run_id
+        live.task = asyncio.create_task(self._run(live, lead, context, prompt))
+        return live
+
+    async def _run(self, live: LiveRun, lead: Any, context: RunContext, prompt: str) -> None:
+        outcome = None
+        try:
+            outcome = await execute_run(lead, context, prompt, live.publish)
+        finally:
+            projector = outcome.projector if outcome else None
+            status = outcome.status if outcome else "cancelled"
+            title = projector.title if projector else None
+            finished = ev.RunFinished(
+                run_id=live.run_id, thread_id=context.thread_id, seq=(projector.seq + 1) if projector else 1,
+                status=status, text=projector.last_text if projector else "", title=title,
+                artifacts=list(projector.artifacts) if projector else [],
+                error=outcome.error if outcome else None,
+            )
+            await live.publish(finished)
+            self._settle(live, finished)
+
+    def _settle(self, live: LiveRun, finished: ev.RunFinished) -> None:
+        self._active_by_thread.pop(live.record.thread_id, None)
+        self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
+        result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt}
+        self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result)
+        self.store.update_thread(live.record.thread_id, title=finished.title)
+        live.record.status = finished.status
+
+    def live(self, run_id: str, user_id: str) -> LiveRun | None:
+        live = self._live.get(run_id)
+        return live if live and live.record.user_id == user_id else None
+
+    async def cancel(self, run_id: str, user_id: str) -> bool:
+        """Cancel a running run; False when it is not running (finished or unknown)."""
+        live = self.live(run_id, user_id)
+        if live is None or live.done or live.task is None:
+            return False
+        live.task.cancel()
+        await asyncio.wait({live.task})
+        return True
+
+    def recorded_events(self, run_id: str, user_id: str) -> list[Any]:
+        """Events of a run, live or from the store."""
+        live = self.live(run_id, user_id)
+        if live is not None:
+            return list(live.events)
+        if self.store.get_run(run_id, user_id) is None:
+            raise NotFoundError(f"unknown run {run_id!r}")
+        return [ev.parse_event(e) for e in self.store.events(run_id)]
+
+
+def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
+    """A graph with the thread's channels only, to read state without building an agent."""
+    graph = StateGraph(ThreadState)
+    graph.add_node("noop", lambda state: {})
+    graph.add_edge(START, "noop")
+    graph.add_edge("noop", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def _str(path: Any) -> str | None:
+    return str(path) if path is not None else None
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None)))
