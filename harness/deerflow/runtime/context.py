@@ -9,12 +9,10 @@ in the harness needs a global to find them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deerflow.config.paths import ThreadPaths
-
-if TYPE_CHECKING:
-    from deerflow.config.schema import AppConfig
+from deerflow.config.schema import AppConfig
 
 
 @dataclass

@@ -112,15 +112,21 @@ class RunManager:
         if not prompt:
             raise UserError("the prompt is empty: say what the agent should do")
         user_id = check_id(request.user_id, kind="user")
-        thread = (self.thread(request.thread_id, user_id) if request.thread_id
-                  else self.create_thread(user_id))
-        if thread.thread_id in self._active_by_thread:
-            raise UserError(f"thread {thread.thread_id} already has an active run "
-                            f"({self._active_by_thread[thread.thread_id]}); wait for it or cancel it")
+        if request.thread_id:
+            self.thread(request.thread_id, user_id)
+            if request.thread_id in self._active_by_thread:
+                raise UserError(f"thread {request.thread_id} already has an active run "
+                                f"({self._active_by_thread[request.thread_id]}); wait for it or cancel it")
         options = dict(request.options)
         resolved = create_chat_model(self.loaded.config, options.get("model_name"),
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
+        deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
+                             sources=builtin_sources(self.loaded.config, resolved),
+                             config_file=_str(self.loaded.path), user_id=user_id)
+        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved)
+        thread = (self.thread(request.thread_id, user_id) if request.thread_id
+                  else self.create_thread(user_id))
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.items() if _jsonable(v)})
@@ -130,10 +136,6 @@ class RunManager:
             model_name=resolved.name, interaction_mode=str(options.get("interaction_mode") or "interactive"),
             options=options, services=dict(self.services),
         )
-        deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
-                             sources=builtin_sources(self.loaded.config, resolved),
-                             config_file=_str(self.loaded.path), user_id=user_id)
-        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved)
         self.store.create_run(record)
         live = LiveRun(record)
         self._live[record.run_id] = live

@@ -1,0 +1,124 @@
+"""End-to-end runs through the embedded client and the CLI on the offline model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deerflow import DeerFlowClient
+from deerflow.errors import ConfigError, NotFoundError, UserError
+from deerflow.runtime import events as ev
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, home: Path, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in {"OPENAI_API_KEY", "DEERFLOW_CONFIG"}}
+    env.update({"DEERFLOW_HOME": str(home), **(extra_env or {})})
+    return subprocess.run([sys.executable, "-m", "deerflow.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_streams_an_offline_run_that_writes_and_presents_a_file(deerflow_home, tmp_path):
+    proc = cli("run", "Write me a report", home=deerflow_home, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "embedded offline model" in out  # the run says it is offline
+    assert "→ write_file" in out and "→ present_files" in out
+    assert "artifact: /mnt/user-data/outputs/report.md" in out
+    assert "run finished: success" in out
+    reports = list(deerflow_home.glob("users/local/threads/*/user-data/outputs/report.md"))
+    assert len(reports) == 1
+    assert reports[0].read_text().startswith("# Report")
+
+
+def test_cli_json_prints_one_parseable_event_per_line(deerflow_home, tmp_path):
+    proc = cli("run", "go", "--json", home=deerflow_home, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    events = [ev.parse_event(line) for line in proc.stdout.splitlines()]
+    types = [e.type for e in events]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert "message_delta" in types and "tool_result" in types and "artifact" in types
+    assert [e.seq for e in events] == sorted(e.seq for e in events)
+    assert events[-1].artifacts == ["/mnt/user-data/outputs/report.md"]
+
+
+def test_threads_and_artifacts_commands(deerflow_home, tmp_path):
+    proc = cli("run", "Write me a report", "--json", home=deerflow_home, cwd=tmp_path)
+    thread_id = json.loads(proc.stdout.splitlines()[-1])["thread_id"]
+    listed = cli("threads", home=deerflow_home, cwd=tmp_path)
+    assert thread_id in listed.stdout and "Write me a report" in listed.stdout
+    arts = cli("artifacts", thread_id, home=deerflow_home, cwd=tmp_path)
+    assert arts.stdout.strip() == "/mnt/user-data/outputs/report.md"
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "needle"),
+    [
+        ("models: [unclosed\n", {}, "malformed YAML"),
+        ("sandbox:\n  use: local\n  bogus: 1\n", {}, "'sandbox.bogus'"),
+        ("models:\n  - name: m\n    use: nowhere_pkg.mod:Model\n", {}, "not installed"),
+        ("models:\n  - name: m\n    use: langchain_openai:ChatOpenAI\n    api_key: $DF_TEST_MISSING\n", {}, "$DF_TEST_MISSING"),
+    ],
+)
+def test_bad_config_is_one_clear_line_and_exit_2(deerflow_home, tmp_path, config, env, needle):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(config)
+    proc = cli("run", "hello", home=deerflow_home, cwd=tmp_path, extra_env=env)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+    assert str(cfg) in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (deerflow_home / "users").exists()
+
+
+def test_user_errors_exit_1_without_traceback(deerflow_home, tmp_path):
+    empty = cli("run", "   ", home=deerflow_home, cwd=tmp_path)
+    assert empty.returncode == 1 and "prompt is empty" in empty.stderr and "Traceback" not in empty.stderr
+    unknown = cli("run", "hi", "--thread", "nope", home=deerflow_home, cwd=tmp_path)
+    assert unknown.returncode == 1 and "unknown thread 'nope'" in unknown.stderr
+    bad_model = cli("run", "hi", "--model", "gpt-x", home=deerflow_home, cwd=tmp_path)
+    assert bad_model.returncode == 2 and "unknown model 'gpt-x'" in bad_model.stderr
+
+
+def test_restart_keeps_messages_and_artifacts(deerflow_home):
+    with DeerFlowClient() as client:
+        first = client.chat("Write me a report")
+    assert first.status == "success"
+    with DeerFlowClient() as again:
+        view = again.thread(first.thread_id)
+        kinds = [m.type for m in view.messages]
+        assert kinds[0] == "human" and kinds.count("ai") == 5 and kinds.count("tool") == 4
+        assert view.artifacts == ["/mnt/user-data/outputs/report.md"]
+        assert again.read_artifact(first.thread_id, "report.md").startswith(b"# Report")
+        assert view.record.title == "Write me a report"
+        assert [t.thread_id for t in again.threads()] == [first.thread_id]
+
+
+def test_bad_input_leaves_existing_threads_untouched(deerflow_home):
+    with DeerFlowClient() as client:
+        done = client.chat("Write me a report")
+        before = client.thread(done.thread_id).messages
+        with pytest.raises(UserError, match="prompt is empty"):
+            client.chat("  ", done.thread_id)
+        with pytest.raises(NotFoundError):
+            client.chat("hi", "no-such-thread")
+        with pytest.raises(ConfigError, match="unknown model"):
+            client.chat("hi", done.thread_id, model_name="missing")
+        after = client.thread(done.thread_id).messages
+    assert [m.id for m in after] == [m.id for m in before]
+
+
+def test_script_exhaustion_is_a_clear_run_error(deerflow_home):
+    with DeerFlowClient() as client:
+        first = client.chat("Write me a report")
+        second = client.chat("and again", first.thread_id)
+    assert second.status == "error"
+    assert "script" in (second.error or "").lower()
+    errors = [e for e in second.events if isinstance(e, ev.Error)]
+    assert errors and "Traceback" not in errors[0].message
