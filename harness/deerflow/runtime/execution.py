@@ -34,8 +34,9 @@ class Outcome:
     projector: Projector
 
 
-def graph_config(context: RunContext, *, recursion_limit: int = 200) -> dict[str, Any]:
+def graph_config(context: RunContext) -> dict[str, Any]:
     """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
+    recursion_limit = int(context.options.get("recursion_limit") or 200)
     return {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
             "metadata": {"run_id": context.run_id}}
 
@@ -59,7 +60,7 @@ async def execute_run(lead: LeadAgent, context: RunContext, prompt: str, publish
     except UserError as exc:
         await publish(projector.make(ev.Error, kind="user", message=str(exc)))
         return Outcome("error", str(exc), projector)
-    except Exception as exc:  # noqa: BLE001 - a failed run is reported, logged with context, never raised
+    except Exception as exc:
         logger.exception("run %s on thread %s failed", context.run_id, context.thread_id)
         message = f"{type(exc).__name__}: {_first_line(exc)}"
         await publish(projector.make(ev.Error, kind="runtime", message=message))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from deerflow.persistence.store import RunRecord
@@ -44,7 +45,7 @@ class LiveRun:
         index = 0
         while True:
             async with self._changed:
-                await self._changed.wait_for(lambda: len(self.events) > index or self.done)
+                await self._changed.wait_for(partial(self._has_more, index))
                 batch = self.events[index:]
             index += len(batch)
             for event in batch:
@@ -52,6 +53,9 @@ class LiveRun:
                     yield event
             if self.done and index >= len(self.events):
                 return
+
+    def _has_more(self, index: int) -> bool:
+        return len(self.events) > index or self.done
 
     async def wait(self) -> ev.RunFinished:
         async with self._changed:

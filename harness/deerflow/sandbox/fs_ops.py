@@ -1,0 +1,498 @@
+"""File operations on a :class:`VirtualFS`, returning dataclasses.
+
+The bodies of the file tools, free of LangChain so providers and the notebook
+UI can reuse them.  Paths go through :meth:`VirtualFS.locate`; results name
+virtual paths only; rendering to text is the tool layer's job.
+
+Limits exist because each result lands in the model's context:
+
+* ``read_file`` stops at ``max_chars`` on a line boundary and says where to
+  continue; binary files are refused with a pointer to the ``python`` tool.
+* ``write_file`` refuses more than ``max_bytes`` in one call (the model should
+  append in parts or generate big files with code).
+* ``ls``, ``glob`` and ``grep`` cap their results and say when they did.
+  They walk with :meth:`VirtualFS.walk`; glob and grep skip (and count)
+  symlinks that leave their mount, and grep skips binary and huge files.
+
+Writes are atomic (temp file in the same directory, then rename), so readers
+never see half a file, and serialised per path with an advisory ``flock`` on
+a striped lock file under the thread's private state directory.  ``flock``
+excludes threads and processes alike, so no process-global registry is needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from itertools import islice, takewhile
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from deerflow.sandbox.read_marks import ReadMarks, exclusive_lock
+from deerflow.sandbox.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS
+from deerflow.tools.errors import ToolFailure
+
+DEFAULT_READ_MAX_CHARS = 50_000
+DEFAULT_MAX_WRITE_BYTES = 1_000_000
+LS_MAX_ENTRIES = 300
+GLOB_MAX_RESULTS = 200
+GREP_MAX_MATCHES = 100
+GREP_MAX_FILE_BYTES = 5_000_000
+GREP_MAX_LINE_CHARS = 300
+_SNIFF_BYTES = 8192
+_LOCK_STRIPES = 64
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One item of a listing.  ``depth`` is 1 for direct children."""
+
+    path: str
+    kind: Literal["file", "dir", "symlink"]
+    depth: int
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """Result of :func:`ls`."""
+
+    path: str
+    entries: tuple[Entry, ...]
+    truncated: bool
+    limit: int
+
+
+@dataclass(frozen=True)
+class FileText:
+    """Result of :func:`read_file`: a window of a text file.
+
+    ``text`` keeps line endings; lines are 1-based and inclusive (``end_line``
+    is ``start_line - 1`` when nothing is shown); ``truncated`` means the
+    character cap stopped the window early; ``sha256`` hashes the whole file.
+    """
+
+    path: str
+    text: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    truncated: bool
+    sha256: str
+
+    @property
+    def next_start_line(self) -> int | None:
+        """Where a follow-up read should start, if the file goes on."""
+        return self.end_line + 1 if self.end_line < self.total_lines else None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Result of :func:`write_file` and :func:`str_replace`."""
+
+    path: str
+    bytes_written: int
+    created: bool
+    appended: bool = False
+    replacements: int = 0
+
+
+@dataclass(frozen=True)
+class GlobResult:
+    """Result of :func:`glob`.  Directories carry a trailing ``/``."""
+
+    pattern: str
+    path: str
+    matches: tuple[str, ...]
+    truncated: bool
+    limit: int
+    skipped_links: int
+
+
+@dataclass(frozen=True)
+class GrepMatch:
+    """One matching line."""
+
+    path: str
+    line_number: int
+    line: str
+
+
+@dataclass(frozen=True)
+class GrepResult:
+    """Result of :func:`grep`."""
+
+    pattern: str
+    path: str
+    matches: tuple[GrepMatch, ...]
+    truncated: bool
+    limit: int
+    files_searched: int
+    skipped_binary: int
+    skipped_large: int
+    skipped_links: int
+
+
+def _write_lock(vfs: VirtualFS, host: Path) -> contextlib.AbstractContextManager[None]:
+    # Striped: a bounded set of lock files; a collision only serialises two writes.
+    stripe = int(hashlib.sha256(str(host).encode()).hexdigest()[:8], 16) % _LOCK_STRIPES
+    return exclusive_lock(vfs.state_dir / "locks" / f"{stripe:02d}.lock")
+
+
+def ls(vfs: VirtualFS, path: str, *, max_entries: int = LS_MAX_ENTRIES) -> Listing:
+    """List ``path`` two levels deep; ``/mnt/user-data`` lists the mounts; links unfollowed."""
+    shown, walk = vfs.walk(path, max_depth=2)
+    items = islice(walk, max_entries + 1)
+    entries = tuple(
+        Entry(
+            i.virtual,
+            "symlink" if i.is_link else "dir" if i.is_dir else "file",
+            i.depth,
+            None if i.is_dir or i.is_link else i.host.lstat().st_size,
+        )
+        for i in items
+    )
+    return Listing(shown, entries[:max_entries], len(entries) > max_entries, max_entries)
+
+
+def read_file(
+    vfs: VirtualFS,
+    path: str,
+    start_line: int | None = None,
+    end_line: int | None = None,
+    *,
+    max_chars: int = DEFAULT_READ_MAX_CHARS,
+    marks: ReadMarks | None = None,
+) -> FileText:
+    """Read lines ``start_line``..``end_line`` (1-based, inclusive) of a text file.
+
+    The whole file is hashed on the way, and the hash recorded in ``marks``:
+    even a partial read counts as having seen the file, since the model chose
+    which part it needed.
+    """
+    _check_range(start_line, end_line)
+    rp = vfs.locate(path, write=False)
+    _require_file(rp)
+    first = start_line or 1
+    digest = hashlib.sha256()
+    shown: list[str] = []
+    used = total = 0
+    last = first - 1
+    truncated = False
+    with open(rp.host, "rb") as fh:
+        if b"\x00" in fh.read(_SNIFF_BYTES):
+            raise _binary(rp)
+        fh.seek(0)
+        for raw in fh:
+            digest.update(raw)
+            total += 1
+            line = _decode(raw, rp)
+            if total < first or (end_line is not None and total > end_line) or truncated:
+                continue
+            if used + len(line) > max_chars:
+                truncated = True
+                if shown:
+                    continue
+                line = line[:max_chars]  # a single huge line: show its head
+            shown.append(line)
+            used += len(line)
+            last = total
+    if total and first > total:
+        raise ToolFailure(
+            f"start_line {first} is past the end of {rp.virtual} ({total} lines).", code="bad_range"
+        )
+    if marks is not None:
+        marks.record(rp.canonical, digest.hexdigest())
+    return FileText(rp.virtual, "".join(shown), first, last, total, truncated, digest.hexdigest())
+
+
+def _check_range(start_line: int | None, end_line: int | None) -> None:
+    if start_line is not None and start_line < 1:
+        raise ToolFailure("start_line is 1-based and must be >= 1.", code="bad_range")
+    if end_line is not None and end_line < (start_line or 1):
+        raise ToolFailure("end_line must be >= start_line.", code="bad_range")
+
+
+def _decode(raw: bytes, rp: ResolvedPath) -> str:
+    """UTF-8 text, or the binary-file failure (NUL bytes count as binary)."""
+    try:
+        if b"\x00" not in raw:
+            return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    raise _binary(rp)
+
+
+def _binary(rp: ResolvedPath) -> ToolFailure:
+    return ToolFailure(
+        f"{rp.virtual} is a binary file (not UTF-8 text), so read_file cannot show it. "
+        f"Inspect it with the python tool instead, e.g. open({rp.virtual!r}, 'rb').",
+        code="binary_file",
+    )
+
+
+def _require_file(rp: ResolvedPath) -> None:
+    if not rp.host.exists():
+        raise ToolFailure(
+            f"{rp.virtual} does not exist. Use ls or glob to find the right path.", code="not_found"
+        )
+    if rp.host.is_dir():
+        raise ToolFailure(
+            f"{rp.virtual} is a directory; use ls to see what it holds.", code="is_directory"
+        )
+
+
+# -- write --------------------------------------------------------------------
+
+
+def write_file(
+    vfs: VirtualFS,
+    path: str,
+    content: str,
+    append: bool = False,
+    *,
+    marks: ReadMarks | None = None,
+    max_bytes: int = DEFAULT_MAX_WRITE_BYTES,
+) -> WriteResult:
+    """Create, overwrite or append to a text file, atomically.
+
+    With ``marks``, changing an existing file needs a current read mark.
+    """
+    data = content.encode("utf-8")
+    if len(data) > max_bytes:
+        raise ToolFailure(
+            f"The content is {len(data):,} bytes; one write_file call takes at most "
+            f"{max_bytes:,}. Write it in parts (the first call, then append=true for "
+            "the rest), or generate the file with the python tool.",
+            code="too_large",
+        )
+    rp = vfs.locate(path, write=True)
+    if rp.host.is_dir():
+        raise ToolFailure(f"{rp.virtual} is a directory; give a file path.", code="is_directory")
+    with _write_lock(vfs, rp.host):
+        exists = rp.host.exists()
+        if exists and marks is not None:
+            marks.check(rp.canonical, rp.host)
+        _make_parents(rp)
+        _atomic_write(rp.host, data, keep_existing=append and exists)
+    return WriteResult(rp.virtual, len(data), created=not exists, appended=append and exists)
+
+
+def str_replace(
+    vfs: VirtualFS,
+    path: str,
+    old: str,
+    new: str,
+    replace_all: bool = False,
+    *,
+    marks: ReadMarks | None = None,
+) -> WriteResult:
+    """Replace the unique occurrence of ``old`` (or every one, with ``replace_all``)."""
+    if not old:
+        raise ToolFailure("old_str is empty; give the exact text to replace.", code="bad_args")
+    rp = vfs.locate(path, write=True)
+    _require_file(rp)
+    with _write_lock(vfs, rp.host):
+        if marks is not None:
+            marks.check(rp.canonical, rp.host)
+        raw = rp.host.read_bytes()
+        text = _decode(raw, rp)
+        count = text.count(old)
+        if count == 0:
+            raise ToolFailure(
+                f"old_str was found 0 times in {rp.virtual}. It must match exactly, "
+                "including whitespace and indentation; read the file to copy the text.",
+                code="no_match",
+            )
+        if count > 1 and not replace_all:
+            raise ToolFailure(
+                f"old_str was found {count} times in {rp.virtual}; it must be unique. "
+                "Include more surrounding lines, or set replace_all=true to replace all.",
+                code="ambiguous_match",
+            )
+        data = text.replace(old, new, -1 if replace_all else 1).encode("utf-8")
+        _atomic_write(rp.host, data, keep_existing=False)
+    return WriteResult(rp.virtual, len(data), created=False, replacements=count)
+
+
+def _make_parents(rp: ResolvedPath) -> None:
+    try:
+        rp.host.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ToolFailure(
+            f"Cannot create {rp.virtual}: part of its parent path is a file, not a directory.",
+            code="bad_path",
+        ) from None
+
+
+def _atomic_write(target: Path, data: bytes, *, keep_existing: bool) -> None:
+    """Write ``[existing content +] data`` to a sibling temp file, then rename it over."""
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            if keep_existing:
+                with open(target, "rb") as src:
+                    for chunk in iter(lambda: src.read(1 << 16), b""):
+                        out.write(chunk)
+            out.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- search -------------------------------------------------------------------
+
+
+def glob(
+    vfs: VirtualFS,
+    pattern: str,
+    path: str = str(WORKSPACE),
+    *,
+    max_results: int = GLOB_MAX_RESULTS,
+) -> GlobResult:
+    """Paths under ``path`` matching ``pattern`` (``*``, ``?``, ``[..]``, ``**``).
+
+    An absolute pattern such as ``/mnt/user-data/workspace/**/*.py`` is split
+    into its literal directory and the pattern below it.
+    """
+    path, pattern = _split_pattern(pattern, path)
+    regex = _glob_regex(pattern)
+    shown, walk = vfs.walk(path)
+    found: list[str] = []
+    skipped = 0
+    for item in walk:
+        skipped += item.escapes
+        if not item.escapes and regex.fullmatch(item.rel):
+            found.append(item.virtual + ("/" if item.is_dir else ""))
+            if len(found) > max_results:
+                break
+    return GlobResult(
+        pattern, shown, tuple(found[:max_results]), len(found) > max_results, max_results, skipped
+    )
+
+
+def grep(
+    vfs: VirtualFS,
+    pattern: str,
+    path: str = str(WORKSPACE),
+    *,
+    literal: bool = False,
+    case_sensitive: bool = True,
+    glob: str | None = None,
+    max_matches: int = GREP_MAX_MATCHES,
+) -> GrepResult:
+    """Lines matching ``pattern`` (a Python regex unless ``literal``) in text files.
+
+    ``glob`` filters files: matched against the file name when it has no
+    ``/``, else against the path below ``path``.
+    """
+    regex = _grep_regex(pattern, literal=literal, case_sensitive=case_sensitive)
+    name_filter = _glob_regex(glob) if glob else None
+    shown, walk = vfs.walk(path)
+    matches: list[GrepMatch] = []
+    counts = dict.fromkeys(
+        ("files_searched", "skipped_binary", "skipped_large", "skipped_links"), 0
+    )
+    for item in walk:
+        if len(matches) > max_matches:
+            break
+        counts["skipped_links"] += item.escapes
+        subject = item.rel if glob and "/" in glob else PurePosixPath(item.rel).name
+        if item.is_dir or item.escapes or (name_filter and not name_filter.fullmatch(subject)):
+            continue
+        counter, lines = _text_lines(item.host)
+        counts[counter] += 1
+        for number, line in enumerate(lines, 1):
+            if regex.search(line):
+                matches.append(GrepMatch(item.virtual, number, line[:GREP_MAX_LINE_CHARS]))
+                if len(matches) > max_matches:
+                    break
+    truncated = len(matches) > max_matches
+    return GrepResult(
+        pattern, shown, tuple(matches[:max_matches]), truncated, max_matches, **counts
+    )
+
+
+def _text_lines(host: Path) -> tuple[str, list[str]]:
+    """A file's lines for grep and the GrepResult counter it adds to.
+
+    Unreadable files count as binary: either way there is no text to search.
+    """
+    try:
+        if host.stat().st_size > GREP_MAX_FILE_BYTES:
+            return "skipped_large", []
+        raw = host.read_bytes()
+    except OSError:
+        return "skipped_binary", []
+    if b"\x00" in raw[:_SNIFF_BYTES]:
+        return "skipped_binary", []
+    try:
+        return "files_searched", raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        return "skipped_binary", []
+
+
+def _grep_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
+    if not pattern:
+        raise ToolFailure("The search pattern is empty.", code="bad_pattern")
+    flags = 0 if case_sensitive else re.IGNORECASE
+    try:
+        return re.compile(re.escape(pattern) if literal else pattern, flags)
+    except re.error as exc:
+        raise ToolFailure(
+            f"Invalid regular expression: {exc}. Set literal=true to search for the text as is.",
+            code="bad_pattern",
+        ) from None
+
+
+def _split_pattern(pattern: str, path: str) -> tuple[str, str]:
+    pattern = pattern.strip()
+    if not pattern:
+        raise ToolFailure("The glob pattern is empty.", code="bad_pattern")
+    parts = PurePosixPath(pattern).parts
+    if ".." in parts:
+        raise ToolFailure("'..' is not allowed in glob patterns.", code="bad_pattern")
+    if not pattern.startswith("/"):
+        return path, pattern.removeprefix("./")
+    literal = list(takewhile(lambda part: not any(c in part for c in "*?["), parts))
+    if len(literal) == len(parts):
+        raise ToolFailure(
+            "The pattern has no wildcard; use ls or read_file for a single path.",
+            code="bad_pattern",
+        )
+    return str(PurePosixPath(*literal)), "/".join(parts[len(literal) :])
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a path glob to a regex matched against ``/``-separated paths."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] in "*?":
+            out.append("[^/]*" if pattern[i] == "*" else "[^/]")
+            i += 1
+        elif pattern[i] == "[" and (end := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body[0] in "!^" else "[" + body + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    try:
+        return re.compile("".join(out), re.DOTALL)
+    except re.error as exc:
+        raise ToolFailure(f"Invalid glob pattern: {exc}.", code="bad_pattern") from None

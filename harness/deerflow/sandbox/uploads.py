@@ -1,0 +1,199 @@
+"""User uploads: files the user gives a thread, saved where the agent can read them.
+
+Uploads land in ``ThreadPaths.uploads`` and appear to the agent, read-only, at
+``/mnt/user-data/uploads/{name}``.  The host side (the Jupyter handler, the CLI)
+calls :func:`save_upload`; it is the only writer of that directory.
+
+Saving is defensive because the name and the bytes come from outside:
+
+* the name must be one plain file name (no separators, no ``.``/``..``, no
+  NUL or control characters, no leading dot: hidden names are reserved for
+  in-flight temp files);
+* an existing destination that is a symlink or a hard-linked file is refused,
+  so an upload can never write through to a file elsewhere on the host;
+* the data streams into a temp file in the uploads directory and is renamed
+  over the destination only when complete and within ``max_bytes``.  An
+  oversized or failed upload leaves no partial file and never truncates an
+  existing one;
+* the number of files is capped (replacing a file of the same name does not
+  count as a new one).  Saves of one thread are serialised by a file lock, so
+  concurrent uploads cannot both slip under the cap.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.read_marks import exclusive_lock
+from deerflow.sandbox.virtual_paths import UPLOADS, state_dir
+
+DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # same defaults as UploadsConfig
+DEFAULT_MAX_UPLOAD_FILES = 200
+MAX_NAME_BYTES = 255
+_CHUNK = 1 << 16
+
+
+class UploadError(ValueError):
+    """An upload that cannot be accepted; the message is fit to show the user."""
+
+
+@dataclass(frozen=True)
+class UploadInfo:
+    """One uploaded file.
+
+    Attributes:
+        name: File name inside the uploads directory.
+        virtual_path: Where the agent sees it.
+        size: Size in bytes.
+        mtime: Last modification, Unix time.
+    """
+
+    name: str
+    virtual_path: str
+    size: int
+    mtime: float
+
+
+def validate_name(name: str) -> str:
+    """Return ``name`` if it is usable as one upload file name.
+
+    Raises:
+        UploadError: explaining what is wrong with it.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise UploadError("The file name is empty.")
+    if name in (".", ".."):
+        raise UploadError(f"{name!r} is not a file name.")
+    if "/" in name or "\\" in name:
+        raise UploadError(f"{name!r} contains a path separator; give a plain file name.")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise UploadError(f"{name!r} contains a NUL or control character.")
+    if name.startswith("."):
+        raise UploadError(f"{name!r} starts with a dot; hidden file names are not accepted.")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise UploadError(f"The file name is longer than {MAX_NAME_BYTES} bytes.")
+    return name
+
+
+def save_upload(
+    paths: ThreadPaths,
+    name: str,
+    data: bytes | IO[bytes] | Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    max_files: int = DEFAULT_MAX_UPLOAD_FILES,
+) -> UploadInfo:
+    """Store ``data`` as ``uploads/{name}``, replacing a same-name upload atomically.
+
+    Args:
+        paths: The thread receiving the file.
+        name: The file name (validated; see :func:`validate_name`).
+        data: The content: bytes, a binary stream read to its end, or a host file.
+        max_bytes: Largest accepted size.
+        max_files: Most files the uploads directory may hold.
+
+    Raises:
+        UploadError: bad name, unsafe destination, too large, too many files.
+    """
+    validate_name(name)
+    uploads = _uploads_dir(paths)
+    dest = uploads / name
+    with exclusive_lock(state_dir(paths) / "uploads.lock"):
+        replacing = _check_destination(dest)
+        if not replacing and len(list(_upload_files(uploads))) >= max_files:
+            raise UploadError(
+                f"This thread already has {max_files} uploaded files, the "
+                "maximum; remove some before uploading more."
+            )
+        tmp = _stream_to_temp(uploads, data, max_bytes=max_bytes)
+        try:
+            _check_destination(dest)  # re-check: it may have changed while streaming
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return _info(dest)
+
+
+def list_uploads(paths: ThreadPaths) -> list[UploadInfo]:
+    """The thread's uploaded files, by name (temp files and links are not listed)."""
+    if not paths.uploads.is_dir():
+        return []
+    return sorted((_info(p) for p in _upload_files(paths.uploads)), key=lambda i: i.name)
+
+
+def _uploads_dir(paths: ThreadPaths) -> Path:
+    paths.ensure()
+    if paths.uploads.is_symlink() or not paths.uploads.is_dir():
+        raise UploadError(
+            "The thread's uploads directory is not a plain directory; refusing to write into it."
+        )
+    return paths.uploads
+
+
+def _check_destination(dest: Path) -> bool:
+    """Whether ``dest`` exists as a file that may be replaced; refuse unsafe ones."""
+    try:
+        st = dest.lstat()
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise UploadError(f"{dest.name!r} exists as a symbolic link; refusing to replace it.")
+    if not stat.S_ISREG(st.st_mode):
+        raise UploadError(f"{dest.name!r} exists and is not a regular file.")
+    if st.st_nlink > 1:
+        raise UploadError(f"{dest.name!r} exists as a hard-linked file; refusing to replace it.")
+    return True
+
+
+def _stream_to_temp(uploads: Path, data: bytes | IO[bytes] | Path, *, max_bytes: int) -> Path:
+    """Copy ``data`` to a hidden temp file, enforcing ``max_bytes`` as it streams."""
+    fd, name = tempfile.mkstemp(dir=uploads, prefix=".upload-", suffix=".part")
+    tmp = Path(name)
+    try:
+        written = 0
+        with os.fdopen(fd, "wb") as out:
+            for chunk in _chunks(data):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise UploadError(
+                        f"The file is larger than the upload limit of {max_bytes:,} bytes."
+                    )
+                out.write(chunk)
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _chunks(data: bytes | IO[bytes] | Path) -> Iterator[bytes]:
+    if isinstance(data, bytes | bytearray | memoryview):
+        view = memoryview(data)
+        for start in range(0, len(view), _CHUNK):
+            yield bytes(view[start : start + _CHUNK])
+        return
+    if isinstance(data, Path):
+        with open(data, "rb") as fh:
+            yield from iter(lambda: fh.read(_CHUNK), b"")
+        return
+    yield from iter(lambda: data.read(_CHUNK), b"")
+
+
+def _upload_files(uploads: Path) -> Iterator[Path]:
+    with os.scandir(uploads) as entries:
+        for entry in entries:
+            if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
+                yield Path(entry.path)
+
+
+def _info(path: Path) -> UploadInfo:
+    st = path.lstat()
+    return UploadInfo(path.name, f"{UPLOADS}/{path.name}", st.st_size, st.st_mtime)
