@@ -23,8 +23,9 @@ from deerflow.runtime.projection import Projector
 
 logger = logging.getLogger(__name__)
 
-STREAM_MODES = ["messages", "updates", "custom"]
+STREAM_MODES = ["values", "messages", "updates", "custom"]
 Publish = Callable[[Any], Awaitable[None]]
+PublishRaw = Callable[[str, Any], Awaitable[None]]
 
 
 @dataclass
@@ -41,8 +42,18 @@ def graph_config(context: RunContext) -> dict[str, Any]:
             "metadata": {"run_id": context.run_id}}
 
 
-async def execute_run(lead: LeadAgent, context: RunContext, prompt: str, publish: Publish) -> Outcome:
-    """Run the lead agent on ``prompt`` and publish every event; never raises for run failures."""
+async def _ignore_raw(mode: str, chunk: Any) -> None:
+    del mode, chunk
+
+
+async def execute_run(
+    lead: LeadAgent, context: RunContext, prompt: str, publish: Publish, publish_raw: PublishRaw = _ignore_raw
+) -> Outcome:
+    """Run the lead agent on ``prompt`` and publish every event; never raises for run failures.
+
+    Raw LangGraph chunks go to ``publish_raw`` first (the HTTP API forwards them), then
+    the typed events projected from them go to ``publish``.
+    """
     projector = Projector(run_id=context.run_id, thread_id=context.thread_id)
     await publish(projector.make(
         ev.RunStarted, model=lead.model.name, offline=lead.model.offline, notice=lead.model.notice,
@@ -53,6 +64,7 @@ async def execute_run(lead: LeadAgent, context: RunContext, prompt: str, publish
         async for mode, chunk in lead.graph.astream(
             inputs, graph_config(context), context=context, stream_mode=STREAM_MODES
         ):
+            await publish_raw(mode, chunk)
             for event in projector.feed(mode, chunk):
                 await publish(event)
     except asyncio.CancelledError:

@@ -1,8 +1,11 @@
-"""A run in progress: its record, its growing event log, and its subscribers.
+"""A run in progress: its record, its growing frame log, and its subscribers.
 
-Events are appended to an in-memory list; any number of readers iterate over
-it from any position (``after=seq``), waiting on a condition for more.  That
-one mechanism serves streaming, joining a run late and SSE resumption.
+A run produces *frames*: typed DeerFlow events (kind ``event``) and, for the
+LangGraph-compatible HTTP API, the raw LangGraph stream chunks (kinds
+``values``, ``messages``, ``updates``).  Frames are appended to one in-memory
+list; any number of readers iterate over it from any position, waiting on a
+condition for more.  That one mechanism serves streaming, joining a run late
+and SSE resumption (the frame index is the SSE event id).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from typing import Any
 from deerflow.persistence.store import RunRecord
 from deerflow.runtime import events as ev
 
+RAW_KINDS = ("values", "messages", "updates")
+
 
 @dataclass
 class LiveRun:
     record: RunRecord
-    events: list[Any] = field(default_factory=list)
+    frames: list[tuple[str, Any]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     finished: ev.RunFinished | None = None
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -33,29 +38,48 @@ class LiveRun:
     def done(self) -> bool:
         return self.finished is not None
 
+    @property
+    def events(self) -> list[Any]:
+        """The typed events so far."""
+        return [data for kind, data in self.frames if kind == "event"]
+
     async def publish(self, event: Any) -> None:
+        """Append a typed event (``run_finished`` marks the run done)."""
+        await self._append("event", event)
+
+    async def publish_raw(self, mode: str, chunk: Any) -> None:
+        """Append a raw LangGraph chunk of a kind the HTTP API forwards."""
+        if mode in RAW_KINDS:
+            await self._append(mode, chunk)
+
+    async def _append(self, kind: str, data: Any) -> None:
         async with self._changed:
-            self.events.append(event)
-            if isinstance(event, ev.RunFinished):
-                self.finished = event
+            self.frames.append((kind, data))
+            if isinstance(data, ev.RunFinished):
+                self.finished = data
             self._changed.notify_all()
 
-    async def stream(self, *, after: int = 0) -> AsyncIterator[Any]:
-        """Yield events with ``seq > after`` until the run finishes."""
-        index = 0
+    async def stream_frames(self, *, after: int = -1) -> AsyncIterator[tuple[int, str, Any]]:
+        """Yield ``(index, kind, data)`` for frames with ``index > after`` until the run finishes."""
+        index = max(after + 1, 0)
         while True:
             async with self._changed:
                 await self._changed.wait_for(partial(self._has_more, index))
-                batch = self.events[index:]
+                batch = self.frames[index:]
+            for offset, (kind, data) in enumerate(batch):
+                yield index + offset, kind, data
             index += len(batch)
-            for event in batch:
-                if event.seq > after:
-                    yield event
-            if self.done and index >= len(self.events):
+            if self.done and index >= len(self.frames):
                 return
 
+    async def stream(self, *, after: int = 0) -> AsyncIterator[Any]:
+        """Yield typed events with ``seq > after`` until the run finishes."""
+        async for _, kind, data in self.stream_frames():
+            if kind == "event" and data.seq > after:
+                yield data
+
     def _has_more(self, index: int) -> bool:
-        return len(self.events) > index or self.done
+        return len(self.frames) > index or self.done
 
     async def wait(self) -> ev.RunFinished:
         async with self._changed:

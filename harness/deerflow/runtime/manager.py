@@ -146,7 +146,7 @@ class RunManager:
     async def _run(self, live: LiveRun, lead: Any, context: RunContext, prompt: str) -> None:
         outcome = None
         try:
-            outcome = await execute_run(lead, context, prompt, live.publish)
+            outcome = await execute_run(lead, context, prompt, live.publish, live.publish_raw)
         finally:
             projector = outcome.projector if outcome else None
             status = outcome.status if outcome else "cancelled"
