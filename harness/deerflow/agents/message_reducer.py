@@ -1,0 +1,193 @@
+"""Batch reducer for the ``messages`` channel of a thread.
+
+Why a batch reducer: the thread's ``messages`` live in a LangGraph
+``DeltaChannel``, which checkpoints only the writes of each step and rebuilds
+the list by replaying them through ``reducer(state, [write, ...])``. Storage
+then grows with the number of writes instead of with (steps x history), but the
+reducer must accept many writes at once and give the same answer however the
+writes are batched::
+
+    merge_message_writes(merge_message_writes(s, xs), ys)
+        == merge_message_writes(s, xs + ys)
+
+Contract: the result equals folding the writes one by one through LangGraph's
+public ``add_messages``. That includes its less obvious corners, because a
+thread replayed from a checkpoint must come back exactly as it was built:
+
+* a duplicate id replaces the message in place (it keeps its position);
+* ``RemoveMessage(id)`` deletes; an unknown id raises ``ValueError``;
+* removals take effect at the end of the write that carries them, so a message
+  removed and re-added within one write keeps its slot, while one re-added by a
+  later write goes to the end;
+* ``RemoveMessage(REMOVE_ALL_MESSAGES)`` resets the list to what follows the
+  last such marker of that write, taken verbatim (duplicates included);
+* a ``None`` write raises ``ValueError``;
+* messages without an id get ``uuid4`` ids in the same order ``add_messages``
+  allocates them (state first, then each write in order);
+* dicts, ``(role, content)`` tuples and strings are coerced to messages, and
+  message chunks to full messages.
+
+LangGraph ships a private ``_messages_delta_reducer`` that is also linear but
+skips several of these rules, so it is not used here.
+
+Cost: the current state is normalised and indexed once per call (id -> last
+position, plus earlier positions of the rare repeated id); each write is then
+folded in time proportional to its own length. Removed slots are marked as
+tombstones and compacted once, at the end of the call, so the accumulated list
+is never rescanned per write: one call is O(len(state) + total write size).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    RemoveMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+__all__ = ["merge_message_writes"]
+
+
+def merge_message_writes(state: Any, writes: Sequence[Any]) -> list[AnyMessage]:
+    """Fold a batch of ``messages`` writes into the current message list.
+
+    Args:
+        state: The current messages (a list of message-likes, or one message-like,
+            as ``add_messages`` accepts for its left side).
+        writes: The writes to apply, oldest first. Each is a list of message-likes
+            or a single message-like, exactly what a node returns under
+            ``messages``.
+
+    Returns:
+        A new list; the input list is not modified (message objects without an
+        id are given one in place, as ``add_messages`` does).
+
+    Raises:
+        ValueError: ``state`` or a write is ``None``, or a ``RemoveMessage``
+            names an id that is not present.
+    """
+    if state is None:
+        raise ValueError("Cannot merge message writes into a None state.")
+    if not writes:
+        return list(state) if isinstance(state, list) else [state]
+    fold = _MessageFold(_coerce(state))
+    for write in writes:
+        if write is None:
+            raise ValueError("A write to 'messages' must not be None.")
+        fold.apply(_with_ids(_coerce(write)))
+    return fold.result()
+
+
+class _MessageFold:
+    """Mutable fold state: messages with tombstones and an id -> position index.
+
+    ``_index`` maps each id to its last position, which is the one
+    ``add_messages`` replaces. An id occurs more than once only after a
+    ``REMOVE_ALL_MESSAGES`` write whose tail repeats it (or when the initial
+    state does); its earlier positions wait in ``_earlier`` so that a removal
+    can delete every occurrence, as ``add_messages`` does.
+    """
+
+    __slots__ = ("_earlier", "_index", "_items", "_tombstones")
+
+    def __init__(self, messages: list[BaseMessage]) -> None:
+        self._items: list[BaseMessage | None] = []
+        self._index: dict[str | None, int] = {}
+        self._earlier: dict[str | None, list[int]] = {}
+        self._tombstones = 0
+        self._reset(messages)
+
+    def _reset(self, messages: list[BaseMessage]) -> None:
+        """Start from ``messages``, giving id-less ones an id first.
+
+        The index doubles as the missing-id check, so a long history is walked
+        once per call, not twice.
+        """
+        self._items = list(messages)
+        self._tombstones = 0
+        self._index = {message.id: i for i, message in enumerate(messages)}
+        if None in self._index:
+            _with_ids(messages)
+            self._index = {message.id: i for i, message in enumerate(messages)}
+        self._earlier = {}
+        if len(self._index) != len(messages):
+            for position, message in enumerate(messages):
+                if self._index[message.id] != position:
+                    self._earlier.setdefault(message.id, []).append(position)
+
+    def apply(self, messages: list[BaseMessage]) -> None:
+        """Apply one write, with ``add_messages`` semantics."""
+        cut = _last_remove_all(messages)
+        if cut is not None:
+            self._reset(messages[cut + 1 :])
+            return
+        index, items = self._index, self._items
+        removed: set[str | None] = set()
+        for message in messages:
+            position = index.get(message.id)
+            if position is None:
+                if isinstance(message, RemoveMessage):
+                    raise ValueError(
+                        "Attempting to delete a message with an ID that doesn't exist "
+                        f"('{message.id}')"
+                    )
+                index[message.id] = len(items)
+                items.append(message)
+            elif isinstance(message, RemoveMessage):
+                removed.add(message.id)
+            else:
+                removed.discard(message.id)
+                items[position] = message
+        for message_id in removed:
+            self._tombstone(message_id)
+
+    def _tombstone(self, message_id: str | None) -> None:
+        for position in [self._index.pop(message_id), *self._earlier.pop(message_id, ())]:
+            self._items[position] = None
+            self._tombstones += 1
+
+    def result(self) -> list[AnyMessage]:
+        """Return the live messages in order (tombstones compacted once, here)."""
+        if not self._tombstones:
+            return self._items  # type: ignore[return-value]
+        return [message for message in self._items if message is not None]  # type: ignore[misc]
+
+
+def _last_remove_all(messages: list[BaseMessage]) -> int | None:
+    """Index of the last ``REMOVE_ALL_MESSAGES`` marker in a write, if any."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
+            return index
+    return None
+
+
+def _coerce(value: Any) -> list[BaseMessage]:
+    """Coerce one side of a merge to full messages, as ``add_messages`` does.
+
+    A long history is all plain messages, so the common case returns the list
+    itself after a type check instead of converting every item.
+    """
+    items = value if isinstance(value, list) else [value]
+    if all(
+        issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
+        for kind in set(map(type, items))
+    ):
+        return items
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
+
+
+def _with_ids(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Give id-less messages a ``uuid4`` id, in list order (in place)."""
+    for message in messages:
+        if message.id is None:
+            message.id = str(uuid.uuid4())
+    return messages
