@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	@echo "Installing DeerFlow Notebook into $(VENV) (first run only)..."
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --quiet -e ".[all,test]"
+	@# editable installs skip data files: put the extension's enabling config in place
+	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
+	@cp extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	@touch $(STAMP)
 
 demo: $(STAMP)

@@ -24,3 +24,6 @@ def deerflow_home(tmp_path, monkeypatch) -> Path:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
     return home
+
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]

@@ -32,6 +32,11 @@ OFFLINE_NOTICE = (
     "and OPENAI_API_KEY is not set. See README 'Use a real model'."
 )
 
+CONFIGURED_OFFLINE_NOTICE = (
+    "Using an offline model (scripted or replayed answers, no network): its answers do not depend "
+    "on your prompt."
+)
+
 
 @dataclass(frozen=True)
 class ResolvedModel:
@@ -84,7 +89,10 @@ def _resolve(config: AppConfig, name: str | None, *, env: Mapping[str, str], con
         if entry is None:
             known = ", ".join(m.name for m in config.models)
             raise ConfigError(f"unknown model {wanted!r}; configured models: {known}", file=config_file, key="models")
-        return ResolvedModel(instantiate(entry, config_file=config_file), entry.name, entry)
+        model = instantiate(entry, config_file=config_file)
+        if _is_offline(model):
+            return ResolvedModel(model, entry.name, entry, offline=True, notice=CONFIGURED_OFFLINE_NOTICE)
+        return ResolvedModel(model, entry.name, entry)
     if name and name not in {"offline", "scripted"}:
         raise ConfigError(f"unknown model {name!r}: no models are configured", file=config_file, key="models")
     if env.get("OPENAI_API_KEY") and name is None:
@@ -95,6 +103,13 @@ def _resolve(config: AppConfig, name: str | None, *, env: Mapping[str, str], con
         )
         return ResolvedModel(instantiate(entry, config_file=config_file), entry.name, entry)
     return offline_model(env)
+
+
+def _is_offline(model: BaseChatModel) -> bool:
+    from deerflow.models.replay import ReplayChatModel
+    from deerflow.models.scripted import ScriptedChatModel
+
+    return isinstance(model, (ScriptedChatModel, ReplayChatModel))
 
 
 def offline_model(env: Mapping[str, str] | None = None) -> ResolvedModel:

@@ -59,13 +59,27 @@ class LiveRun:
                 self.finished = data
             self._changed.notify_all()
 
-    async def stream_frames(self, *, after: int = -1) -> AsyncIterator[tuple[int, str, Any]]:
-        """Yield ``(index, kind, data)`` for frames with ``index > after`` until the run finishes."""
+    async def stream_frames(
+        self, *, after: int = -1, heartbeat: float | None = None
+    ) -> AsyncIterator[tuple[int, str, Any]]:
+        """Yield ``(index, kind, data)`` for frames with ``index > after`` until the run finishes.
+
+        With ``heartbeat``, a ``(-1, "heartbeat", None)`` frame is yielded whenever that
+        many seconds pass without a frame (SSE servers turn it into a keep-alive comment).
+        """
         index = max(after + 1, 0)
         while True:
             async with self._changed:
-                await self._changed.wait_for(partial(self._has_more, index))
-                batch = self.frames[index:]
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        await self._changed.wait_for(partial(self._has_more, index))
+                except TimeoutError:
+                    batch = None
+                else:
+                    batch = self.frames[index:]
+            if batch is None:
+                yield -1, "heartbeat", None
+                continue
             for offset, (kind, data) in enumerate(batch):
                 yield index + offset, kind, data
             index += len(batch)

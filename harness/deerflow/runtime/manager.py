@@ -9,6 +9,7 @@ every run (status, timestamps, error, events) so it survives a restart.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 import uuid
 from contextlib import AsyncExitStack
@@ -18,6 +19,7 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
+from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS, RunInteractionPolicy
 from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.loader import LoadedConfig
@@ -35,12 +37,19 @@ from deerflow.tools.builtins import builtin_sources
 
 @dataclass
 class RunRequest:
-    """What a caller asks for.  ``options`` are the runtime options of the lead agent."""
+    """What a caller asks for.  ``options`` are the runtime options of the lead agent.
+
+    ``trusted`` marks an internal, in-process caller (embedded client, CLI,
+    scheduler).  Only trusted requests may carry the internal-only interaction
+    keys (``interaction_mode``, ``non_interactive``, ``disable_clarification``,
+    ``channel_name``); a public request (the HTTP API) carrying them is refused.
+    """
 
     prompt: str
     thread_id: str | None = None
     user_id: str = "local"
     options: dict[str, Any] = field(default_factory=dict)
+    trusted: bool = False
 
 
 class RunManager:
@@ -91,14 +100,41 @@ class RunManager:
 
     async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]:
         """The thread's current state values (messages, artifacts, title…)."""
+        snapshot = await self.state_snapshot(thread_id, user_id)
+        return dict(snapshot.values) if snapshot is not None else {}
+
+    async def state_snapshot(self, thread_id: str, user_id: str) -> Any:
+        """The thread's latest LangGraph ``StateSnapshot`` (None before its first run)."""
         self.thread(thread_id, user_id)
-        tup = await self.checkpointer.aget_tuple({"configurable": {"thread_id": thread_id}})
-        if tup is None:
-            return {}
+        config = {"configurable": {"thread_id": thread_id}}
+        if await self.checkpointer.aget_tuple(config) is None:
+            return None
+        return await self._state_reader().aget_state(config)
+
+    async def state_history(self, thread_id: str, user_id: str, *, limit: int = 10) -> list[Any]:
+        """Past snapshots of the thread, newest first."""
+        self.thread(thread_id, user_id)
+        config = {"configurable": {"thread_id": thread_id}}
+        return [snap async for snap in self._state_reader().aget_state_history(config, limit=limit)]
+
+    async def delete_thread(self, thread_id: str, user_id: str) -> None:
+        """Delete a thread: its record, runs, checkpoints and files.
+
+        Raises:
+            NotFoundError: unknown thread (or another user's).
+            UserError: the thread has an active run.
+        """
+        self.thread(thread_id, user_id)
+        if thread_id in self._active_by_thread:
+            raise UserError(f"thread {thread_id} has an active run; cancel it first")
+        await self.checkpointer.adelete_thread(thread_id)
+        self.store.delete_thread(thread_id, user_id)
+        shutil.rmtree(self.home.thread(user_id, thread_id).root, ignore_errors=True)
+
+    def _state_reader(self) -> Any:
         if self._reader is None:
             self._reader = state_reader(self.checkpointer)
-        snapshot = await self._reader.aget_state({"configurable": {"thread_id": thread_id}})
-        return dict(snapshot.values)
+        return self._reader
 
     # -- runs --------------------------------------------------------------------
     async def start(self, request: RunRequest) -> LiveRun:
@@ -106,7 +142,8 @@ class RunManager:
 
         Raises:
             UserError: empty prompt, unknown thread, a run already active on the thread,
-                or a configuration problem with the requested model.
+                an internal-only option in an untrusted request, an unknown interaction
+                mode, or a configuration problem with the requested model.
         """
         prompt = request.prompt.strip()
         if not prompt:
@@ -118,22 +155,24 @@ class RunManager:
                 raise UserError(f"thread {request.thread_id} already has an active run "
                                 f"({self._active_by_thread[request.thread_id]}); wait for it or cancel it")
         options = dict(request.options)
+        interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         resolved = create_chat_model(self.loaded.config, options.get("model_name"),
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=builtin_sources(self.loaded.config, resolved),
                              config_file=_str(self.loaded.path), user_id=user_id)
-        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved)
+        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
                   else self.create_thread(user_id))
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
-                           options={k: v for k, v in options.items() if _jsonable(v)})
+                           options={k: v for k, v in options.items()
+                                    if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
         context = RunContext(
             user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
             paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
-            model_name=resolved.name, interaction_mode=str(options.get("interaction_mode") or "interactive"),
+            model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
             options=options, services=dict(self.services),
         )
         self.store.create_run(record)
@@ -155,6 +194,7 @@ class RunManager:
                 run_id=live.run_id, thread_id=context.thread_id, seq=(projector.seq + 1) if projector else 1,
                 status=status, text=projector.last_text if projector else "", title=title,
                 artifacts=list(projector.artifacts) if projector else [],
+                receipt=outcome.receipt if outcome else None,
                 error=outcome.error if outcome else None,
             )
             await live.publish(finished)
@@ -163,10 +203,33 @@ class RunManager:
     def _settle(self, live: LiveRun, finished: ev.RunFinished) -> None:
         self._active_by_thread.pop(live.record.thread_id, None)
         self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
-        result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt}
+        result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt,
+                  "workspace_changes": next((e.changes for e in live.events if isinstance(e, ev.WorkspaceChanges)),
+                                            None)}
         self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result)
         self.store.update_thread(live.record.thread_id, title=finished.title)
         live.record.status = finished.status
+        live.record.error = finished.error
+        live.record.updated_at = time.time()
+        self._forget_old_runs()
+
+    def _forget_old_runs(self, keep: int = 256) -> None:
+        """Finished runs stay joinable in memory for a while, then only in the store."""
+        finished = [rid for rid, lv in self._live.items() if lv.done]
+        for run_id in finished[: max(0, len(finished) - keep)]:
+            del self._live[run_id]
+
+    def thread_status(self, thread_id: str) -> str:
+        """``busy`` while a run is active on the thread, else ``idle``."""
+        return "busy" if thread_id in self._active_by_thread else "idle"
+
+    def run_record(self, run_id: str, user_id: str, *, thread_id: str | None = None) -> RunRecord:
+        """A run's record (live or stored); NotFoundError for unknown/foreign runs."""
+        live = self.live(run_id, user_id)
+        record = live.record if live is not None else self.store.get_run(run_id, user_id)
+        if record is None or (thread_id is not None and record.thread_id != thread_id):
+            raise NotFoundError(f"unknown run {run_id!r}")
+        return record
 
     def live(self, run_id: str, user_id: str) -> LiveRun | None:
         live = self._live.get(run_id)
@@ -194,9 +257,12 @@ class RunManager:
 def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
     """A graph with the thread's channels only, to read state without building an agent."""
     graph = StateGraph(ThreadState)
-    graph.add_node("noop", lambda state: {})
-    graph.add_edge(START, "noop")
-    graph.add_edge("noop", END)
+    # Same node names as the agent graph, so pending sends in checkpoints resolve.
+    graph.add_node("model", lambda state: {})
+    graph.add_node("tools", lambda state: {})
+    graph.add_edge(START, "model")
+    graph.add_edge("model", END)
+    graph.add_edge("tools", END)
     return graph.compile(checkpointer=checkpointer)
 
 

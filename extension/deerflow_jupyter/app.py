@@ -1,0 +1,80 @@
+"""The jupyter_server extension that hosts DeerFlow.
+
+One harness runtime per server (:class:`~deerflow_jupyter.host.HarnessHost`),
+the API under ``{base_url}deerflow/api/``, and the environment a kernel
+needs to reach it (``DEERFLOW_SERVER_URL`` / ``DEERFLOW_SERVER_TOKEN``), so
+``%%deerflow`` in a notebook talks to the same runtime as the chat panel.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool, Unicode
+
+from deerflow.config.paths import check_id
+from deerflow_jupyter.handlers import ROUTES
+from deerflow_jupyter.host import HarnessHost
+
+API_PREFIX = "/deerflow/api"
+
+
+class DeerFlowExtension(ExtensionApp):
+    """DeerFlow agent harness inside Jupyter."""
+
+    name = "deerflow_jupyter"
+    load_other_extensions = True
+
+    config_path = Unicode(
+        None, allow_none=True, config=True,
+        help="config.yaml to use (default: $DEERFLOW_CONFIG, ./config.yaml, $DEERFLOW_HOME/config.yaml).",
+    )
+    home = Unicode(None, allow_none=True, config=True, help="DEERFLOW_HOME (default: $DEERFLOW_HOME or ~/.deerflow).")
+    single_user = Bool(
+        True, config=True,
+        help="Treat every authenticated request as the server's owner (Jupyter's one-server-per-person "
+        "model). Set False with an identity provider that distinguishes users: threads then belong to "
+        "each Jupyter username, and another user's thread is a 404.",
+    )
+    owner = Unicode(None, allow_none=True, config=True, help="DeerFlow user id of the owner in single-user mode "
+                    "(default: $DEERFLOW_USER or the OS user).")
+    export_kernel_env = Bool(
+        True, config=True,
+        help="Export DEERFLOW_SERVER_URL/DEERFLOW_SERVER_TOKEN so kernels started by this server can reach the API.",
+    )
+
+    def initialize_settings(self) -> None:
+        self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home)
+        owner = self.owner or os.environ.get("DEERFLOW_USER") or _os_user()
+        self.settings.update({
+            "deerflow_host": self.deerflow_host,
+            "deerflow_single_user": self.single_user,
+            "deerflow_owner": check_id(owner, kind="user"),
+        })
+        if self.export_kernel_env:
+            self._export_kernel_env()
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)
+
+    def _export_kernel_env(self) -> None:
+        server = self.serverapp
+        if server is None:
+            return
+        os.environ["DEERFLOW_SERVER_URL"] = server.connection_url
+        token = getattr(server.identity_provider, "token", "") or ""
+        if token:
+            os.environ["DEERFLOW_SERVER_TOKEN"] = token
+
+    async def stop_extension(self) -> None:
+        await self.deerflow_host.close()
+
+
+def _os_user() -> str:
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        return "local"
+    return name if name.replace("-", "").replace("_", "").isalnum() else "local"

@@ -1,0 +1,120 @@
+"""Request bodies of the API, validated at the boundary.
+
+LangGraph SDK clients send many optional keys we do not use; they are
+ignored.  The ones we act on are typed, and the interaction-policy keys are
+refused: they are for internal callers only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from deerflow.errors import UserError
+
+# Run options a public caller may set (through config.configurable or context).
+PUBLIC_OPTIONS = frozenset({
+    "model_name", "thinking_enabled", "is_plan_mode", "subagent_enabled", "max_concurrent_subagents",
+    "max_total_subagents", "agent_name", "is_bootstrap",
+})
+# Interaction-policy keys: internal callers only (never obeyed from HTTP).
+INTERNAL_OPTIONS = frozenset({"interaction_mode", "non_interactive", "disable_clarification", "channel_name"})
+STREAM_MODES = frozenset({"values", "messages", "messages-tuple", "updates", "custom"})
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ThreadCreate(_Body):
+    thread_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadSearch(_Body):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+    status: str | None = None
+
+
+class HistoryQuery(_Body):
+    limit: int = Field(default=10, ge=1, le=1000)
+
+
+class AssistantSearch(_Body):
+    graph_id: str | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+class RunCreate(_Body):
+    assistant_id: str
+    input: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None
+    stream_mode: str | list[str] = "values"
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+
+    @field_validator("stream_mode")
+    @classmethod
+    def _known_modes(cls, value: str | list[str]) -> str | list[str]:
+        modes = [value] if isinstance(value, str) else value
+        unknown = sorted(set(modes) - STREAM_MODES)
+        if unknown:
+            raise ValueError(f"unsupported stream_mode {unknown}; supported: {sorted(STREAM_MODES)}")
+        return value
+
+    def modes(self) -> set[str]:
+        raw = {self.stream_mode} if isinstance(self.stream_mode, str) else set(self.stream_mode)
+        return {"messages" if m == "messages-tuple" else m for m in raw}
+
+    def prompt(self) -> str:
+        """The text of the last human message in ``input.messages``."""
+        if self.command is not None:
+            raise UserError("'command' (resuming LangGraph interrupts) is not supported: "
+                            "DeerFlow clarifications are answered with a new run")
+        messages = (self.input or {}).get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise UserError("input.messages must be a non-empty list of messages")
+        for message in reversed(messages):
+            text = _human_text(message)
+            if text is not None:
+                return text
+        raise UserError("input.messages has no user message")
+
+    def options(self) -> dict[str, Any]:
+        """Run options from ``config.configurable`` and ``context``; internal keys refused."""
+        merged: dict[str, Any] = {}
+        for source in ((self.config or {}).get("configurable") or {}, self.context or {}):
+            if not isinstance(source, dict):
+                raise UserError("config.configurable and context must be objects")
+            merged.update(source)
+        internal = sorted(INTERNAL_OPTIONS & merged.keys())
+        if internal:
+            raise UserError(f"{', '.join(internal)}: internal-only run options cannot be set through the API")
+        options = {k: v for k, v in merged.items() if k in PUBLIC_OPTIONS}
+        limit = (self.config or {}).get("recursion_limit")
+        if isinstance(limit, int) and 1 <= limit <= 10_000:
+            options["recursion_limit"] = limit
+        return options
+
+
+def _human_text(message: Any) -> str | None:
+    if isinstance(message, str):
+        return message
+    if not isinstance(message, dict):
+        return None
+    if message.get("role", message.get("type")) not in {"user", "human"}:
+        return None
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return None

@@ -1,0 +1,107 @@
+"""A thread's files over HTTP: uploads in, artifacts out, per-run workspace changes.
+
+Artifacts are untrusted content produced by the agent.  Types that a browser
+would execute (HTML, SVG, XHTML, XML, JavaScript) are served as downloads
+(``Content-Disposition: attachment``) with ``nosniff`` and a CSP that forbids
+everything, so opening an artifact can never run script in Jupyter's origin.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from dataclasses import asdict
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from deerflow.sandbox.uploads import UploadError, list_uploads, save_upload
+from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+ACTIVE_TYPES = frozenset({
+    "text/html", "image/svg+xml", "application/xhtml+xml", "application/xml", "text/xml",
+    "text/javascript", "application/javascript", "application/pdf",
+})
+SAFE_INLINE_PREFIXES = ("image/png", "image/jpeg", "image/gif", "image/webp", "text/plain", "text/csv",
+                        "text/markdown", "application/json")
+
+
+class UploadsHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        manager = await self.manager()
+        manager.thread(thread_id, self.user_id)
+        paths = manager.home.thread(self.user_id, thread_id)
+        self.send_json([asdict(u) for u in list_uploads(paths)])
+
+    @web.authenticated
+    @authorized("write")
+    async def post(self, thread_id: str) -> None:
+        """Multipart form (field ``file``, several allowed) or a raw body with ``?name=``."""
+        manager = await self.manager()
+        manager.thread(thread_id, self.user_id)
+        paths = manager.home.thread(self.user_id, thread_id).ensure()
+        limits = manager.loaded.config.uploads
+        files = [(f.filename, f.body) for f in self.request.files.get("file", [])]
+        if not files:
+            name = self.get_argument("name", "")
+            if not name:
+                raise web.HTTPError(400, "send a multipart 'file' field, or the raw bytes with ?name=FILENAME")
+            files = [(name, self.request.body)]
+        saved = []
+        for name, data in files:
+            try:
+                saved.append(save_upload(paths, name, data, max_bytes=limits.max_file_bytes,
+                                         max_files=limits.max_files))
+            except UploadError as exc:
+                raise web.HTTPError(422, f"upload {name!r} rejected: {exc}") from None
+        self.send_json([asdict(u) for u in saved], status=201)
+
+
+class ArtifactsHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        manager = await self.manager()
+        values = await manager.thread_values(thread_id, self.user_id)
+        vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
+        out = []
+        for path in values.get("artifacts", []):
+            host = vfs.resolve(path, write=False)
+            out.append({"path": path, "name": path.rsplit("/", 1)[-1],
+                        "mime_type": mimetypes.guess_type(path)[0],
+                        "size": host.stat().st_size if host.is_file() else None})
+        self.send_json(out)
+
+
+class ArtifactFileHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str, relpath: str) -> None:
+        manager = await self.manager()
+        manager.thread(thread_id, self.user_id)
+        vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
+        located = vfs.locate(f"{OUTPUTS}/{relpath}", write=False)
+        if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
+            raise web.HTTPError(404, f"{located.virtual} is not an output file of this thread")
+        mime = mimetypes.guess_type(located.host.name)[0] or "application/octet-stream"
+        name = located.host.name.replace('"', "")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
+        if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
+            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+            mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
+        self.finish(located.host.read_bytes(), set_content_type=mime)
+
+
+class RunChangesHandler(DeerFlowHandler):
+    """The workspace change summary and delivery receipt recorded for a run."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str, run_id: str) -> None:
+        manager = await self.manager()
+        record = manager.run_record(run_id, self.user_id, thread_id=thread_id)
+        self.send_json({"run_id": run_id, "changes": record.result.get("changes"),
+                        "receipt": record.result.get("receipt")})

@@ -1,0 +1,105 @@
+"""Threads and assistants, LangGraph Platform style."""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from deerflow.errors import UserError
+from deerflow_jupyter import wire
+from deerflow_jupyter.bodies import AssistantSearch, HistoryQuery, ThreadCreate, ThreadSearch
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+
+class AssistantSearchHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        query = self.body(AssistantSearch)
+        found = [] if query.graph_id not in (None, wire.ASSISTANT_ID) or query.offset else [wire.assistant()]
+        self.send_json(found[: query.limit])
+
+
+class AssistantHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, assistant_id: str) -> None:
+        if assistant_id != wire.ASSISTANT_ID:
+            raise web.HTTPError(404, f"unknown assistant {assistant_id!r}; the assistant is {wire.ASSISTANT_ID!r}")
+        self.send_json(wire.assistant())
+
+
+class ThreadsHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body(ThreadCreate)
+        manager = await self.manager()
+        existing = manager.store.get_thread(body.thread_id, self.user_id) if body.thread_id else None
+        if existing is not None and body.if_exists == "do_nothing":
+            self.send_json(wire.thread(existing, status=manager.thread_status(existing.thread_id)))
+            return
+        try:
+            record = manager.create_thread(self.user_id, thread_id=body.thread_id, metadata=body.metadata)
+        except UserError as exc:
+            raise web.HTTPError(409, str(exc)) from None
+        self.send_json(wire.thread(record))
+
+
+class ThreadSearchHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        query = self.body(ThreadSearch)
+        manager = await self.manager()
+        records = manager.store.list_threads(self.user_id, limit=10_000)
+        matches = [r for r in records if all(r.metadata.get(k) == v for k, v in query.metadata.items())]
+        out = [wire.thread(r, status=manager.thread_status(r.thread_id)) for r in matches]
+        if query.status:
+            out = [t for t in out if t["status"] == query.status]
+        self.send_json(out[query.offset : query.offset + query.limit])
+
+
+class ThreadHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        manager = await self.manager()
+        record = manager.thread(thread_id, self.user_id)
+        values = await manager.thread_values(thread_id, self.user_id)
+        self.send_json(wire.thread(record, status=manager.thread_status(thread_id), values=values))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, thread_id: str) -> None:
+        manager = await self.manager()
+        await manager.delete_thread(thread_id, self.user_id)
+        self.set_status(204)
+        self.finish()
+
+
+class ThreadStateHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        manager = await self.manager()
+        snapshot = await manager.state_snapshot(thread_id, self.user_id)
+        self.send_json(wire.thread_state(snapshot, thread_id))
+
+
+class ThreadHistoryHandler(DeerFlowHandler):
+    @web.authenticated
+    @authorized("read")
+    async def post(self, thread_id: str) -> None:
+        query = self.body(HistoryQuery)
+        manager = await self.manager()
+        history = await manager.state_history(thread_id, self.user_id, limit=query.limit)
+        self.send_json([wire.thread_state(s, thread_id) for s in history])
+
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        manager = await self.manager()
+        limit = int(self.get_argument("limit", "10"))
+        history = await manager.state_history(thread_id, self.user_id, limit=max(1, min(limit, 1000)))
+        self.send_json([wire.thread_state(s, thread_id) for s in history])

@@ -1,0 +1,50 @@
+"""The harness runtime hosted by one Jupyter server.
+
+One :class:`~deerflow.runtime.manager.RunManager` per server, opened lazily on
+the server's event loop the first time a request needs it (so a broken config
+is reported on the API instead of killing the server) and closed when the
+extension stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from deerflow.config.loader import LoadedConfig, load_config
+from deerflow.config.paths import HomePaths, default_home
+from deerflow.runtime.manager import RunManager
+
+
+class HarnessHost:
+    """Owns the run manager of a server.
+
+    Args:
+        config_path: ``config.yaml`` to use (None: the standard lookup).
+        home: ``$DEERFLOW_HOME`` (None: the environment's).
+    """
+
+    def __init__(self, *, config_path: str | None = None, home: str | None = None) -> None:
+        self.config_path = config_path
+        self.home = HomePaths(Path(home).expanduser() if home else default_home())
+        self._manager: RunManager | None = None
+        self._lock = asyncio.Lock()
+        self._loaded: LoadedConfig | None = None
+
+    def loaded(self) -> LoadedConfig:
+        """The validated config (raises ConfigError, reported by the handlers)."""
+        if self._loaded is None:
+            self._loaded = load_config(self.config_path)
+        return self._loaded
+
+    async def manager(self) -> RunManager:
+        async with self._lock:
+            if self._manager is None:
+                self._manager = await RunManager.open(loaded=self.loaded(), home=self.home)
+            return self._manager
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._manager is not None:
+                await self._manager.close()
+                self._manager = None

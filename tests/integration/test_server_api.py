@@ -1,0 +1,177 @@
+"""The server extension's API in a real jupyter_server (pytest-jupyter)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+pytestmark = pytest.mark.integration
+
+API = ("deerflow", "api")
+
+
+@pytest.fixture
+def jp_server_config(deerflow_home: Path, tmp_path: Path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
+                   "    script: quickstart\n")
+    return {
+        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
+        "DeerFlowExtension": {"config_path": str(cfg), "home": str(deerflow_home), "owner": "owner"},
+    }
+
+
+def run_body(text: str = "Write me a report", **extra) -> str:
+    return json.dumps({"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": text}]},
+                       **extra})
+
+
+async def call(jp_fetch, *parts: str, method: str = "GET", body: str | None = None, **kw):
+    response = await jp_fetch(*API, *parts, method=method, body=body, **kw)
+    return json.loads(response.body) if response.body else None
+
+
+async def new_thread(jp_fetch) -> str:
+    return (await call(jp_fetch, "threads", method="POST", body="{}"))["thread_id"]
+
+
+async def test_every_route_requires_authentication(jp_fetch):
+    thread_id = await new_thread(jp_fetch)
+    anonymous = {"Authorization": ""}
+    for parts, method, body in [
+        (("threads",), "POST", "{}"),
+        (("threads", "search"), "POST", "{}"),
+        (("threads", thread_id), "GET", None),
+        (("threads", thread_id, "state"), "GET", None),
+        (("threads", thread_id, "runs", "wait"), "POST", run_body()),
+        (("threads", thread_id, "artifacts"), "GET", None),
+        (("assistants", "search"), "POST", "{}"),
+    ]:
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*API, *parts, method=method, body=body, headers=anonymous)
+        assert info.value.code == 403, parts
+
+
+async def test_wait_run_state_history_and_artifacts(jp_fetch):
+    thread_id = await new_thread(jp_fetch)
+    values = await call(jp_fetch, "threads", thread_id, "runs", "wait", method="POST", body=run_body())
+    assert values["artifacts"] == ["/mnt/user-data/outputs/report.md"]
+    assert [m["type"] for m in values["messages"]][:2] == ["human", "ai"]
+    state = await call(jp_fetch, "threads", thread_id, "state")
+    assert state["values"]["title"] == "Write me a report"
+    assert state["checkpoint"]["checkpoint_id"]
+    history = await call(jp_fetch, "threads", thread_id, "history", method="POST", body='{"limit": 3}')
+    assert len(history) == 3
+    assert history[0]["checkpoint"]["checkpoint_id"] == state["checkpoint"]["checkpoint_id"]
+    listing = await call(jp_fetch, "threads", thread_id, "artifacts")
+    assert listing == [{"path": "/mnt/user-data/outputs/report.md", "name": "report.md",
+                        "mime_type": "text/markdown", "size": listing[0]["size"]}]
+    report = await jp_fetch(*API, "threads", thread_id, "artifacts", "report.md")
+    assert report.body.startswith(b"# Report")
+    runs = await call(jp_fetch, "threads", thread_id, "runs")
+    assert [r["status"] for r in runs] == ["success"]
+    events = await call(jp_fetch, "threads", thread_id, "runs", runs[0]["run_id"], "events")
+    assert events[0]["type"] == "run_started" and events[-1]["type"] == "run_finished"
+
+
+async def test_active_content_is_served_as_an_attachment(jp_fetch, deerflow_home):
+    thread_id = await new_thread(jp_fetch)
+    outputs = deerflow_home / "users" / "owner" / "threads" / thread_id / "user-data" / "outputs"
+    (outputs / "page.html").write_text("<script>alert(1)</script>")
+    (outputs / "chart.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg'><script>1</script></svg>")
+    (outputs / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    for name in ("page.html", "chart.svg"):
+        res = await jp_fetch(*API, "threads", thread_id, "artifacts", name)
+        assert res.headers["Content-Disposition"].startswith("attachment")
+        assert res.headers["X-Content-Type-Options"] == "nosniff"
+        assert "default-src 'none'" in res.headers["Content-Security-Policy"]
+        assert res.headers["Content-Type"] == "application/octet-stream"
+    png = await jp_fetch(*API, "threads", thread_id, "artifacts", "plot.png")
+    assert png.headers["Content-Type"] == "image/png" and "Content-Disposition" not in png.headers
+
+
+async def test_artifact_path_escape_is_refused(jp_fetch, deerflow_home):
+    thread_id = await new_thread(jp_fetch)
+    for bad in ("..%2F..%2Fsecret.txt", "..%2Fworkspace%2Fplan.md"):
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*API, "threads", thread_id, "artifacts", bad)
+        assert info.value.code in (404, 422)
+
+
+async def test_bad_bodies_get_json_errors_and_store_nothing(jp_fetch):
+    thread_id = await new_thread(jp_fetch)
+    cases = [
+        ("not json", 400, "not valid JSON"),
+        (json.dumps({"assistant_id": "lead_agent", "input": {"messages": []}}), 422, "non-empty list"),
+        (json.dumps({"input": {"messages": [{"role": "user", "content": "x"}]}}), 422, "assistant_id"),
+        (run_body(stream_mode="debug"), 422, "unsupported stream_mode"),
+        (run_body(config={"configurable": {"interaction_mode": "autonomous"}}), 422, "internal-only"),
+        (run_body(context={"non_interactive": True}), 422, "internal-only"),
+        (run_body("   "), 422, "prompt is empty"),
+    ]
+    for body, status, needle in cases:
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*API, "threads", thread_id, "runs", "wait", method="POST", body=body)
+        assert info.value.code == status, body
+        assert needle in json.loads(info.value.response.body)["detail"], body
+    assert await call(jp_fetch, "threads", thread_id, "runs") == []
+    assert (await call(jp_fetch, "threads", thread_id, "state"))["values"] == {}
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API, "threads", "no-such-thread", "runs", "wait", method="POST", body=run_body())
+    assert info.value.code == 404
+
+
+async def test_thread_create_conflict_and_delete(jp_fetch, deerflow_home):
+    created = await call(jp_fetch, "threads", method="POST", body='{"thread_id": "mine", "metadata": {"k": 1}}')
+    assert created["thread_id"] == "mine" and created["metadata"] == {"k": 1}
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API, "threads", method="POST", body='{"thread_id": "mine"}')
+    assert info.value.code == 409
+    same = await call(jp_fetch, "threads", method="POST", body='{"thread_id": "mine", "if_exists": "do_nothing"}')
+    assert same["thread_id"] == "mine"
+    found = await call(jp_fetch, "threads", "search", method="POST", body='{"metadata": {"k": 1}}')
+    assert [t["thread_id"] for t in found] == ["mine"]
+    await jp_fetch(*API, "threads", "mine", method="DELETE")
+    assert not (deerflow_home / "users" / "owner" / "threads" / "mine").exists()
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API, "threads", "mine")
+    assert info.value.code == 404
+
+
+async def test_uploads_multipart_and_raw(jp_fetch):
+    thread_id = await new_thread(jp_fetch)
+    boundary = "XyZ"
+    form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"data.csv\"\r\n"
+            f"Content-Type: text/csv\r\n\r\na,b\n1,2\n\r\n--{boundary}--\r\n")
+    saved = await call(jp_fetch, "threads", thread_id, "uploads", method="POST", body=form,
+                       headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert saved[0]["name"] == "data.csv" and saved[0]["virtual_path"] == "/mnt/user-data/uploads/data.csv"
+    await call(jp_fetch, "threads", thread_id, "uploads", method="POST", body="x", params={"name": "n.txt"})
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API, "threads", thread_id, "uploads", method="POST", body="x", params={"name": "../evil"})
+    assert info.value.code == 422
+    names = [u["name"] for u in await call(jp_fetch, "threads", thread_id, "uploads")]
+    assert sorted(names) == ["data.csv", "n.txt"]
+
+
+async def test_assistants(jp_fetch):
+    found = await call(jp_fetch, "assistants", "search", method="POST", body="{}")
+    assert [a["assistant_id"] for a in found] == ["lead_agent"]
+    assert (await call(jp_fetch, "assistants", "lead_agent"))["graph_id"] == "lead_agent"
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API, "assistants", "other")
+    assert info.value.code == 404
+
+
+async def test_stream_emits_langgraph_sse_events(jp_fetch):
+    thread_id = await new_thread(jp_fetch)
+    res = await jp_fetch(*API, "threads", thread_id, "runs", "stream", method="POST",
+                         body=run_body(stream_mode=["values", "messages-tuple", "updates", "custom"]))
+    assert res.headers["Content-Type"].startswith("text/event-stream")
+    assert "/runs/" in res.headers["Content-Location"]
+    names = [line.split(": ", 1)[1] for line in res.body.decode().splitlines() if line.startswith("event: ")]
+    assert names[0] == "metadata" and names[-1] == "end"
+    assert {"values", "messages", "updates", "custom"} <= set(names)
