@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -175,3 +177,37 @@ async def test_stream_emits_langgraph_sse_events(jp_fetch):
     names = [line.split(": ", 1)[1] for line in res.body.decode().splitlines() if line.startswith("event: ")]
     assert names[0] == "metadata" and names[-1] == "end"
     assert {"values", "messages", "updates", "custom"} <= set(names)
+
+
+async def test_cookie_authenticated_writes_need_xsrf(jp_fetch, jp_serverapp):
+    """A browser session (cookie auth) must send the XSRF token on writes; token auth need not."""
+    anonymous = {"Authorization": ""}
+    login = await jp_fetch("login", headers=anonymous, follow_redirects=False, raise_error=False)
+    cookies = _cookies(login.headers.get_list("Set-Cookie"))
+    xsrf = cookies["_xsrf"]
+    token = jp_serverapp.identity_provider.token
+    form = urlencode({"_xsrf": xsrf, "password": token})
+    res = await jp_fetch("login", method="POST", body=form, follow_redirects=False, raise_error=False,
+                         headers={**anonymous, "Cookie": _cookie_header(cookies)})
+    cookies.update(_cookies(res.headers.get_list("Set-Cookie")))
+    session = {**anonymous, "Cookie": _cookie_header(cookies)}
+    read = await jp_fetch(*API, "assistants", "lead_agent", raise_error=False, headers=session)
+    assert read.code == 200  # the session really is authenticated
+    refused = await jp_fetch(*API, "threads", method="POST", body="{}", raise_error=False, headers=session)
+    assert refused.code == 403  # cookie-authenticated write without the XSRF token
+    ok = await jp_fetch(*API, "threads", method="POST", body="{}", raise_error=False,
+                        headers={**session, "X-XSRFToken": xsrf})
+    assert ok.code == 200, ok.body
+
+
+def _cookies(headers: list[str]) -> dict[str, str]:
+    out = {}
+    for header in headers:
+        match = re.match(r'([^=]+)=("?)([^";]*)\2', header)
+        if match:
+            out[match.group(1)] = match.group(3)
+    return out
+
+
+def _cookie_header(cookies: dict[str, str]) -> str:
+    return "; ".join(f'{k}="{v}"' if "|" in v else f"{k}={v}" for k, v in cookies.items())
