@@ -7,3 +7,35 @@ from langchain_core.tools import tool
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
+
+
+class SleepyScriptedModel:
+    """Factory for a scripted model that sleeps before each answer (a stand-in for a slow provider)."""
+
+
+def _sleepy_class():
+    import asyncio
+    import time
+
+    from deerflow.models.scripted import ScriptedChatModel
+
+    class Sleepy(ScriptedChatModel):
+        delay: float = 0.5
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            time.sleep(self.delay)
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            await asyncio.sleep(self.delay)
+            return await asyncio.to_thread(super()._generate, messages, stop, None, **kwargs)
+
+        async def _astream(self, messages, stop=None, run_manager=None, **kwargs):
+            await asyncio.sleep(self.delay)
+            for chunk in super()._stream(messages, stop=stop, run_manager=None, **kwargs):
+                yield chunk
+
+    return Sleepy
+
+
+SleepyScriptedModel = _sleepy_class()

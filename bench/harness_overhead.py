@@ -35,7 +35,7 @@ from deerflow.runtime.manager import RunManager, RunRequest
 
 
 def script(steps: int) -> dict:
-    turns = [{"tool_calls": [{"name": "echo", "args": {"text": "x" * 200}}]} for _ in range(steps)]
+    turns = [{"tool_calls": [{"name": "echo", "args": {"text": f"{i:05d}" + "x" * 195}}]} for i in range(steps)]
     return {"name": f"bench-{steps}", "turns": [*turns, {"text": "done"}]}
 
 
@@ -74,13 +74,14 @@ async def deerflow_run(steps: int, home: Path) -> float:
 
 
 async def measure(steps: int, repeat: int) -> tuple[float, float]:
+    """Median wall time (seconds) of a whole run of ``steps`` tool steps, plain vs DeerFlow."""
     plain, ours = [], []
     for i in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             plain.append(await plain_run(steps, Path(tmp) / f"p{i}.db"))
         with tempfile.TemporaryDirectory() as tmp:
             ours.append(await deerflow_run(steps, Path(tmp)))
-    return statistics.median(plain) / steps * 1000, statistics.median(ours) / steps * 1000
+    return statistics.median(plain), statistics.median(ours)
 
 
 def main() -> None:
@@ -88,11 +89,23 @@ def main() -> None:
     parser.add_argument("--steps", default="10,100")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    sizes = [int(s) for s in args.steps.split(",")]
+    totals = {n: asyncio.run(measure(n, args.repeat)) for n in sizes}
     print(f"{'steps':>6} | {'create_agent ms/step':>21} | {'DeerFlow ms/step':>17} | {'ratio':>6}")
     print("-" * 62)
-    for steps in (int(s) for s in args.steps.split(",")):
-        plain, ours = asyncio.run(measure(steps, args.repeat))
-        print(f"{steps:>6} | {plain:>21.2f} | {ours:>17.2f} | {ours / plain:>5.2f}x", flush=True)
+    for n, (plain, ours) in totals.items():
+        print(f"{n:>6} | {plain / n * 1000:>21.2f} | {ours / n * 1000:>17.2f} | {ours / plain:>5.2f}x")
+    if len(sizes) >= 2:
+        lo, hi = min(sizes), max(sizes)
+        marg_plain = (totals[hi][0] - totals[lo][0]) / (hi - lo) * 1000
+        marg_ours = (totals[hi][1] - totals[lo][1]) / (hi - lo) * 1000
+        print("-" * 62)
+        print(f"{'marginal':>6} | {marg_plain:>21.2f} | {marg_ours:>17.2f} | {marg_ours / marg_plain:>5.2f}x"
+              "   (per extra step, fixed costs removed)")
+        fixed_plain = totals[lo][0] * 1000 - marg_plain * lo
+        fixed_ours = totals[lo][1] * 1000 - marg_ours * lo
+        print(f"fixed cost per run: create_agent {fixed_plain:.1f} ms, DeerFlow {fixed_ours:.1f} ms "
+              "(DeerFlow's includes building the agent, run records and event persistence)")
 
 
 if __name__ == "__main__":

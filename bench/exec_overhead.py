@@ -1,0 +1,124 @@
+"""Execution overhead: local vs bwrap, side by side.
+
+Measures, for each provider:
+
+* ``python warm``  — the ``python`` tool running ``1+1`` on a warm kernel
+  (tool call → pool thread → ZMQ → kernel → render → agent.ipynb rewrite);
+  goal ≤ 20 ms;
+* ``pool warm``    — the same without the LangChain tool layer;
+* ``kernel cold``  — first cell of a new thread (kernel launch + ``1+1``);
+  goal ≤ 1.5 s;
+* ``bash true``    — one ``true`` command (process or bwrap sandbox start);
+  goal ≤ 100 ms for bwrap.
+
+Run::
+
+    .venv/bin/python bench/exec_overhead.py [--warm 200] [--cold 5] [--bash 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from langchain.tools import ToolRuntime
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.config.schema import AppConfig
+from deerflow.runtime.context import RunContext
+from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.kernel_pool import KernelPool
+from deerflow.sandbox.local import LocalSandboxProvider
+from deerflow.sandbox.provider import SandboxProvider
+from deerflow.tools.builtins.exec_tools import exec_tools
+
+GOALS = {"python warm": 0.020, "kernel cold": 1.5, "bash true": 0.100}
+
+
+def _timings(fn: Callable[[], object], n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def _summary(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return f"{statistics.median(ordered) * 1000:8.1f} ms (p95 {p95 * 1000:7.1f})"
+
+
+def _thread(root: Path, name: str) -> ThreadPaths:
+    return ThreadPaths(root / name).ensure()
+
+
+def measure(
+    provider: SandboxProvider, root: Path, *, warm: int, cold: int, bash: int
+) -> dict[str, list[float]]:
+    """All measurements for one provider."""
+    results: dict[str, list[float]] = {}
+    with KernelPool(provider) as pool:
+        paths = _thread(root, f"{provider.name}-warm")
+        context = RunContext(
+            user_id="bench", thread_id="warm", run_id="r", paths=paths, config=AppConfig(),
+            services={"sandbox": provider, "kernels": pool},
+        )  # fmt: skip
+        runtime = ToolRuntime(
+            state={},
+            context=context,
+            config={},
+            stream_writer=lambda _: None,
+            tool_call_id="b",
+            store=None,
+        )
+        tool = next(t for t in exec_tools(provider) if t.name == "python")
+        pool.run_sync(paths, "1+1")
+        for _ in range(20):  # warm-up
+            tool.invoke({"code": "1+1", "runtime": runtime})
+        results["python warm"] = _timings(
+            lambda: tool.invoke({"code": "1+1", "runtime": runtime}), warm
+        )
+        results["pool warm"] = _timings(lambda: pool.run_sync(paths, "1+1"), warm)
+        cold_paths = iter([_thread(root, f"{provider.name}-cold-{i}") for i in range(cold)])
+        results["kernel cold"] = _timings(lambda: pool.run_sync(next(cold_paths), "1+1"), cold)
+    if provider.allows_bash:
+        bash_paths = _thread(root, f"{provider.name}-bash")
+        provider.execute(bash_paths, "true")
+        results["bash true"] = _timings(lambda: provider.execute(bash_paths, "true"), bash)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--warm", type=int, default=200, help="warm python calls")
+    parser.add_argument("--cold", type=int, default=5, help="cold kernel starts")
+    parser.add_argument("--bash", type=int, default=50, help="bash commands")
+    args = parser.parse_args()
+    providers: list[SandboxProvider] = [LocalSandboxProvider(allow_host_bash=True)]
+    if find_bwrap():
+        providers.append(BwrapSandboxProvider())
+    else:
+        print("bwrap not installed: measuring the local provider only")
+    with tempfile.TemporaryDirectory(prefix="deerflow-bench-") as tmp:
+        table = {
+            p.name: measure(p, Path(tmp), warm=args.warm, cold=args.cold, bash=args.bash)
+            for p in providers
+        }
+    metrics = ["python warm", "pool warm", "kernel cold", "bash true"]
+    names = list(table)
+    print(f"{'metric':<12} | " + " | ".join(f"{n:<28}" for n in names) + " | goal")
+    for metric in metrics:
+        cells = [_summary(table[n][metric]) if metric in table[n] else "-" for n in names]
+        goal = f"<= {GOALS[metric] * 1000:g} ms" if metric in GOALS else ""
+        print(f"{metric:<12} | " + " | ".join(f"{c:<28}" for c in cells) + f" | {goal}")
+    print(f"samples: warm={args.warm} cold={args.cold} bash={args.bash}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""The ``bwrap`` provider: commands and kernels inside bubblewrap namespaces.
+
+What a sandboxed process sees:
+
+* a fresh root (tmpfs, remounted read-only at the end) holding only
+  read-only system directories (``/usr`` and the ``/bin``, ``/lib*``
+  symlinks or binds), a short list of ``/etc`` files needed to run programs
+  and resolve names, and a synthetic ``/etc/passwd`` with one ``sandbox``
+  user — no ``/root``, ``/home``, project checkout or ``$DEERFLOW_HOME``;
+* the thread's mounts at their virtual paths, with the access the file tools
+  give them (workspace and outputs writable; uploads, ``/mnt/skills`` and
+  ``/mnt/acp-workspace`` read-only), with the workspace as cwd;
+* the server's Python relocated to ``/opt/deerflow`` (see
+  :mod:`deerflow.sandbox.python_runtime`);
+* private ``/tmp`` (also ``$HOME``), ``/proc`` and a minimal ``/dev``.
+
+Namespaces: user (uid/gid 1000, no capabilities), pid, ipc, uts, cgroup, and
+network unless the mode is ``open``.  ``--new-session`` stops terminal
+injection; ``--die-with-parent`` ties the sandbox to the server.  The
+environment is built from scratch (``--clearenv``), so no host variable —
+secret or not — reaches the sandbox unless listed here.
+
+Kernels: the pool's per-kernel runtime directory is bound at
+``/run/kernel``.  The kernel talks ZMQ over ``ipc`` sockets in that
+directory; Unix sockets are filesystem objects, so they work across the
+network namespace boundary where loopback TCP would not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ConfigError
+from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.provider import (
+    VIRTUAL_WORKSPACE,
+    KernelLaunch,
+    Launch,
+    NetworkMode,
+    SandboxProvider,
+)
+from deerflow.sandbox.python_runtime import PythonRuntime
+
+KERNEL_RUNTIME_VIEW = "/run/kernel"
+SANDBOX_UID = 1000
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_ENTRIES = (
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/ssl",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/etc/fonts",
+)
+
+
+class BwrapUnavailable(ConfigError):
+    """The ``bwrap`` executable is missing: an operator setup error."""
+
+
+def find_bwrap() -> str | None:
+    """Path of the ``bwrap`` executable, or ``None`` when not installed."""
+    return shutil.which("bwrap")
+
+
+class BwrapSandboxProvider(SandboxProvider):
+    """Run commands and kernels inside bubblewrap.
+
+    Args:
+        network: ``isolated`` (own network namespace, loopback only) or ``open``
+            (the host's network, including its loopback).
+        python: Interpreter to expose; defaults to the server's own.
+        bwrap: Path of the ``bwrap`` executable; looked up on ``PATH`` by default.
+        **kwargs: See :class:`SandboxProvider`.
+
+    Raises:
+        BwrapUnavailable: if bubblewrap is not installed.
+    """
+
+    name: ClassVar[str] = "bwrap"
+
+    def __init__(
+        self,
+        *,
+        network: NetworkMode = "isolated",
+        python: PythonRuntime | None = None,
+        bwrap: str | None = None,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        if network not in ("isolated", "open"):
+            raise ValueError(f"bwrap network mode must be 'isolated' or 'open', not {network!r}")
+        found = bwrap or find_bwrap()
+        if found is None:
+            raise BwrapUnavailable(
+                "the bwrap executable was not found; install bubblewrap "
+                "(apt-get install bubblewrap) or use another sandbox provider",
+                key="sandbox.use",
+            )
+        self.bwrap = found
+        self.network: NetworkMode = network
+        self.python = python or PythonRuntime.current()
+        self._shell = "/bin/bash" if Path("/usr/bin/bash").exists() else "/bin/sh"
+        self._skeleton = Path(tempfile.mkdtemp(prefix="deerflow-bwrap-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._skeleton, True)
+        self._write_skeleton()
+
+    def close(self) -> None:
+        """Remove the provider's skeleton files (idempotent)."""
+        self._cleanup()
+
+    def _write_skeleton(self) -> None:
+        etc = self._skeleton / "etc"
+        etc.mkdir()
+        (etc / "passwd").write_text(
+            f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+            f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/tmp:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        )
+        (etc / "group").write_text(f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n")
+        self.python.write_skeleton(self._skeleton)
+
+    def sandbox_env(self) -> dict[str, str]:
+        """The complete environment inside the sandbox."""
+        env = {
+            "PATH": f"{self.python.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+            "HOME": "/tmp",
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            **self.python.env(),
+        }
+        return scrub_env(env)
+
+    def _namespace_args(self) -> list[str]:
+        args = [
+            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "sandbox", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+        ]  # fmt: skip
+        if self.network == "isolated":
+            args.append("--unshare-net")
+        return args
+
+    def _system_args(self) -> list[str]:
+        args: list[str] = []
+        for d in _SYSTEM_DIRS:
+            if os.path.islink(d):
+                args += ["--symlink", os.readlink(d), d]
+            elif os.path.isdir(d):
+                args += ["--ro-bind", d, d]
+        for entry in _ETC_ENTRIES:
+            if os.path.exists(entry):
+                args += ["--ro-bind", entry, entry]
+        for name in ("passwd", "group"):
+            args += ["--ro-bind", str(self._skeleton / "etc" / name), f"/etc/{name}"]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        return args + self.python.bwrap_args(self._skeleton)
+
+    def _thread_args(self, paths: ThreadPaths) -> list[str]:
+        args: list[str] = []
+        for mount in self.mounts(paths):
+            args += [
+                "--bind" if mount.writable else "--ro-bind",
+                str(mount.host),
+                str(mount.virtual),
+            ]
+        return args
+
+    def _env_args(self, env: dict[str, str]) -> list[str]:
+        args = ["--clearenv"]
+        for name, value in env.items():
+            args += ["--setenv", name, value]
+        return args
+
+    def wrap(
+        self,
+        paths: ThreadPaths,
+        argv: list[str],
+        *,
+        binds: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> list[str]:
+        """The bwrap command line running ``argv`` in the thread's sandbox.
+
+        Args:
+            paths: The thread's host directories (must exist).
+            argv: Command to run inside, resolved against the sandbox ``PATH``.
+            binds: Extra bwrap mount arguments (placed before the root is sealed).
+            env: Environment inside; :meth:`sandbox_env` by default.
+        """
+        return [
+            self.bwrap,
+            *self._namespace_args(),
+            *self._system_args(),
+            *self._thread_args(paths),
+            *binds,
+            "--remount-ro", "/",
+            "--chdir", VIRTUAL_WORKSPACE,
+            *self._env_args(self.sandbox_env() if env is None else env),
+            "--",
+            *argv,
+        ]  # fmt: skip
+
+    def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
+        return Launch(
+            argv=self.wrap(paths, [self._shell, "-c", command]),
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=paths.workspace,
+        )
+
+    def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
+        env = {**self.sandbox_env(), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        inner = [
+            self.python.executable,
+            "-m",
+            "ipykernel_launcher",
+            "--HistoryManager.enabled=False",
+        ]
+        argv = self.wrap(
+            paths, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW], env=env
+        )
+        return KernelLaunch(
+            argv=argv,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd=paths.workspace,
+            runtime_view=KERNEL_RUNTIME_VIEW,
+        )

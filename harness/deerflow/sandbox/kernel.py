@@ -1,0 +1,299 @@
+"""One thread's IPython kernel: start, execute with a deadline, recover, stop.
+
+Launching goes through ``jupyter_client``'s :class:`AsyncKernelManager` with
+a kernel spec built from the provider's :class:`KernelLaunch`, so the same
+code drives a host kernel and one inside bubblewrap.  Choices that make the
+sandboxed case work:
+
+* **ipc transport.**  ZMQ sockets are Unix socket files in a fresh runtime
+  directory per kernel.  The provider decides where that directory appears
+  to the kernel (``runtime_view``), so the pool writes two connection files:
+  ``manager.json`` (host paths, used by the client) and ``kernel.json``
+  (the kernel's view).  TCP on loopback would not cross ``--unshare-net``.
+* **message interrupts.**  ``interrupt_mode="message"`` asks the kernel to
+  SIGINT its own process group over the control channel.  A signal from the
+  host would hit the ``bwrap`` monitor, not the kernel behind the pid
+  namespace.
+* **deadline, then interrupt, then restart.**  A cell past its timeout is
+  interrupted (state kept); if the kernel is not idle within a grace period
+  it is killed and a new one started (state lost).  A kernel that dies on
+  its own is noticed by polling ``is_alive`` while waiting.
+
+Outputs are collected as nbformat output dicts, ready for the notebook log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbformat import NotebookNode
+from nbformat.v4 import output_from_msg
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.provider import SandboxProvider
+
+Recovery = Literal["none", "interrupted", "restarted", "died"]
+_POLL_S = 1.0
+_LOG_TAIL = 2000
+_SHUTDOWN_WAIT_S = 1.0
+
+
+class KernelStartError(RuntimeError):
+    """A kernel could not be started (a runtime failure, logged by the caller)."""
+
+
+class _FixedSpecManager(KernelSpecManager):
+    """Serves exactly one, in-memory kernel spec (no kernel.json on disk)."""
+
+    def __init__(self, spec: KernelSpec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._spec = spec
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return self._spec
+
+
+@dataclass
+class RawExecution:
+    """What one cell produced, before rendering.
+
+    Attributes:
+        outputs: nbformat v4 output nodes, in order (streams merged).
+        execution_count: The kernel's prompt number, if it got that far.
+        timed_out: The cell hit its deadline.
+        recovery: What was done to the kernel: ``interrupted`` (state kept),
+            ``restarted`` (state lost), ``died`` (the kernel exited on its own;
+            a new one was started) or ``none``.
+    """
+
+    outputs: list[NotebookNode] = field(default_factory=list)
+    execution_count: int | None = None
+    timed_out: bool = False
+    recovery: Recovery = "none"
+
+
+class _Collector:
+    """Turns the iopub messages of one request into nbformat outputs."""
+
+    def __init__(self, msg_id: str, result: RawExecution) -> None:
+        self.msg_id = msg_id
+        self.result = result
+        self.idle = False
+        self._clear_pending = False
+
+    def add(self, msg: dict[str, Any]) -> None:
+        if msg.get("parent_header", {}).get("msg_id") != self.msg_id:
+            return
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "status":
+            self.idle = content.get("execution_state") == "idle"
+        elif kind == "execute_input":
+            self.result.execution_count = content.get("execution_count")
+        elif kind == "clear_output":
+            if content.get("wait"):
+                self._clear_pending = True
+            else:
+                self.result.outputs.clear()
+        elif kind in ("stream", "display_data", "execute_result", "error"):
+            self._append(kind, msg)
+
+    def _append(self, kind: str, msg: dict[str, Any]) -> None:
+        outputs = self.result.outputs
+        if self._clear_pending:
+            outputs.clear()
+            self._clear_pending = False
+        last = outputs[-1] if outputs else None
+        if (
+            kind == "stream"
+            and last is not None
+            and last.get("output_type") == "stream"
+            and last.get("name") == msg["content"]["name"]
+        ):
+            last["text"] += msg["content"]["text"]
+            return
+        outputs.append(output_from_msg(msg))
+
+
+class ThreadKernel:
+    """A running kernel for one thread, launched through its provider.
+
+    Args:
+        provider: Decides how (and where) the kernel process runs.
+        paths: The thread's host directories.
+        startup_timeout: Seconds to wait for the kernel to answer.
+        interrupt_grace: Seconds an interrupted cell gets to stop before restart.
+    """
+
+    def __init__(
+        self,
+        provider: SandboxProvider,
+        paths: ThreadPaths,
+        *,
+        startup_timeout: float = 60.0,
+        interrupt_grace: float = 5.0,
+    ) -> None:
+        self.provider = provider
+        self.paths = paths
+        self.startup_timeout = startup_timeout
+        self.interrupt_grace = interrupt_grace
+        self._km: AsyncKernelManager | None = None
+        self._kc: Any = None
+        self._runtime_dir: Path | None = None
+        self._log: Any = None
+
+    @property
+    def started(self) -> bool:
+        return self._km is not None
+
+    async def start(self) -> None:
+        """Launch the kernel and wait until it answers.
+
+        Raises:
+            KernelStartError: if it exits or stays silent past ``startup_timeout``.
+        """
+        self.paths.ensure()
+        runtime_dir = Path(tempfile.mkdtemp(prefix="dfk-"))
+        self._runtime_dir = runtime_dir
+        launch = self.provider.kernel_launch(self.paths, runtime_dir)
+        spec = KernelSpec(
+            argv=[*launch.argv, "-f", f"{launch.runtime_view}/kernel.json"],
+            display_name="DeerFlow Python",
+            language="python",
+            interrupt_mode="message",
+        )
+        km = AsyncKernelManager(
+            kernel_spec_manager=_FixedSpecManager(spec),
+            kernel_name="deerflow",
+            transport="ipc",
+            ip=str(runtime_dir / "k"),
+            connection_file=str(runtime_dir / "manager.json"),
+            # A kernel that ignores shutdown_request gets SIGTERM/SIGKILL after
+            # 0.5 s each, not 2.5 s: stopping a thread's kernel should not stall.
+            shutdown_wait_time=_SHUTDOWN_WAIT_S,
+        )
+        km.write_connection_file()
+        _write_kernel_view(km, runtime_dir, launch.runtime_view)
+        self._km = km
+        self._log = (runtime_dir / "kernel.log").open("wb")
+        try:
+            await km.start_kernel(
+                env=launch.env, cwd=str(launch.cwd), stdout=self._log, stderr=self._log
+            )
+            self._kc = km.client()
+            self._kc.start_channels()
+            await self._kc.wait_for_ready(timeout=self.startup_timeout)
+        except (RuntimeError, TimeoutError) as exc:
+            detail = self._log_tail()
+            await self.shutdown(now=True)
+            raise KernelStartError(f"the Python kernel did not start: {exc}\n{detail}") from exc
+
+    def _log_tail(self) -> str:
+        if self._runtime_dir is None:
+            return ""
+        log = self._runtime_dir / "kernel.log"
+        return log.read_text(errors="replace")[-_LOG_TAIL:] if log.exists() else ""
+
+    async def is_alive(self) -> bool:
+        return self._km is not None and await self._km.is_alive()
+
+    async def execute(self, code: str, *, timeout: float) -> RawExecution:
+        """Run ``code`` as one cell; never raises for the code's own errors.
+
+        Args:
+            code: The cell source.
+            timeout: Seconds before the cell is interrupted.
+        """
+        if self._kc is None:
+            raise RuntimeError("kernel not started")
+        result = RawExecution()
+        msg_id = self._kc.execute(code, store_history=True, allow_stdin=False, stop_on_error=False)
+        collector = _Collector(msg_id, result)
+        outcome = await self._collect(collector, timeout)
+        if outcome == "died":
+            result.recovery = "died"
+            await self.restart()
+        elif outcome == "timeout":
+            result.timed_out = True
+            await self._km.interrupt_kernel()  # type: ignore[union-attr]
+            if await self._collect(collector, self.interrupt_grace) == "idle":
+                result.recovery = "interrupted"
+            else:
+                result.recovery = "restarted"
+                await self.restart()
+        if result.recovery in ("none", "interrupted"):
+            await self._drain_reply(msg_id)
+        return result
+
+    async def _collect(self, collector: _Collector, timeout: float) -> str:
+        """Feed iopub messages to ``collector`` until idle, deadline or death."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not collector.idle:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return "timeout"
+            try:
+                msg = await self._kc.get_iopub_msg(timeout=min(remaining, _POLL_S))
+            except queue.Empty:
+                if not await self.is_alive():
+                    return "died"
+                continue
+            collector.add(msg)
+        return "idle"
+
+    async def _drain_reply(self, msg_id: str) -> None:
+        """Consume the shell reply so replies never pile up on the channel."""
+        try:
+            while True:
+                reply = await self._kc.get_shell_msg(timeout=_POLL_S)
+                if reply.get("parent_header", {}).get("msg_id") == msg_id:
+                    return
+        except queue.Empty:
+            return
+
+    async def interrupt(self) -> None:
+        """Ask the kernel to interrupt the running cell (no-op when stopped)."""
+        if self._km is not None and self._km.has_kernel:
+            await self._km.interrupt_kernel()
+
+    async def restart(self) -> None:
+        """Replace the kernel with a fresh one (all state is lost)."""
+        await self.shutdown(now=True)
+        await self.start()
+
+    async def shutdown(self, *, now: bool = False) -> None:
+        """Stop the kernel and remove its runtime directory (idempotent)."""
+        km, kc = self._km, self._kc
+        self._km = self._kc = None
+        try:
+            if kc is not None:
+                kc.stop_channels()
+            if km is not None and km.has_kernel:
+                await km.shutdown_kernel(now=now)
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+            if self._runtime_dir is not None:
+                shutil.rmtree(self._runtime_dir, ignore_errors=True)
+                self._runtime_dir = None
+
+
+def _write_kernel_view(km: AsyncKernelManager, runtime_dir: Path, view: str) -> None:
+    """Write ``kernel.json``: the manager's connection info, as the kernel sees it."""
+    info: dict[str, Any] = {
+        k: (v.decode() if isinstance(v, bytes) else v) for k, v in km.get_connection_info().items()
+    }
+    info["ip"] = f"{view}/k"
+    path = runtime_dir / "kernel.json"
+    path.write_text(json.dumps(info))
+    path.chmod(0o600)

@@ -1,0 +1,142 @@
+"""``agent.ipynb``: every cell the agent ran, with its outputs.
+
+Each thread's workspace holds one notebook that grows by one code cell per
+``python`` call (plus a markdown note when the kernel was restarted, so a
+reader knows state was lost there).  It is a real nbformat v4 notebook with
+a ``python3`` kernelspec: open it in JupyterLab or re-run it with nbclient.
+
+Writes are atomic (temporary file in the same directory, then
+``os.replace``), so a crash or a concurrent reader never sees half a file.
+The notebook is kept in memory between writes and reloaded only when the
+file changed underneath (the user edited it, or code in the sandbox did).
+A file that no longer parses is moved aside, never overwritten, and a new
+notebook started.
+
+Appends must stay cheap as the notebook grows (a long session has hundreds
+of cells, some with images), so only the new cell is validated and
+serialised; the serialised text of earlier cells is cached and the file is
+assembled from it, in nbformat's own layout (sorted keys, one-space indent,
+multi-line strings split into lists).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import textwrap
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4.rwbase import split_lines
+
+logger = logging.getLogger(__name__)
+
+NOTEBOOK_NAME = "agent.ipynb"
+_KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+_CELLS_PLACEHOLDER = '"cells": []'
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+
+
+def _cell_json(cell: NotebookNode) -> str:
+    """One cell as it appears inside the file's ``cells`` list."""
+    stored = copy.deepcopy(cell)
+    stored.metadata.pop("trusted", None)
+    split = split_lines(NotebookNode(cells=[stored])).cells[0]
+    return textwrap.indent(_dumps(split), "  ")
+
+
+class NotebookLog:
+    """Appends executed cells to a notebook file.
+
+    Args:
+        path: The notebook file (``<workspace>/agent.ipynb``).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._nb: NotebookNode | None = None
+        self._cells_json: list[str] = []
+        self._stamp: tuple[int, int] | None = None
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def _notebook(self) -> NotebookNode:
+        """The current notebook, reloaded if the file changed since our write."""
+        if self._nb is not None and self._file_stamp() == self._stamp:
+            return self._nb
+        self._nb = self._read()
+        self._cells_json = [_cell_json(c) for c in self._nb.cells]
+        return self._nb
+
+    def _read(self) -> NotebookNode:
+        if not self.path.exists():
+            return new_notebook(
+                metadata={"kernelspec": _KERNELSPEC, "language_info": {"name": "python"}}
+            )
+        try:
+            return nbformat.read(self.path, as_version=4)
+        except (
+            json.JSONDecodeError,
+            nbformat.reader.NotJSONError,
+            nbformat.ValidationError,
+            UnicodeDecodeError,
+        ) as exc:
+            aside = self._aside_path()
+            logger.warning(
+                "%s is not a readable notebook (%s); moved to %s", self.path, exc, aside.name
+            )
+            os.replace(self.path, aside)
+            return self._read()
+
+    def _aside_path(self) -> Path:
+        n = 1
+        while (candidate := self.path.with_name(f"{self.path.stem}.corrupt-{n}.ipynb")).exists():
+            n += 1
+        return candidate
+
+    @property
+    def next_cell_number(self) -> int:
+        """1-based number the next code cell will have (stable across kernel restarts)."""
+        return sum(1 for c in self._notebook().cells if c.cell_type == "code") + 1
+
+    def append_code(
+        self, source: str, outputs: list[NotebookNode], execution_count: int | None
+    ) -> None:
+        """Append one executed code cell with its outputs and save."""
+        cell = new_code_cell(source=source, outputs=outputs, execution_count=execution_count)
+        nbformat.validate(cell, ref="code_cell", version=4)
+        self._append(cell)
+
+    def append_note(self, text: str) -> None:
+        """Append a markdown note (kernel restarts and similar events)."""
+        self._append(new_markdown_cell(text))
+
+    def _append(self, cell: NotebookNode) -> None:
+        nb = self._notebook()
+        nb.cells.append(cell)
+        self._cells_json.append(_cell_json(cell))
+        self._write(nb)
+
+    def _write(self, nb: NotebookNode) -> None:
+        head = {k: v for k, v in nb.items() if k != "cells"}
+        for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+            head.get("metadata", {}).pop(key, None)
+        cells = "[\n" + ",\n".join(self._cells_json) + "\n ]" if self._cells_json else "[]"
+        text = _dumps({"cells": [], **head}).replace(_CELLS_PLACEHOLDER, f'"cells": {cells}', 1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+        self._stamp = self._file_stamp()

@@ -1,0 +1,142 @@
+"""Running one command with a timeout and bounded output.
+
+Design:
+
+* The command gets its own session (``start_new_session``), so its process
+  group holds everything it spawns.  On timeout the whole group is killed with
+  ``SIGKILL``, not just the shell, otherwise ``sleep 999 &`` or a pipeline
+  would outlive the deadline.  Once the command ends normally the group is
+  killed as well: a command is one-shot and must not leave background
+  processes running on the host.
+* stdout and stderr are merged (the model reads them together, in order) and
+  read by a helper thread that keeps only the first and last ``max_output / 2``
+  bytes, so ``yes`` running for a minute cannot exhaust memory.
+* The result is structured (:class:`ExecResult`); callers never parse text to
+  learn the exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_READ_CHUNK = 65536
+_READER_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one shell command.
+
+    Attributes:
+        output: Merged stdout/stderr, decoded as UTF-8 (invalid bytes replaced).
+        exit_code: The command's exit status; ``None`` when it was killed on timeout.
+        truncated: Whether the middle of the output was dropped to respect the cap.
+        timed_out: Whether the command hit its timeout and was killed.
+    """
+
+    output: str
+    exit_code: int | None
+    truncated: bool = False
+    timed_out: bool = False
+
+
+class _BoundedReader(threading.Thread):
+    """Drains a pipe, keeping its head and tail within a byte budget."""
+
+    def __init__(self, stream: object, limit: int) -> None:
+        super().__init__(daemon=True, name="sandbox-output")
+        self._stream = stream
+        self._half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def run(self) -> None:
+        read = self._stream.read1  # type: ignore[attr-defined]
+        while chunk := read(_READ_CHUNK):
+            room = self._half - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail += chunk
+            excess = len(self.tail) - self._half
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def text(self) -> str:
+        """The captured output with a marker where bytes were dropped."""
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n... [{self.dropped} bytes of output omitted] ...\n{tail}"
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's process group; tolerate it being gone already."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        # The group leader exited and its pgid was reused by nobody we own.
+        proc.kill()
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float,
+    max_output: int,
+) -> ExecResult:
+    """Run ``argv`` to completion or until ``timeout`` seconds have passed.
+
+    Args:
+        argv: The full command line (a sandbox wrapper plus the shell, usually).
+        env: The complete environment of the child; nothing else is inherited.
+        cwd: Host directory to start in.
+        timeout: Seconds before the process group is killed.
+        max_output: Bytes of output kept (half from the start, half from the end).
+
+    Returns:
+        The structured result; a timeout is a result, not an exception.
+    """
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+    )
+    reader = _BoundedReader(proc.stdout, max_output)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        _kill_group(proc)
+        proc.wait()
+    reader.join(_READER_GRACE_S)
+    if not reader.is_alive() and proc.stdout is not None:
+        # A process that escaped the group (setsid) may still hold the pipe;
+        # then the daemon reader keeps it until that process exits.
+        proc.stdout.close()
+    return ExecResult(
+        output=reader.text(),
+        exit_code=None if timed_out else proc.returncode,
+        truncated=reader.dropped > 0,
+        timed_out=timed_out,
+    )

@@ -1,0 +1,172 @@
+"""The execution seam: where a thread's shell commands and Python kernel run.
+
+A :class:`SandboxProvider` answers two questions for a thread:
+
+* *run this shell command* — :meth:`SandboxProvider.execute` returns an
+  :class:`~deerflow.sandbox.process.ExecResult` (output, exit code, truncated,
+  timed out).  Subclasses only say *how* to launch (:meth:`command_launch`);
+  the timeout, process-group kill and output cap live in one place.
+* *how to start a Python kernel* — :meth:`SandboxProvider.kernel_launch`
+  returns a :class:`KernelLaunch` (command line, environment, where the
+  kernel's runtime directory is visible).  The kernel's lifecycle belongs to
+  :class:`~deerflow.sandbox.kernel_pool.KernelPool`, which asks the provider.
+
+Implementations: ``local`` (the host; shell refused unless explicitly
+allowed) and ``bwrap`` (bubblewrap namespaces).  A Docker provider would
+implement the same two methods.
+
+The agent only ever sees virtual paths (``/mnt/user-data/...``).  The mount
+table is :class:`~deerflow.sandbox.virtual_paths.VirtualFS`, shared with the
+file tools, so a sandbox shows exactly what the file tools show, with the
+same access (uploads, skills and ACP files read-only).  A provider masks host
+paths in output with it (:meth:`~SandboxProvider.mask_out`); the ``local``
+provider also maps virtual paths in commands to host paths
+(:meth:`~SandboxProvider.translate_in`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.process import ExecResult, run_command
+from deerflow.sandbox.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
+from deerflow.tools.errors import ToolFailure
+
+NetworkMode = Literal["isolated", "open"]
+
+VIRTUAL_USER_DATA = str(USER_DATA)
+VIRTUAL_WORKSPACE = str(WORKSPACE)
+
+DEFAULT_COMMAND_TIMEOUT = 60.0
+DEFAULT_MAX_OUTPUT = 30_000
+
+
+class HostBashDisabled(ToolFailure):
+    """Raised when shell access is requested from a provider that refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Shell commands are disabled in this sandbox: it is the local provider, so a "
+            "command would run directly on the host, outside the thread's virtual "
+            "filesystem. Use the python tool or the file tools instead. (An operator can "
+            "switch sandbox.use to 'bwrap', or set sandbox.allow_host_bash: true for a "
+            "fully trusted setup.)",
+            code="host_bash_disabled",
+        )
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start a process: command line, complete environment, host cwd."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """How to start a thread's IPython kernel.
+
+    Attributes:
+        argv: The command line up to, not including, ``-f <connection file>``.
+        env: The complete environment of the kernel process.
+        cwd: Host directory to launch from.
+        runtime_view: Where the pool's per-kernel runtime directory (connection
+            file, ZMQ ipc sockets) is visible to the kernel.  Equal to the host
+            path for the local provider; a fixed path inside a sandbox.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    runtime_view: str
+
+
+class SandboxProvider(ABC):
+    """Runs shell commands and launches Python kernels for threads.
+
+    Args:
+        command_timeout: Default seconds before a command is killed.
+        max_output: Bytes of command output kept (head and tail).
+        skills_dir: Host skills directory, shown read-only at ``/mnt/skills``.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        skills_dir: Path | None = None,
+    ) -> None:
+        self.command_timeout = command_timeout
+        self.max_output = max_output
+        self.skills_dir = skills_dir
+
+    @property
+    def allows_bash(self) -> bool:
+        """Whether :meth:`execute` runs commands (tools omit ``bash`` otherwise)."""
+        return True
+
+    @abstractmethod
+    def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
+        """How to launch ``command`` (already translated) for the thread."""
+
+    @abstractmethod
+    def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
+        """How to launch the thread's kernel, given its host runtime directory."""
+
+    def vfs(self, paths: ThreadPaths) -> VirtualFS:
+        """The thread's virtual filesystem (the mount table shared with the file tools)."""
+        return VirtualFS(paths, skills_root=self.skills_dir)
+
+    def mounts(self, paths: ThreadPaths) -> tuple[Mount, ...]:
+        """The thread's mounts that exist on the host (``/mnt/acp-workspace`` is optional)."""
+        return tuple(m for m in self.vfs(paths).mounts if m.host.is_dir())
+
+    def translate_in(self, paths: ThreadPaths, text: str) -> str:
+        """Rewrite a command or cell before it runs; identity where paths are real."""
+        return text
+
+    def mask_out(self, paths: ThreadPaths, text: str) -> str:
+        """Hide host paths (mounts, thread dir, home) in output shown to the model."""
+        return self.vfs(paths).mask(text)
+
+    def execute(
+        self, paths: ThreadPaths, command: str, *, timeout: float | None = None
+    ) -> ExecResult:
+        """Run a shell command in the thread's sandbox.
+
+        Args:
+            paths: The thread's host directories (created if missing).
+            command: A bash command line as the model wrote it.
+            timeout: Seconds before the command's process group is killed;
+                defaults to ``command_timeout``.
+
+        Raises:
+            HostBashDisabled: if this provider does not run shell commands.
+        """
+        if not self.allows_bash:
+            raise HostBashDisabled()
+        paths.ensure()
+        launch = self.command_launch(paths, self.translate_in(paths, command))
+        return run_command(
+            launch.argv,
+            env=launch.env,
+            cwd=launch.cwd,
+            timeout=self.command_timeout if timeout is None else timeout,
+            max_output=self.max_output,
+        )
+
+    async def aexecute(
+        self, paths: ThreadPaths, command: str, *, timeout: float | None = None
+    ) -> ExecResult:
+        """:meth:`execute` off the event loop (the wait blocks a worker thread)."""
+        return await asyncio.to_thread(self.execute, paths, command, timeout=timeout)

@@ -1,0 +1,273 @@
+"""The ``bash`` and ``python`` tools.
+
+Both are thin: the sandbox provider (``runtime.context.services["sandbox"]``)
+runs commands and the kernel pool (``runtime.context.services["kernels"]``)
+runs cells.  The tools add what the model and the UI need around that:
+
+* ``bash`` audits the command first (:func:`deerflow.sandbox.audit.audit_command`).
+  A blocked command never reaches the provider; the model gets the reason
+  as a :class:`ToolFailure`.  Warnings are streamed to the UI as
+  ``{"type": "audit", ...}`` custom events and repeated in the result.
+* Results are text for the model plus a structured artifact
+  (``status``, ``exit_code``, ``timed_out``, ``files``...) for the UI, with
+  host paths masked to virtual ones and output capped.
+
+Each tool has a sync and an async implementation so it works under
+``agent.invoke`` and ``agent.ainvoke`` alike.  :func:`exec_tools` builds
+them for one provider: ``bash`` is left out when the provider refuses shell
+access, so the model is never offered a tool that can only fail.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.runtime.context import RunContext
+from deerflow.sandbox.audit import AuditVerdict, audit_command
+from deerflow.sandbox.kernel import KernelStartError
+from deerflow.sandbox.kernel_pool import CellResult, KernelPool
+from deerflow.sandbox.notebook_log import NOTEBOOK_NAME
+from deerflow.sandbox.process import ExecResult
+from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, SandboxProvider
+from deerflow.tools.errors import ToolFailure
+
+logger = logging.getLogger(__name__)
+
+MAX_TIMEOUT_S = 1800.0
+SANDBOX_SERVICE = "sandbox"
+KERNELS_SERVICE = "kernels"
+
+Reply = tuple[str, dict[str, Any]]
+CommandArg = Annotated[str, "The bash command line to run."]
+CodeArg = Annotated[str, "Python source to run as one notebook cell."]
+TimeoutArg = Annotated[float | None, "Seconds before it is stopped; omit for the default."]
+
+
+def _service(runtime: ToolRuntime[RunContext], name: str) -> Any:
+    services = getattr(runtime.context, "services", None) or {}
+    if name not in services:
+        raise ToolFailure(
+            f"code execution is not available in this session (no {name} service)",
+            code="sandbox_unavailable",
+        )
+    return services[name]
+
+
+def _paths(runtime: ToolRuntime[RunContext]) -> ThreadPaths:
+    return runtime.context.paths
+
+
+def _timeout(requested: float | None) -> float | None:
+    if requested is None:
+        return None
+    if requested <= 0:
+        raise ToolFailure("timeout must be a positive number of seconds", code="invalid_argument")
+    return min(requested, MAX_TIMEOUT_S)
+
+
+def _emit_audit(runtime: ToolRuntime[RunContext], command: str, verdict: AuditVerdict) -> None:
+    runtime.stream_writer(
+        {
+            "type": "audit",
+            "tool": "bash",
+            "tool_call_id": runtime.tool_call_id,
+            "level": verdict.level,
+            "reasons": list(verdict.reasons),
+            "command": command,
+        }
+    )
+
+
+def _audit(runtime: ToolRuntime[RunContext], command: str) -> AuditVerdict:
+    """Audit ``command``; stream non-pass verdicts; refuse blocked ones."""
+    verdict = audit_command(command)
+    if verdict.level != "pass":
+        _emit_audit(runtime, command, verdict)
+    if verdict.blocked:
+        raise ToolFailure(
+            "The command was blocked by the security audit and was not run: "
+            + "; ".join(verdict.reasons)
+            + ". Do the task another way.",
+            code="command_blocked",
+        )
+    return verdict
+
+
+def render_exec_result(
+    result: ExecResult, *, timeout: float, verdict: AuditVerdict, masked: str
+) -> Reply:
+    """Model text and UI artifact for a finished command."""
+    lines = [masked.rstrip("\n")] if masked.strip() else ["(no output)"]
+    if result.timed_out:
+        lines.append(
+            f"[timed out after {timeout:g}s: the command and everything it started were killed]"
+        )
+    elif result.exit_code != 0:
+        lines.append(f"[exit code {result.exit_code}]")
+    if result.truncated:
+        lines.append("[output truncated: the middle was omitted]")
+    if verdict.level == "warn":
+        lines.append(f"[audit warning: {'; '.join(verdict.reasons)}]")
+    artifact = {
+        "status": "ok" if result.exit_code == 0 else "error",
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "truncated": result.truncated,
+        "audit": {"level": verdict.level, "reasons": list(verdict.reasons)},
+    }
+    return "\n".join(lines), artifact
+
+
+def render_cell_result(result: CellResult, *, timeout: float) -> Reply:
+    """Model text and UI artifact for a finished cell."""
+    lines: list[str] = []
+    if result.fresh_kernel:
+        lines.append(
+            "[note: the previous kernel was shut down while idle; this ran in a new kernel, so earlier variables are gone]"
+        )
+    lines.append(result.text if result.text.strip() else "(no output)")
+    if result.timed_out and result.recovery == "interrupted":
+        lines.append(
+            f"[timed out after {timeout:g}s: the cell was interrupted; variables defined earlier are kept]"
+        )
+    elif result.timed_out:
+        lines.append(
+            f"[timed out after {timeout:g}s and the kernel did not stop: it was restarted, so all variables are gone]"
+        )
+    elif result.recovery == "died":
+        lines.append(
+            "[the Python kernel died (out of memory, or the code exited); a new kernel was started, so all variables are gone]"
+        )
+    if result.truncated:
+        lines.append("[output truncated: the middle was omitted]")
+    artifact = {
+        "status": "error"
+        if (result.error or result.timed_out or result.recovery == "died")
+        else "ok",
+        "error": result.error,
+        "timed_out": result.timed_out,
+        "recovery": result.recovery,
+        "files": list(result.files),
+        "cell_number": result.cell_number,
+        "notebook": f"{VIRTUAL_WORKSPACE}/{NOTEBOOK_NAME}",
+    }
+    return "\n".join(lines), artifact
+
+
+def bash(
+    command: CommandArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None
+) -> Reply:
+    provider: SandboxProvider = _service(runtime, SANDBOX_SERVICE)
+    limit = _timeout(timeout) or provider.command_timeout
+    verdict = _audit(runtime, command)
+    paths = _paths(runtime)
+    result = provider.execute(paths, command, timeout=limit)
+    return render_exec_result(
+        result, timeout=limit, verdict=verdict, masked=provider.mask_out(paths, result.output)
+    )
+
+
+async def abash(
+    command: CommandArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None
+) -> Reply:
+    provider: SandboxProvider = _service(runtime, SANDBOX_SERVICE)
+    limit = _timeout(timeout) or provider.command_timeout
+    verdict = _audit(runtime, command)
+    paths = _paths(runtime)
+    result = await provider.aexecute(paths, command, timeout=limit)
+    return render_exec_result(
+        result, timeout=limit, verdict=verdict, masked=provider.mask_out(paths, result.output)
+    )
+
+
+def _kernel_unavailable(exc: KernelStartError) -> ToolFailure:
+    logger.error("python kernel failed to start", exc_info=exc)
+    return ToolFailure(
+        "The Python kernel could not be started; try again later or use other tools.",
+        code="kernel_unavailable",
+    )
+
+
+def python(code: CodeArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None) -> Reply:
+    pool: KernelPool = _service(runtime, KERNELS_SERVICE)
+    limit = _timeout(timeout) or pool.default_timeout
+    try:
+        result = pool.run_sync(_paths(runtime), code, timeout=limit)
+    except KernelStartError as exc:
+        raise _kernel_unavailable(exc) from exc
+    return render_cell_result(result, timeout=limit)
+
+
+async def apython(
+    code: CodeArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None
+) -> Reply:
+    pool: KernelPool = _service(runtime, KERNELS_SERVICE)
+    limit = _timeout(timeout) or pool.default_timeout
+    try:
+        result = await pool.run(_paths(runtime), code, timeout=limit)
+    except KernelStartError as exc:
+        raise _kernel_unavailable(exc) from exc
+    return render_cell_result(result, timeout=limit)
+
+
+def bash_description(provider: SandboxProvider) -> str:
+    """What the model is told about ``bash`` under ``provider``."""
+    network = getattr(provider, "network", None)
+    net = {"isolated": " There is no network access.", "open": " The network is reachable."}.get(
+        network or "", ""
+    )
+    return (
+        "Run a bash command in the sandbox and return its combined stdout/stderr and exit code. "
+        f"The working directory is {VIRTUAL_WORKSPACE}; user files are under /mnt/user-data/uploads, "
+        "final deliverables go to /mnt/user-data/outputs. Each call is a fresh shell (no state is "
+        f"kept); background processes are stopped when the command ends. Default timeout "
+        f"{provider.command_timeout:g}s.{net} Long output is shortened."
+    )
+
+
+def python_description(pool_timeout: float | None = None) -> str:
+    """What the model is told about ``python``."""
+    default = f" Default timeout {pool_timeout:g}s." if pool_timeout else ""
+    return (
+        "Run Python code as a cell in a persistent Jupyter kernel: variables and imports are kept "
+        f"between calls. The working directory is {VIRTUAL_WORKSPACE}. Returns printed output, the "
+        "value of the last expression and a short error summary. Plots (matplotlib) and HTML "
+        "outputs are saved as files whose paths are returned. Every cell is recorded in "
+        f"{VIRTUAL_WORKSPACE}/{NOTEBOOK_NAME}.{default}"
+    )
+
+
+def exec_tools(provider: SandboxProvider, *, python_timeout: float | None = None) -> list[BaseTool]:
+    """The execution tools to offer under ``provider``.
+
+    Args:
+        provider: The session's sandbox provider; ``bash`` is omitted when it
+            refuses shell access (the local provider without ``allow_host_bash``).
+        python_timeout: Default cell timeout to mention in the description.
+    """
+    tools: list[BaseTool] = []
+    if provider.allows_bash:
+        tools.append(
+            StructuredTool.from_function(
+                func=bash,
+                coroutine=abash,
+                name="bash",
+                description=bash_description(provider),
+                response_format="content_and_artifact",
+            )
+        )
+    tools.append(
+        StructuredTool.from_function(
+            func=python,
+            coroutine=apython,
+            name="python",
+            description=python_description(python_timeout),
+            response_format="content_and_artifact",
+        )
+    )
+    return tools
