@@ -103,5 +103,5 @@ class RunChangesHandler(DeerFlowHandler):
     async def get(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
         record = manager.run_record(run_id, self.user_id, thread_id=thread_id)
-        self.send_json({"run_id": run_id, "changes": record.result.get("changes"),
+        self.send_json({"run_id": run_id, "changes": record.result.get("workspace_changes"),
                         "receipt": record.result.get("receipt")})

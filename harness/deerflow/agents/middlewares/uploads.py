@@ -1,0 +1,97 @@
+"""Tells the agent about files the user uploaded since it last looked.
+
+Uploads arrive out of band (the Jupyter upload handler, ``client.upload``,
+``%deerflow upload``), between runs or while one is going.  Before each model
+call this middleware lists the thread's uploads and compares them with
+``uploaded_files`` in state (what the agent was last told).  New, replaced and
+removed files are announced once, in a short user-role note appended to the
+conversation, and ``uploaded_files`` is updated so the next call stays quiet.
+
+The note is a message in the thread rather than a per-request edit, so the
+history records when each file arrived and later turns still know about it.
+It is a separate message (marked in ``additional_kwargs``) so the user's own
+prompt, and the title derived from it, stay untouched.  The check is one
+directory scan per model call; nothing is written when nothing changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import HumanMessage
+from langgraph.runtime import Runtime
+
+from deerflow.runtime.context import RunContext
+from deerflow.sandbox.uploads import UploadInfo, list_uploads
+from deerflow.sandbox.virtual_paths import UPLOADS, WORKSPACE
+
+NOTE_KIND = "uploads"
+"""``additional_kwargs["deerflow_note"]`` of the announcement messages."""
+
+
+@dataclass(frozen=True)
+class UploadChanges:
+    """What changed in the uploads since the agent was last told."""
+
+    added: tuple[dict[str, Any], ...] = ()
+    replaced: tuple[dict[str, Any], ...] = ()
+    removed: tuple[dict[str, Any], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.replaced or self.removed)
+
+
+def upload_record(info: UploadInfo) -> dict[str, Any]:
+    """The state entry of one upload (JSON-friendly for checkpoints)."""
+    return {"name": info.name, "path": info.virtual_path, "size": info.size, "mtime": info.mtime}
+
+
+def compare_uploads(known: list[dict[str, Any]], current: list[dict[str, Any]]) -> UploadChanges:
+    """Added, replaced (same name, new size or time) and removed uploads."""
+    before = {entry.get("path"): entry for entry in known}
+    now = {entry["path"]: entry for entry in current}
+    added = tuple(e for p, e in now.items() if p not in before)
+    replaced = tuple(
+        e for p, e in now.items()
+        if p in before and (before[p].get("size"), before[p].get("mtime")) != (e["size"], e["mtime"])
+    )
+    removed = tuple(e for p, e in before.items() if p not in now)
+    return UploadChanges(added, replaced, removed)
+
+
+def render_upload_note(changes: UploadChanges) -> str:
+    """The note the agent reads: one line per file with its virtual path and size."""
+    lines = ["<uploaded_files>"]
+    if changes.added:
+        lines.append("The user uploaded new files to this thread:")
+        lines += [f"- {e['path']} ({e['size']:,} bytes)" for e in changes.added]
+    if changes.replaced:
+        lines.append("The user replaced these uploads with new versions (read them again):")
+        lines += [f"- {e['path']} ({e['size']:,} bytes)" for e in changes.replaced]
+    if changes.removed:
+        lines.append("These uploads were removed and are no longer available:")
+        lines += [f"- {e['path']}" for e in changes.removed]
+    if changes.added or changes.replaced:
+        lines.append(f"Uploads under {UPLOADS} are read-only; copy a file to {WORKSPACE} to modify it.")
+    lines.append("</uploaded_files>")
+    return "\n".join(lines)
+
+
+class UploadsMiddleware(AgentMiddleware):
+    """Before each model call: announce uploads the agent has not been told about."""
+
+    def before_model(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
+        context = runtime.context
+        if not isinstance(context, RunContext):
+            return None
+        current = [upload_record(info) for info in list_uploads(context.paths)]
+        changes = compare_uploads(state.get("uploaded_files") or [], current)
+        if not changes:
+            return None
+        note = HumanMessage(content=render_upload_note(changes), additional_kwargs={"deerflow_note": NOTE_KIND})
+        return {"uploaded_files": current, "messages": [note]}
+
+    async def abefore_model(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)

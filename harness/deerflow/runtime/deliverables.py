@@ -1,0 +1,66 @@
+"""A run's file bookkeeping: snapshot before, change summary and receipt after.
+
+:class:`DeliveryWatch` is the run path's single hook into
+:mod:`deerflow.sandbox.changes` and :mod:`deerflow.runtime.receipt`.  The
+"before" snapshot reads every small file, so it runs in a worker thread.  The
+settlement after the graph ends is synchronous on purpose: it reuses the
+"before" entries of untouched files (only what the run changed is read), and
+having no await between the end of the graph and ``run_finished`` means a
+second cancellation cannot lose the summary or the receipt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.runtime import events as ev
+from deerflow.runtime.projection import Projector
+from deerflow.runtime.receipt import DeliveryReceipt, build_receipt, receipt_notice
+from deerflow.sandbox.changes import (
+    ChangeLimits,
+    ChangeSummary,
+    Snapshot,
+    diff_snapshots,
+    take_snapshot,
+)
+
+
+@dataclass
+class Settlement:
+    """What a run changed and delivered, and the events that say so."""
+
+    changes: ChangeSummary | None = None
+    receipt: DeliveryReceipt | None = None
+    events: list[Any] = field(default_factory=list)
+
+
+class DeliveryWatch:
+    """Snapshots one thread's workspace and outputs around a run."""
+
+    def __init__(self, paths: ThreadPaths, *, limits: ChangeLimits | None = None) -> None:
+        self.paths = paths
+        self.limits = limits or ChangeLimits()
+        self._before: Snapshot | None = None
+
+    async def start(self) -> None:
+        """Take the "before" snapshot (call before the graph starts)."""
+        self._before = await asyncio.to_thread(take_snapshot, self.paths, limits=self.limits)
+
+    def settle(self, projector: Projector) -> Settlement:
+        """Diff against the "before" snapshot; build the ``workspace_changes`` and notice events.
+
+        Returns an empty settlement when the run ended before :meth:`start` completed.
+        """
+        if self._before is None:
+            return Settlement()
+        after = take_snapshot(self.paths, previous=self._before, limits=self.limits)
+        changes = diff_snapshots(self._before, after, limits=self.limits)
+        receipt = build_receipt(changes, projector.artifacts)
+        events = [projector.make(ev.WorkspaceChanges, changes=changes.to_dict())]
+        text = receipt_notice(receipt)
+        if text is not None:
+            events.append(projector.make(ev.Notice, kind=receipt.status, text=text, data=receipt.to_dict()))
+        return Settlement(changes, receipt, events)
