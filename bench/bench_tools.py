@@ -9,11 +9,8 @@ def echo(text: str) -> str:
     return text
 
 
-class SleepyScriptedModel:
-    """Factory for a scripted model that sleeps before each answer (a stand-in for a slow provider)."""
-
-
 def _sleepy_class():
+    """A scripted model that sleeps before each answer (a stand-in for a slow provider)."""
     import asyncio
     import time
 

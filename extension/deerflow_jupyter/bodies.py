@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS
 from deerflow.errors import UserError
 
 # Run options a public caller may set (through config.configurable or context).
@@ -19,7 +20,7 @@ PUBLIC_OPTIONS = frozenset({
     "max_total_subagents", "agent_name", "is_bootstrap",
 })
 # Interaction-policy keys: internal callers only (never obeyed from HTTP).
-INTERNAL_OPTIONS = frozenset({"interaction_mode", "non_interactive", "disable_clarification", "channel_name"})
+INTERNAL_OPTIONS = frozenset(INTERNAL_CONTEXT_KEYS)
 STREAM_MODES = frozenset({"values", "messages", "messages-tuple", "updates", "custom"})
 
 

@@ -1,6 +1,7 @@
 """``deerflow``: run the agent from a terminal.
 
     deerflow run "PROMPT" [--thread ID] [--model NAME] [--mode M] [--skill S] [--json]
+    deerflow reply THREAD ["ANSWER"] [--field NAME=VALUE ...] [--json]
     deerflow threads
     deerflow artifacts THREAD
     deerflow lab
@@ -16,9 +17,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from deerflow.agents.clarification_form import field_hint
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow.tools.errors import ToolFailure
@@ -40,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--record", metavar="FILE", help="record the model's answers to a cassette")
     run.add_argument("--replay", metavar="FILE", help="replay model answers from a cassette (offline)")
     run.add_argument("--json", action="store_true", help="print one JSON event per line")
+    reply = sub.add_parser("reply", help="answer a thread's clarification and continue the run")
+    reply.add_argument("thread")
+    reply.add_argument("answer", nargs="?", help="free-text answer, or an option (its text or number)")
+    reply.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
+                       help="a form value; repeat for each field (and for several choices)")
+    reply.add_argument("--json", action="store_true", help="print one JSON event per line")
     sub.add_parser("threads", help="list your threads")
     arts = sub.add_parser("artifacts", help="list a thread's presented artifacts")
     arts.add_argument("thread")
@@ -81,6 +89,9 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
         for path in client.artifacts(args.thread):
             print(path)
         return 0
+    if args.command == "reply":
+        answer = parse_reply_args(args.answer, args.field)
+        return _render_run(client, client.stream_reply(args.thread, answer), as_json=args.json)
     return _run(client, args)
 
 
@@ -90,15 +101,60 @@ def _run(client: Any, args: argparse.Namespace) -> int:
         "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
         "record": args.record, "replay": args.replay,
     }.items() if v is not None}
-    render = _print_json if args.json else TerminalRenderer(sys.stdout).render
+    return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json)
+
+
+def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
+    render = _print_json if as_json else TerminalRenderer(sys.stdout).render
     status = "error"
-    for event in client.stream(prompt, args.thread, **options):
+    for event in events:
         render(event)
         if isinstance(event, ev.RunFinished):
             status = event.status
-            if not args.json:
+            if not as_json:
                 _print_where(client, event)
     return 0 if status in {"success", "interrupted"} else 1
+
+
+def parse_reply_args(text: str | None, fields: Sequence[str]) -> Any:
+    """The answer of ``deerflow reply``: the text, or ``{name: value | [values]}`` from ``--field``."""
+    if fields and text is not None:
+        raise UserError("give either an answer text or --field values, not both")
+    if not fields:
+        if text is None:
+            raise UserError("give an answer text, or --field NAME=VALUE for each form field")
+        return text
+    values: dict[str, list[str]] = {}
+    for item in fields:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--field expects NAME=VALUE, got {item!r}")
+        values.setdefault(name.strip(), []).append(value)
+    return {name: found[0] if len(found) == 1 else found for name, found in values.items()}
+
+
+def clarification_lines(request: dict[str, Any], thread_id: str) -> list[str]:
+    """A clarification request for a terminal: the question, its fields or options, how to reply."""
+    lines = [f"  {line}" for line in str(request.get("context") or "").splitlines()]
+    lines.append("? " + str(request.get("question", "")))
+    command = f"deerflow reply {thread_id}"
+    fields = request.get("fields") or []
+    if fields:
+        width = max(len(f["name"]) for f in fields)
+        for f in fields:
+            hint = field_hint(f)
+            lines.append(f"    {f['name']:<{width}}  {f['label']}{' (required)' if f.get('required') else ''}"
+                         + (f" — {hint}" if hint else ""))
+        shown = [f for f in fields if f.get("required")] or fields[:1]
+        lines.append(f"  reply with: {command} " + " ".join(f"--field {f['name']}=..." for f in shown)
+                     + (" [--field NAME=... for the optional fields]" if len(shown) < len(fields) else ""))
+        if any(f.get("type") == "multi_select" for f in fields):
+            lines.append("  (for several choices, repeat --field or separate them with commas)")
+        return lines
+    options = request.get("options") or []
+    lines += [f"    {i}. {o['label']}" for i, o in enumerate(options, 1)]
+    lines.append(f"  reply with: {command} " + ('NUMBER or "your answer"' if options else '"your answer"'))
+    return lines
 
 
 def _print_json(event: Any) -> None:
@@ -156,7 +212,7 @@ class TerminalRenderer:
         self._line(f"  {mark} {e.name}: {first[:160]}")
 
     def _on_clarification(self, e: ev.Clarification) -> None:
-        self._line(f"? {e.text}\n  (answer with: deerflow run --thread {e.thread_id} \"your answer\")")
+        self._line("\n".join(clarification_lines(e.request, e.thread_id)))
 
     def _on_artifact(self, e: ev.Artifact) -> None:
         self._line(f"  ★ artifact: {e.path}")
@@ -167,8 +223,26 @@ class TerminalRenderer:
     def _on_error(self, e: ev.Error) -> None:
         self._line(f"✗ error: {e.message}")
 
+    def _on_workspace_changes(self, e: ev.WorkspaceChanges) -> None:
+        marks = {"created": "+", "modified": "~", "deleted": "-"}
+        entries = [(marks[kind], c) for kind in marks for c in e.changes.get(kind, [])]
+        if not entries:
+            return
+        counts = e.changes.get("counts", {})
+        self._line("  Δ files: " + ", ".join(f"{counts.get(k, 0)} {k}" for k in marks))
+        for mark, change in entries[:10]:
+            self._line(f"    {mark} {change['path']}" + (f" ({change['note']})" if change.get("note") else ""))
+        if len(entries) > 10:
+            self._line(f"    … and {len(entries) - 10} more")
+
     def _on_run_finished(self, e: ev.RunFinished) -> None:
-        self._line(f"● run finished: {e.status}" + (f" ({e.error})" if e.error else ""))
+        line = f"● run finished: {e.status}" + (f" ({e.error})" if e.error else "")
+        receipt = e.receipt or {}
+        if receipt.get("status") and receipt["status"] != "nothing_produced":
+            produced = len(receipt.get("produced", []))
+            shown = produced - len(receipt.get("unpresented", []))
+            line += f" — delivery: {receipt['status']} ({shown} of {produced} new outputs presented)"
+        self._line(line)
 
 
 def _lab(extra: list[str]) -> int:

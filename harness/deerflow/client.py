@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths, default_home
 from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
+from deerflow.runtime.compaction import CompactResult
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
 from deerflow.tools.errors import ToolFailure
@@ -47,6 +49,11 @@ class RunResult:
         clar = next((e.request for e in events if isinstance(e, ev.Clarification)), None)
         return cls(finished.run_id, finished.thread_id, finished.status, finished.text, list(finished.artifacts),
                    events, finished.receipt, finished.error, clar)
+
+    @property
+    def notices(self) -> list[Any]:
+        """The run's ``notice`` events (loop detected, unfinished todos, summarization...)."""
+        return [e for e in self.events if isinstance(e, ev.Notice)]
 
 
 @dataclass
@@ -105,7 +112,7 @@ class AsyncDeerFlowClient:
         """Start a run and yield its events as they happen."""
         manager = await self.manager()
         live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.user_id,
-                                              options=options))
+                                              options=options, trusted=True))
         async for event in live.stream():
             yield event
 
@@ -113,12 +120,44 @@ class AsyncDeerFlowClient:
         """Run to completion and return the result."""
         return RunResult.from_events([e async for e in self.stream(prompt, thread_id, **options)])
 
-    async def reply(self, thread_id: str, answer: str, **options: Any) -> RunResult:
-        """Answer a clarification: the answer becomes the next run's input."""
-        return await self.chat(answer, thread_id, **options)
+    async def pending_clarification(self, thread_id: str) -> dict[str, Any] | None:
+        """The clarification request the thread is waiting on (its ``human_input`` payload), or None."""
+        manager = await self.manager()
+        return pending_request((await manager.thread_values(thread_id, self.user_id)).get("messages", []))
+
+    async def reply(self, thread_id: str, answer: Answer, **options: Any) -> RunResult:
+        """Answer a clarification; the answer, as readable text, is the next run's input.
+
+        Args:
+            thread_id: The thread waiting on a clarification.
+            answer: Free text; an option (its text or 1-based number); or, for a
+                form, a mapping of field names to values (``{"dataset": "sales.csv",
+                "metrics": ["revenue", "margin"]}``).
+
+        Raises:
+            UserError: the answer does not fit the pending request (the message
+                names the field); nothing is written to the thread.
+        """
+        return RunResult.from_events([e async for e in self.stream_reply(thread_id, answer, **options)])
+
+    async def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> AsyncIterator[Any]:
+        """Like :meth:`reply`, yielding the next run's events as they happen."""
+        prompt = prepare_reply(await self.pending_clarification(thread_id), answer)
+        async for event in self.stream(prompt, thread_id, **options):
+            yield event
 
     async def cancel(self, run_id: str) -> bool:
         return await (await self.manager()).cancel(run_id, self.user_id)
+
+    async def compact(self, thread_id: str, *, model_name: str | None = None,
+                      keep_messages: int | None = None) -> CompactResult:
+        """Summarize the thread's older messages now, between runs.
+
+        Later runs send the summary plus the last ``keep_messages`` messages
+        (default ``summarization.keep_messages``); the stored history is kept whole.
+        """
+        return await (await self.manager()).compact(thread_id, self.user_id, model_name=model_name,
+                                                    keep_messages=keep_messages)
 
     async def create_thread(self, **metadata: Any) -> str:
         return (await self.manager()).create_thread(self.user_id, metadata=metadata).thread_id
@@ -195,7 +234,10 @@ class DeerFlowClient:
         self.close()
 
     def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> Iterator[Any]:
-        agen = self._async.stream(prompt, thread_id, **options)
+        return self._iterate(self._async.stream(prompt, thread_id, **options))
+
+    def _iterate(self, agen: AsyncGenerator[Any, None]) -> Iterator[Any]:
+        """Drive an async iterator of the async client from this thread."""
         try:
             while True:
                 try:
@@ -208,11 +250,21 @@ class DeerFlowClient:
     def chat(self, prompt: str, thread_id: str | None = None, **options: Any) -> RunResult:
         return self._call(self._async.chat(prompt, thread_id, **options))
 
-    def reply(self, thread_id: str, answer: str, **options: Any) -> RunResult:
+    def reply(self, thread_id: str, answer: Answer, **options: Any) -> RunResult:
         return self._call(self._async.reply(thread_id, answer, **options))
+
+    def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> Iterator[Any]:
+        return self._iterate(self._async.stream_reply(thread_id, answer, **options))
+
+    def pending_clarification(self, thread_id: str) -> dict[str, Any] | None:
+        return self._call(self._async.pending_clarification(thread_id))
 
     def cancel(self, run_id: str) -> bool:
         return self._call(self._async.cancel(run_id))
+
+    def compact(self, thread_id: str, *, model_name: str | None = None,
+                keep_messages: int | None = None) -> CompactResult:
+        return self._call(self._async.compact(thread_id, model_name=model_name, keep_messages=keep_messages))
 
     def create_thread(self, **metadata: Any) -> str:
         return self._call(self._async.create_thread(**metadata))

@@ -17,6 +17,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares import MiddlewareOptions, build_middlewares
 from deerflow.agents.prompt import build_system_prompt
 from deerflow.agents.thread_state import ThreadState
@@ -57,7 +58,8 @@ def runtime_options(config: RunnableConfig | None) -> dict[str, Any]:
 
 
 def make_lead_agent(
-    config: RunnableConfig | None, *, deps: LeadAgentDeps, model: ResolvedModel | None = None
+    config: RunnableConfig | None, *, deps: LeadAgentDeps, model: ResolvedModel | None = None,
+    interaction: RunInteractionPolicy | None = None,
 ) -> LeadAgent:
     """Build the lead agent for a run.
 
@@ -65,21 +67,29 @@ def make_lead_agent(
         config: LangGraph runnable config; ``configurable`` holds the run options.
         deps: Host-provided config, checkpointer and tool sources.
         model: A pre-resolved model (else resolved from ``model_name``).
+        interaction: The run's interaction policy (the run manager resolves it
+            once per run); else resolved from ``configurable``.  It decides
+            whether ``ask_clarification`` is offered, what the clarification
+            middleware does and the prompt's interaction guidance.
     """
     options = runtime_options(config)
+    if interaction is None:
+        interaction = RunInteractionPolicy.resolve((config or {}).get("configurable"))
     app = deps.app_config
     resolved = model or create_chat_model(app, options.get("model_name"), config_file=deps.config_file)
     tools = get_available_tools(
         None, True, resolved.name, bool(options.get("subagent_enabled")),
         app_config=app, sources=deps.sources, user_id=deps.user_id, config_file=deps.config_file,
+        hidden=interaction.hidden_tools,
     )
     policy = ToolPolicy.for_user(app.authorization, deps.user_id)
     middleware = build_middlewares(app, policy, MiddlewareOptions(
         is_plan_mode=bool(options.get("is_plan_mode")),
         subagent_enabled=bool(options.get("subagent_enabled")),
-        interaction_mode=str(options.get("interaction_mode") or "interactive"),
-    ))
-    prompt = build_system_prompt(today=dt.date.today().isoformat(), tool_names=[t.name for t in tools])
+        interaction=interaction,
+    ), model=resolved, config_file=deps.config_file)
+    prompt = build_system_prompt(today=dt.date.today().isoformat(), tool_names=[t.name for t in tools],
+                                 interaction_guidance=interaction.prompt_guidance())
     graph = create_agent(
         resolved.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
         context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -119,6 +119,13 @@ class SummarizationConfig(_Section):
     keep_messages: int = Field(default=20, ge=1)
     model_name: str | None = None
 
+    @model_validator(mode="after")
+    def _enabled_needs_a_trigger(self) -> SummarizationConfig:
+        if self.enabled and not (self.trigger_tokens or self.trigger_messages or self.trigger_fraction):
+            raise ValueError("enabled summarization needs a trigger: set trigger_tokens, "
+                             "trigger_messages or trigger_fraction")
+        return self
+
 
 class TitleConfig(_Section):
     enabled: bool = True
@@ -140,6 +147,12 @@ class LoopDetectionConfig(_Section):
     warn_after: int = Field(default=3, ge=2)
     stop_after: int = Field(default=5, ge=2)
     max_calls_per_tool: int = Field(default=50, ge=1)
+
+    @model_validator(mode="after")
+    def _warn_before_stop(self) -> LoopDetectionConfig:
+        if self.stop_after <= self.warn_after:
+            raise ValueError(f"stop_after ({self.stop_after}) must be greater than warn_after ({self.warn_after})")
+        return self
 
 
 class BrowserConfig(_Section):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 
@@ -27,6 +28,9 @@ class RunContext:
         config: The application config in force for this run.
         model_name: Name of the model entry used by the lead agent.
         interaction_mode: Resolved interaction mode (``interactive`` by default).
+        interaction: The run's interaction policy, the one source for mode-dependent
+            behaviour (clarification, network approval...).  Resolved from
+            ``interaction_mode`` when not given; when given, it sets ``interaction_mode``.
         options: Remaining runtime options (``is_plan_mode``, ``subagent_enabled``...).
         services: Host-provided capabilities (sandbox provider, kernel pool...),
             keyed by name; a capability absent here is simply not available.
@@ -41,3 +45,9 @@ class RunContext:
     interaction_mode: str = "interactive"
     options: dict[str, Any] = field(default_factory=dict)
     services: dict[str, Any] = field(default_factory=dict)
+    interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
+
+    def __post_init__(self) -> None:
+        if self.interaction.source == "default" and self.interaction_mode != self.interaction.mode:
+            self.interaction = RunInteractionPolicy.resolve({"interaction_mode": self.interaction_mode})
+        self.interaction_mode = self.interaction.mode

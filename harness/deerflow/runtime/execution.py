@@ -19,6 +19,7 @@ from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.deliverables import DeliveryWatch
 from deerflow.runtime.projection import Projector
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Outcome:
     status: ev.RunStatus
     error: str | None
     projector: Projector
+    receipt: dict[str, Any] | None = None
 
 
 def graph_config(context: RunContext) -> dict[str, Any]:
@@ -52,8 +54,23 @@ async def execute_run(
     """Run the lead agent on ``prompt`` and publish every event; never raises for run failures.
 
     Raw LangGraph chunks go to ``publish_raw`` first (the HTTP API forwards them), then
-    the typed events projected from them go to ``publish``.
+    the typed events projected from them go to ``publish``.  Whatever the outcome
+    (success, error, cancel), the run ends with its ``workspace_changes`` and, when
+    outputs went unpresented, a ``notice``; the delivery receipt rides on the outcome.
     """
+    watch = DeliveryWatch(context.paths)
+    outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch)
+    settled = watch.settle(outcome.projector)
+    for event in settled.events:
+        await publish(event)
+    outcome.receipt = settled.receipt.to_dict() if settled.receipt else None
+    return outcome
+
+
+async def _stream_run(
+    lead: LeadAgent, context: RunContext, prompt: str, publish: Publish, publish_raw: PublishRaw,
+    watch: DeliveryWatch,
+) -> Outcome:
     projector = Projector(run_id=context.run_id, thread_id=context.thread_id)
     await publish(projector.make(
         ev.RunStarted, model=lead.model.name, offline=lead.model.offline, notice=lead.model.notice,
@@ -61,6 +78,7 @@ async def execute_run(
     ))
     inputs = {"messages": [HumanMessage(content=prompt)]}
     try:
+        await watch.start()
         async for mode, chunk in lead.graph.astream(
             inputs, graph_config(context), context=context, stream_mode=STREAM_MODES
         ):

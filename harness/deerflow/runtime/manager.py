@@ -21,17 +21,22 @@ from langgraph.graph import END, START, StateGraph
 
 from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS, RunInteractionPolicy
 from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
+from deerflow.agents.middlewares.summarization import summarization_setup
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths, check_id
+from deerflow.config.schema import AppConfig
 from deerflow.errors import NotFoundError, UserError
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import MetadataStore, RunRecord, ThreadRecord
 from deerflow.runtime import events as ev
+from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
+from deerflow.runtime.tracing import install_inline_trace_bookkeeping
+from deerflow.sandbox.factory import make_kernel_pool, make_provider
 from deerflow.tools.builtins import builtin_sources
 
 
@@ -69,11 +74,14 @@ class RunManager:
 
     @classmethod
     async def open(cls, *, loaded: LoadedConfig, home: HomePaths) -> RunManager:
+        install_inline_trace_bookkeeping()
         stack = AsyncExitStack()
         store = MetadataStore(home.database)
         store.mark_interrupted_runs()
         saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
-        return cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
+        manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
+        manager.services.update(open_execution_services(loaded.config, stack))
+        return manager
 
     async def close(self) -> None:
         for live in list(self._live.values()):
@@ -136,6 +144,31 @@ class RunManager:
             self._reader = state_reader(self.checkpointer)
         return self._reader
 
+    async def compact(self, thread_id: str, user_id: str, *, model_name: str | None = None,
+                      keep_messages: int | None = None) -> CompactResult:
+        """Fold the thread's older messages into its summary now (:mod:`deerflow.runtime.compaction`).
+
+        The summary is written by ``summarization.model_name``, else ``model_name``,
+        else the default model.  The thread counts as busy meanwhile.
+
+        Raises:
+            NotFoundError: unknown thread (or another user's).
+            UserError: the thread has an active run; ConfigError for an unknown model.
+        """
+        self.thread(thread_id, user_id)
+        if thread_id in self._active_by_thread:
+            raise UserError(f"thread {thread_id} has an active run; compact it once the run is over")
+        config, config_file = self.loaded.config, _str(self.loaded.path)
+        policy, summarizer = summarization_setup(
+            config, create_chat_model(config, model_name, config_file=config_file),
+            config_file=config_file, always_write=True)
+        self._active_by_thread[thread_id] = "compaction"
+        try:
+            return await compact_thread(self.checkpointer, thread_id, summarizer=summarizer,
+                                        keep_messages=keep_messages or policy.keep_messages)
+        finally:
+            self._active_by_thread.pop(thread_id, None)
+
     # -- runs --------------------------------------------------------------------
     async def start(self, request: RunRequest) -> LiveRun:
         """Validate the request, record the run and start it in the background.
@@ -160,7 +193,8 @@ class RunManager:
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
-                             sources=builtin_sources(self.loaded.config, resolved),
+                             sources=builtin_sources(self.loaded.config, resolved,
+                                                     sandbox=self.services.get("sandbox")),
                              config_file=_str(self.loaded.path), user_id=user_id)
         lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
@@ -252,6 +286,17 @@ class RunManager:
         if self.store.get_run(run_id, user_id) is None:
             raise NotFoundError(f"unknown run {run_id!r}")
         return [ev.parse_event(e) for e in self.store.events(run_id)]
+
+
+def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> dict[str, Any]:
+    """The sandbox provider and kernel pool of a host; ``stack`` closes them (kernels first)."""
+    provider = make_provider(config.sandbox)
+    close_provider = getattr(provider, "close", None)
+    if close_provider is not None:
+        stack.callback(close_provider)
+    kernels = make_kernel_pool(provider, config.sandbox)
+    stack.push_async_callback(kernels.aclose)
+    return {"sandbox": provider, "kernels": kernels}
 
 
 def state_reader(checkpointer: BaseCheckpointSaver) -> Any:

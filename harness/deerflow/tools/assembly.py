@@ -17,7 +17,7 @@ Finally the user's authorization policy removes what they may not use.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.tools import BaseTool
@@ -63,6 +63,7 @@ def get_available_tools(
     sources: ToolSources | None = None,
     user_id: str | None = None,
     config_file: str | None = None,
+    hidden: Collection[str] = (),
 ) -> list[BaseTool]:
     """Assemble, de-duplicate and authorize the tools for one run.
 
@@ -76,6 +77,9 @@ def get_available_tools(
         sources: Host-provided tool sources.
         user_id: Whose authorization policy applies.
         config_file: Config path, for error messages.
+        hidden: Tool names this run must not offer, whatever their source
+            (the run's interaction policy hides ``ask_clarification`` when
+            nobody can answer).
     """
     del model_name  # vision-dependent tools are filtered by their source
     sources = sources or ToolSources()
@@ -91,7 +95,7 @@ def get_available_tools(
         ordered.extend(sources.subagents())
     if sources.acp is not None:
         ordered.extend(sources.acp())
-    tools = dedupe_by_name(ordered)
+    tools = [t for t in dedupe_by_name(ordered) if t.name not in hidden]
     policy = ToolPolicy.for_user(app_config.authorization, user_id or "")
     return filter_tools(tools, policy)
 

@@ -7,39 +7,73 @@ Clarification is always last (it must see the final tool calls).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from langchain.agents.middleware import AgentMiddleware
 
+from deerflow.agents.interaction_policy import RunInteractionPolicy
+from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
+from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
+from deerflow.agents.middlewares.summarization import build_summarization
 from deerflow.agents.middlewares.thread_data import ThreadDataMiddleware
 from deerflow.agents.middlewares.title import TitleMiddleware
+from deerflow.agents.middlewares.todo_list import PlanModeTodoMiddleware
 from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMiddleware
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
+from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from deerflow.agents.middlewares.uploads import UploadsMiddleware
+from deerflow.agents.middlewares.view_image import ViewImageMiddleware
 from deerflow.config.schema import AppConfig
+from deerflow.models.factory import ResolvedModel
 from deerflow.tools.authorization import ToolPolicy
 
 
 @dataclass(frozen=True)
 class MiddlewareOptions:
-    """Run options that change the middleware chain."""
+    """Run options that change the middleware chain.
+
+    ``interaction`` is the run's interaction policy, resolved once per run.
+    """
 
     is_plan_mode: bool = False
     subagent_enabled: bool = False
-    interaction_mode: str = "interactive"
+    interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
+
+    @property
+    def interaction_mode(self) -> str:
+        return self.interaction.mode
 
 
-def build_middlewares(app_config: AppConfig, policy: ToolPolicy, options: MiddlewareOptions) -> list[AgentMiddleware]:
-    """The ordered middleware chain of the lead agent."""
-    del options  # plan mode, subagents and clarification arrive with their issues
+def build_middlewares(
+    app_config: AppConfig, policy: ToolPolicy, options: MiddlewareOptions, *,
+    model: ResolvedModel | None = None, config_file: str | None = None,
+) -> list[AgentMiddleware]:
+    """The ordered middleware chain of the lead agent.
+
+    ``model`` is the run's resolved model: summarization sizes its triggers by
+    its context window, and images are shown only to a vision model.
+    """
+    # subagents arrive with their issue
     chain: list[AgentMiddleware] = [
         ThreadDataMiddleware(),
+        UploadsMiddleware(),
         DanglingToolCallsMiddleware(),
         ToolAuthorizationMiddleware(policy),
         ToolErrorHandlingMiddleware(),
+        ToolOutputBudgetMiddleware(max_chars=app_config.tool_output.max_chars,
+                                   synopsis_chars=app_config.tool_output.synopsis_chars),
     ]
+    chain.append(build_summarization(app_config, model, config_file=config_file))
+    if options.is_plan_mode:
+        chain.append(PlanModeTodoMiddleware())
     if app_config.title.enabled:
         chain.append(TitleMiddleware(max_chars=app_config.title.max_chars))
+    if model is not None and model.supports_vision:
+        chain.append(ViewImageMiddleware())
+    if app_config.loop_detection.enabled:
+        chain.append(LoopDetectionMiddleware(app_config.loop_detection))
+    chain.append(ClarificationMiddleware(options.interaction))  # always last
     return chain
 
 
