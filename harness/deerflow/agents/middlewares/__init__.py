@@ -14,6 +14,7 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
+from deerflow.agents.middlewares.fusion import fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.summarization import build_summarization
 from deerflow.agents.middlewares.thread_data import ThreadDataMiddleware
@@ -74,7 +75,7 @@ def build_middlewares(
     if app_config.loop_detection.enabled:
         chain.append(LoopDetectionMiddleware(app_config.loop_detection))
     chain.append(ClarificationMiddleware(options.interaction))  # always last
-    return chain
+    return fuse_before_model(chain)  # one graph node for all pre-model hooks (see fusion.py)
 
 
 __all__ = ["MiddlewareOptions", "build_middlewares"]

@@ -1,0 +1,124 @@
+"""Fuse several ``before_model`` hooks into one graph node.
+
+``create_agent`` turns every middleware's ``before_model`` hook into its own
+graph node, and every node is a Pregel superstep with its own checkpoint
+write.  Three small pre-model hooks (upload announcements, loop warnings, the
+clarification end-of-turn check) would make each agent step five supersteps
+instead of two — the main cost measured in ``bench/harness_overhead.py``.
+
+:func:`fuse_before_model` keeps each concern in its own middleware module and
+changes only the graph: the hooks run in list order inside one node
+(:class:`FusedBeforeModel`), each seeing the state as the previous ones left
+it, and the node returns their updates as a list of commands so every key
+still goes through its reducer.  The first hook that jumps ends the sequence.
+The original middlewares stay in the chain for their other hooks, with their
+``before_model`` turned off.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import hook_config
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from deerflow.agents.message_reducer import merge_message_writes
+
+
+def _has_before_model(m: AgentMiddleware) -> bool:
+    cls = m.__class__
+    return (cls.before_model is not AgentMiddleware.before_model
+            or cls.abefore_model is not AgentMiddleware.abefore_model)
+
+
+def _jumps(m: AgentMiddleware) -> list[str]:
+    for name in ("before_model", "abefore_model"):
+        method = getattr(m.__class__, name)
+        if method is not getattr(AgentMiddleware, name) and hasattr(method, "__can_jump_to__"):
+            return list(method.__can_jump_to__)
+    return []
+
+
+def _without_before_model(m: AgentMiddleware) -> AgentMiddleware:
+    """A shallow copy of ``m`` whose ``before_model`` hooks are the base no-ops."""
+    stripped = type(m.__class__.__name__, (m.__class__,), {
+        "before_model": AgentMiddleware.before_model,
+        "abefore_model": AgentMiddleware.abefore_model,
+        "name": property(lambda self, _n=m.name: _n),
+    })
+    clone = copy.copy(m)
+    clone.__class__ = stripped
+    return clone
+
+
+def _advance(view: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The state the next hook sees: messages through the real reducer, other keys replaced."""
+    nxt = {**view, **{k: v for k, v in update.items() if k != "messages"}}
+    if "messages" in update:
+        writes = update["messages"] if isinstance(update["messages"], list) else [update["messages"]]
+        nxt["messages"] = merge_message_writes(view.get("messages", []), [writes])
+    return nxt
+
+
+class FusedBeforeModel(AgentMiddleware):
+    """Runs the ``before_model`` hooks of ``parts`` in order, in one node."""
+
+    def __init__(self, parts: Sequence[AgentMiddleware]) -> None:
+        super().__init__()
+        self.parts = list(parts)
+
+    @property
+    def name(self) -> str:
+        return "PreModel"
+
+    def before_model(self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
+        view, commands = dict(state), []
+        for part in self.parts:
+            update = part.before_model(view, runtime) if part.__class__.before_model is not \
+                AgentMiddleware.before_model else None
+            if self._collect(update, commands):
+                break
+            if update:
+                view = _advance(view, update)
+        return commands or None
+
+    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
+        view, commands = dict(state), []
+        for part in self.parts:
+            update = await part.abefore_model(view, runtime)
+            if self._collect(update, commands):
+                break
+            if update:
+                view = _advance(view, update)
+        return commands or None
+
+    @staticmethod
+    def _collect(update: dict[str, Any] | None, commands: list[Command]) -> bool:
+        """Add ``update`` as a command; True when it jumps (the sequence stops)."""
+        if not update:
+            return False
+        commands.append(Command(update=update))
+        return bool(update.get("jump_to"))
+
+
+def fuse_before_model(chain: Sequence[AgentMiddleware]) -> list[AgentMiddleware]:
+    """``chain`` with all ``before_model`` hooks fused into one node at the first one's place."""
+    parts = [m for m in chain if _has_before_model(m)]
+    if len(parts) < 2:
+        return list(chain)
+    jumps = sorted({j for m in parts for j in _jumps(m)})
+    fused_cls = type("FusedBeforeModel", (FusedBeforeModel,), {
+        "before_model": hook_config(can_jump_to=jumps)(FusedBeforeModel.before_model),
+        "abefore_model": hook_config(can_jump_to=jumps)(FusedBeforeModel.abefore_model),
+    }) if jumps else FusedBeforeModel
+    fused = fused_cls(parts)
+    out: list[AgentMiddleware] = []
+    for m in chain:
+        if m is parts[0]:
+            out.append(fused)
+        out.append(_without_before_model(m) if m in parts else m)
+    return out
