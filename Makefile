@@ -19,12 +19,11 @@ $(STAMP): pyproject.toml
 	@cp extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	@touch $(STAMP)
 
+# Executes notebooks/01_research_quickstart.ipynb headless (nbclient) on the offline model;
+# the executed notebook, the artifacts and DEERFLOW_HOME all go to $(DEMO_DIR)/.
 demo: $(STAMP)
-	@rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	@env -u OPENAI_API_KEY DEERFLOW_HOME="$(CURDIR)/$(DEMO_DIR)/home" \
-		$(VENV)/bin/deerflow --config notebooks/offline-config.yaml run \
-		"Write a short research report and present it."
-	@echo "Demo home: $(CURDIR)/$(DEMO_DIR)/home"
+	@env -u OPENAI_API_KEY -u DEERFLOW_SERVER_URL $(PY) -m deerflow_kernel.demo \
+		notebooks/01_research_quickstart.ipynb --out $(DEMO_DIR)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check harness extension deerflow_kernel tests bench

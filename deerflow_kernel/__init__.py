@@ -1,1 +1,45 @@
-"""DeerFlow Notebook: IPython extension with %deerflow magics (filled by the Jupyter integration)."""
+"""DeerFlow in a notebook: ``%load_ext deerflow_kernel``, then ``%%deerflow``.
+
+The magics run the agent on a cell and show a live ipywidgets view of the
+run; they talk to the Jupyter server's DeerFlow extension when the kernel
+runs under it (``DEERFLOW_SERVER_URL``), else run the harness in-process.
+See :mod:`deerflow_kernel.magics` for the commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RunResult", "load_ipython_extension", "session_of", "unload_ipython_extension"]
+
+_MAGICS = "DeerFlowMagics"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RunResult":  # lazy: importing the package must stay cheap
+        from deerflow_kernel.result import RunResult
+
+        return RunResult
+    raise AttributeError(name)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%deerflow`` / ``%%deerflow`` on this shell (its state lives on the magics object)."""
+    from deerflow_kernel.magics import DeerFlowMagics
+
+    ipython.register_magics(DeerFlowMagics(ipython))
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """Close the session's backend (``%reload_ext`` then starts afresh)."""
+    magics = ipython.magics_manager.registry.pop(_MAGICS, None)
+    if magics is not None:
+        magics.session.close()
+
+
+def session_of(ipython: Any) -> Any:
+    """The :class:`~deerflow_kernel.session.KernelSession` of a shell (for Python use of the magics' state)."""
+    magics = ipython.magics_manager.registry.get(_MAGICS)
+    if magics is None:
+        raise RuntimeError("the deerflow_kernel extension is not loaded: run %load_ext deerflow_kernel")
+    return magics.session

@@ -1,0 +1,99 @@
+"""The in-process backend: the harness runs inside the kernel.
+
+Used when the kernel was not started by a Jupyter server with the DeerFlow
+extension (plain ``jupyter kernel``, nbclient, VS Code...).  It wraps the
+synchronous :class:`~deerflow.client.DeerFlowClient`, which runs the harness
+on its own event-loop thread, so the kernel's loop is never borrowed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from deerflow.tools.errors import ToolFailure
+from deerflow_kernel.backend import (
+    Backend,
+    BackendError,
+    RunHandle,
+    SkillInfo,
+    ThreadInfo,
+    UploadInfo,
+)
+
+
+class InProcessBackend(Backend):
+    """Runs the harness in this process (config from the standard lookup)."""
+
+    kind = "in-process"
+
+    def __init__(self, client: Any | None = None) -> None:
+        if client is None:
+            from deerflow.client import DeerFlowClient
+
+            client = DeerFlowClient(user_id=os.environ.get("DEERFLOW_USER", "local"))
+        self.client = client
+
+    def describe(self) -> dict[str, Any]:
+        loaded = self.client._async._loaded
+        models = [m.name for m in self.client.config.models] or ["(embedded offline model)"]
+        return {"backend": "in-process (the harness runs in this kernel)",
+                "config": str(loaded.path.resolve()) if loaded.path else "(none: defaults)",
+                "home": str(self.client._async.home.home), "models": ", ".join(models)}
+
+    def create_thread(self) -> str:
+        return self.client.create_thread()
+
+    def threads(self) -> list[ThreadInfo]:
+        records = sorted(self.client.threads(), key=lambda r: r.updated_at, reverse=True)
+        return [ThreadInfo(r.thread_id, r.title, r.updated_at) for r in records]
+
+    def start(self, prompt: str, thread_id: str, options: Mapping[str, Any]) -> RunHandle:
+        def produce(emit: Any) -> None:
+            for event in self.client.stream(prompt, thread_id, **options):
+                emit(event)
+
+        return RunHandle(produce, self.client.cancel).start()
+
+    def start_reply(self, thread_id: str, answer: Any, options: Mapping[str, Any]) -> RunHandle:
+        def produce(emit: Any) -> None:
+            for event in self.client.stream_reply(thread_id, answer, **options):
+                emit(event)
+
+        return RunHandle(produce, self.client.cancel).start()
+
+    def upload(self, thread_id: str, name: str, data: bytes) -> UploadInfo:
+        from deerflow.sandbox.uploads import UploadError
+
+        try:
+            info = self.client.upload(thread_id, data, name)
+        except UploadError as exc:
+            raise BackendError(f"upload {name!r} rejected: {exc}") from None
+        return UploadInfo(info.name, info.virtual_path, info.size)
+
+    def artifacts(self, thread_id: str) -> list[str]:
+        return self.client.artifacts(thread_id)
+
+    def read_artifact(self, thread_id: str, path: str) -> bytes:
+        try:
+            return self.client.read_artifact(thread_id, path)
+        except ToolFailure as exc:
+            raise BackendError(exc.message) from None
+
+    def skills(self) -> list[SkillInfo]:
+        from deerflow.skills.library import SkillLibrary
+
+        library = SkillLibrary.from_config(self.client._async._loaded, self.client._async.home)
+        return [SkillInfo(s.name, s.description, s.enabled) for s in library.skills(self.client.user_id)]
+
+    def mcp(self, action: str) -> dict[str, Any]:
+        if action == "reset":
+            self.client.reset_mcp()
+            return {"reset": True}
+        tools = self.client.mcp_tools() if action == "tools" else None
+        return {"servers": self.client.mcp_servers(), **({"tools": tools} if tools is not None else {})}
+
+    def close(self) -> None:
+        self.client.close()
+

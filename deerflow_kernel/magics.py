@@ -1,0 +1,176 @@
+"""The ``%deerflow`` line magic and ``%%deerflow`` cell magic.
+
+    %%deerflow [--thread T | --new] [--model M] [--skill S] [--plan] [--subagents] [--mode M]
+               [--with VAR ...] [--record F | --replay F]
+    PROMPT (the cell body; {var} is filled from the notebook)
+
+    %deerflow [OPTIONS] PROMPT
+    %deerflow reply "ANSWER" | --field NAME=VALUE ...
+    %deerflow upload PATH|VAR ...
+    %deerflow artifacts [THREAD] | threads | skills | status | help
+    %deerflow mcp [list | tools | reset]
+
+User mistakes (bad options, unknown variables, unknown threads, a reply
+that does not fit the question) are shown as one ``UsageError`` line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.display import display
+
+from deerflow.cli import parse_reply_args
+from deerflow.errors import UserError
+from deerflow_kernel.options import (
+    SUBCOMMANDS,
+    HelpShown,
+    build_parser,
+    parse_cell_line,
+    split_line,
+)
+from deerflow_kernel.session import KernelSession
+
+USAGE = __doc__.split("\n\n")[1]
+
+
+@magics_class
+class DeerFlowMagics(Magics):
+    """Registers ``deerflow``; its :class:`KernelSession` holds the notebook's DeerFlow state."""
+
+    def __init__(self, shell: Any, session: KernelSession | None = None) -> None:
+        super().__init__(shell)
+        self.session = session or KernelSession(shell)
+
+    @no_var_expand
+    @line_cell_magic
+    def deerflow(self, line: str, cell: str | None = None) -> Any:
+        """Run the DeerFlow agent (see ``%deerflow help``)."""
+        try:
+            if cell is not None:
+                return self.session.run(cell, parse_cell_line(line))
+            return self._line(line.strip())
+        except HelpShown:
+            return None
+        except UserError as exc:
+            raise UsageError(str(exc)) from None
+
+    def _line(self, line: str) -> Any:
+        if not line:
+            raise UsageError(f"%deerflow needs a prompt or a command.\n{USAGE}")
+        command, _, rest = line.partition(" ")
+        if command in SUBCOMMANDS:
+            return getattr(self, f"_cmd_{command}")(rest.strip())
+        options, prompt = split_line(line)
+        if not prompt:
+            raise UsageError("%deerflow: the prompt is missing after the options")
+        return self.session.run(prompt, options)
+
+    # -- subcommands ----------------------------------------------------------------------------
+    def _cmd_help(self, rest: str) -> None:
+        print(USAGE)
+        print()
+        print(build_parser().format_help())
+
+    def _cmd_reply(self, rest: str) -> Any:
+        if not rest:
+            raise UsageError('%deerflow reply: give the answer, e.g. %deerflow reply "yes" '
+                             "or %deerflow reply --field NAME=VALUE ...")
+        return self.session.reply(_reply_answer(rest))
+
+    def _cmd_upload(self, rest: str) -> None:
+        targets = _split(rest, "upload")
+        if not targets:
+            raise UsageError("%deerflow upload: give a file path or a notebook variable")
+        for target in targets:
+            info = self.session.upload(target)
+            print(f"uploaded {target} → {info.virtual_path} ({info.size:,} bytes) on thread {self.session.thread_id}")
+
+    def _cmd_artifacts(self, rest: str) -> None:
+        args = _split(rest, "artifacts")
+        thread_id = args[0] if args else self.session.thread_id
+        if thread_id is None:
+            raise UsageError("%deerflow artifacts: no current thread yet (give a thread id, or run %%deerflow)")
+        backend = self.session.backend()
+        paths = backend.artifacts(thread_id)
+        if not paths:
+            print(f"thread {thread_id} has presented no artifacts yet")
+            return
+        if not self.session.widgets:
+            print("\n".join(paths))
+            return
+        import ipywidgets as widgets
+
+        from deerflow_kernel.artifacts import artifact_card
+
+        cards = [artifact_card(p, lambda p=p: backend.read_artifact(thread_id, p),
+                               url=backend.artifact_url(thread_id, p)) for p in paths]
+        display(widgets.VBox(cards))
+
+    def _cmd_threads(self, rest: str) -> None:
+        _no_args(rest, "threads")
+        threads = self.session.backend().threads()
+        if not threads:
+            print("no threads yet: %%deerflow starts one")
+        for t in threads:
+            mark = "*" if t.thread_id == self.session.thread_id else " "
+            print(f"{mark} {t.thread_id}  {t.title or '(untitled)'}")
+
+    def _cmd_skills(self, rest: str) -> None:
+        _no_args(rest, "skills")
+        skills = self.session.backend().skills()
+        if not skills:
+            print("no skills found (add them under skills/public/<name>/SKILL.md)")
+        for skill in skills:
+            state = "" if skill.enabled else " (disabled)"
+            print(f"{skill.name}{state}  {skill.description}")
+
+    def _cmd_status(self, rest: str) -> None:
+        _no_args(rest, "status")
+        for key, value in self.session.status().items():
+            print(f"{key:>9}: {value}")
+
+    def _cmd_mcp(self, rest: str) -> None:
+        from deerflow.mcp.cli import ACTIONS, RESET_TEXT, problem_lines, server_lines, tool_lines
+
+        action = rest or "list"
+        if action not in ACTIONS:
+            raise UsageError(f"%deerflow mcp: expected one of {', '.join(ACTIONS)}, got {action!r}")
+        found = self.session.backend().mcp(action)
+        if action == "reset":
+            print(RESET_TEXT)
+            return
+        servers = found.get("servers", [])
+        lines = tool_lines(found["tools"]) + problem_lines(servers) if action == "tools" else server_lines(servers)
+        print("\n".join(lines))
+
+
+def _split(rest: str, command: str) -> list[str]:
+    try:
+        return shlex.split(rest)
+    except ValueError as exc:
+        raise UsageError(f"%deerflow {command}: {exc}") from None
+
+
+def _no_args(rest: str, command: str) -> None:
+    if rest:
+        raise UsageError(f"%deerflow {command} takes no arguments (to send a prompt that starts with "
+                         f"{command!r}, use the %%deerflow cell magic)")
+
+
+def _reply_answer(rest: str) -> Any:
+    """``"text"`` (quotes optional) or ``--field NAME=VALUE`` pairs, like ``deerflow reply``."""
+    if not rest.startswith("--field"):
+        tokens = _split(rest, "reply") if rest[:1] in "\"'" else []
+        return tokens[0] if len(tokens) == 1 else rest
+    tokens = _split(rest, "reply")
+    fields = []
+    while tokens:
+        flag = tokens.pop(0)
+        if flag != "--field" or not tokens:
+            raise UsageError(f"%deerflow reply: expected --field NAME=VALUE, got {flag!r}")
+        fields.append(tokens.pop(0))
+    return parse_reply_args(None, fields)

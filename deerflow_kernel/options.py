@@ -1,0 +1,127 @@
+"""Parsing ``%%deerflow`` / ``%deerflow`` arguments into :class:`RunOptions`.
+
+Mistakes are :class:`~IPython.core.error.UsageError` with the usage line,
+which IPython shows as one red message, never a traceback.  The line magic
+takes options only *before* the prompt, so a prompt may contain ``--``
+text of its own: ``%deerflow --new Compare --verbose and -v``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+
+try:
+    from deerflow.agents.interaction_policy import MODES
+except ImportError:  # pragma: no cover - older harness
+    MODES = ("interactive", "scheduled", "webhook", "autonomous")
+
+SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp")
+_VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay"}
+_FLAGS = {"--new", "--plan", "--subagents", "-h", "--help"}
+_TOKEN = re.compile(r"\S+")
+
+
+class HelpShown(Exception):
+    """``--help`` was asked for and printed; nothing else to do."""
+
+
+@dataclass
+class RunOptions:
+    """What one ``%%deerflow`` invocation asks for."""
+
+    thread: str | None = None
+    new: bool = False
+    model: str | None = None
+    skill: str | None = None
+    plan: bool = False
+    subagents: bool = False
+    mode: str | None = None
+    with_vars: list[str] = field(default_factory=list)
+    record: str | None = None
+    replay: str | None = None
+
+    def run_options(self) -> dict[str, Any]:
+        """The harness run options (``configurable``) these flags mean."""
+        options: dict[str, Any] = {
+            "model_name": self.model, "interaction_mode": self.mode,
+            "is_plan_mode": True if self.plan else None, "subagent_enabled": True if self.subagents else None,
+            "record": _absolute(self.record), "replay": _absolute(self.replay),
+        }
+        return {k: v for k, v in options.items() if v is not None}
+
+
+def _absolute(path: str | None) -> str | None:
+    """Cassette paths are relative to the notebook, whatever directory the harness works in."""
+    return str(Path(path).expanduser().resolve()) if path else None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"%%deerflow: {message}\n{self.format_usage().strip()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            raise UsageError(message.strip())
+        raise HelpShown
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="%%deerflow", add_help=True,
+                     description="Run the DeerFlow agent on the cell body (the prompt). {var} is filled "
+                     "from the notebook's variables.")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--thread", metavar="T", help="continue (and switch to) thread T")
+    where.add_argument("--new", action="store_true", help="start a new thread")
+    parser.add_argument("--model", metavar="M", help="model name from config.yaml")
+    parser.add_argument("--skill", metavar="S", help="activate skill S for this turn")
+    parser.add_argument("--plan", action="store_true", help="plan mode (the agent keeps a todo list)")
+    parser.add_argument("--subagents", action="store_true", help="let the agent delegate to subagents")
+    parser.add_argument("--mode", choices=MODES, help="interaction mode (in-process only)")
+    parser.add_argument("--with", dest="with_vars", metavar="VAR", nargs="+", action="extend", default=[],
+                        help="upload notebook variables (DataFrame, path, bytes, dict/list) to the thread")
+    cassette = parser.add_mutually_exclusive_group()
+    cassette.add_argument("--record", metavar="F", help="record the model's answers to cassette F")
+    cassette.add_argument("--replay", metavar="F", help="replay model answers from cassette F (offline)")
+    return parser
+
+
+def parse_cell_line(line: str) -> RunOptions:
+    """The options on a ``%%deerflow`` line."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%%deerflow: cannot parse the options ({exc})") from None
+    return RunOptions(**vars(build_parser().parse_args(tokens)))
+
+
+def split_line(line: str) -> tuple[RunOptions, str]:
+    """``%deerflow [OPTIONS] PROMPT``: the leading options, then the prompt exactly as written."""
+    tokens: list[str] = []
+    pos = 0
+    expect_value = False
+    for match in _TOKEN.finditer(line):
+        token = match.group(0)
+        if expect_value:
+            expect_value = False
+        elif token == "--":
+            pos = match.end()
+            break
+        elif token.split("=", 1)[0] in _VALUED:
+            expect_value = "=" not in token
+        elif token not in _FLAGS:
+            pos = match.start()
+            break
+        tokens.append(token)
+        pos = match.end()
+    else:
+        pos = len(line)
+    if expect_value:
+        raise UsageError(f"%deerflow: {tokens[-1]} needs a value\n{build_parser().format_usage().strip()}")
+    return RunOptions(**vars(build_parser().parse_args(tokens))), line[pos:].strip()

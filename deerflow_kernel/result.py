@@ -1,0 +1,81 @@
+"""What a ``%%deerflow`` cell returns: the harness's RunResult, plus notebook conveniences.
+
+``result.load("report.md")`` fetches an artifact through whichever backend
+ran it and decodes it (DataFrame, image, str...); ``result.reply(...)``
+answers the run's clarification.  Its repr is one line, because it is the
+cell's ``Out[]`` right under the live view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from deerflow.client import RunResult as HarnessRunResult
+from deerflow.errors import UserError
+from deerflow_kernel.artifacts import decode
+
+OUTPUTS_PREFIX = "/mnt/user-data/outputs/"
+
+
+@dataclass(repr=False)
+class RunResult(HarnessRunResult):
+    """A finished run (``.text``, ``.artifacts``, ``.thread_id``, ``.status``, ``.load(name)``)."""
+
+    session: Any = field(default=None, compare=False)
+
+    @property
+    def waiting(self) -> bool:
+        """True when the run ended with a question for you (answer with :meth:`reply`)."""
+        return self.status == "interrupted" and self.clarification is not None
+
+    def artifact_path(self, name: str) -> str:
+        """The virtual path of an artifact given its name, its path under outputs, or its full path."""
+        for path in self.artifacts:
+            if name in (path, PurePosixPath(path).name, path.removeprefix(OUTPUTS_PREFIX)):
+                return path
+        return name if name.startswith("/") else OUTPUTS_PREFIX + name.lstrip("/")
+
+    def read_bytes(self, name: str) -> bytes:
+        """The raw bytes of an artifact (or any file in the thread's outputs)."""
+        if self.session is None:
+            raise UserError("this result is not attached to a notebook session; use DeerFlowClient.read_artifact")
+        return self.session.backend().read_artifact(self.thread_id, self.artifact_path(name))
+
+    def load(self, name: str) -> Any:
+        """An artifact as a Python value.
+
+        CSV/TSV/Parquet → pandas DataFrame; PNG/JPEG/GIF/WebP → PIL image (bytes
+        without Pillow); JSON → parsed; other text (markdown, HTML, SVG...) → str;
+        anything else → bytes.
+        """
+        return decode(name, self.read_bytes(name))
+
+    def reply(self, answer: Any) -> RunResult:
+        """Answer this run's clarification (text, an option, or ``{field: value}``); returns the next run."""
+        if self.session is None:
+            raise UserError("this result is not attached to a notebook session")
+        return self.session.reply(answer, thread_id=self.thread_id, answering=self)
+
+    def __repr__(self) -> str:
+        names = [PurePosixPath(p).name for p in self.artifacts]
+        shown = ", ".join(names[:4]) + (f", +{len(names) - 4}" if len(names) > 4 else "")
+        parts = [self.status, f"thread {self.thread_id[:8]}"]
+        if names:
+            parts.append(f"{len(names)} artifact{'s' * (len(names) != 1)}: {shown}")
+        if self.waiting:
+            parts.append(f"asks: {_clip(str(self.clarification.get('question', '')), 60)}")
+        elif self.error:
+            parts.append(f"error: {_clip(self.error, 60)}")
+        elif self.text:
+            parts.append(repr(_clip(self.text, 60)))
+        return f"<RunResult {' · '.join(parts)}>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,307 @@
+"""The live view of a run: one ipywidgets tree per ``%%deerflow`` cell.
+
+Every part is a widget whose synced traits change as events arrive —
+streamed text (markdown in an ``Output``), tool calls collapsed in an
+``Accordion`` whose titles carry the status (✓/✗ and a short result),
+todos, subagent progress, the clarification form card, artifacts, the
+workspace change summary and the delivery receipt.  No custom frontend
+code: JupyterLab, Notebook 7 and VS Code render it as they render any
+ipywidget.
+
+The view follows a *thread*: when its clarification form is submitted, the
+next run streams into the same view.  For viewers without a widget manager
+(GitHub, nbconvert) the display also carries a markdown transcript, kept
+current when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import ipywidgets as widgets
+from IPython.display import display
+
+from deerflow.runtime import events as ev
+from deerflow_kernel.artifacts import artifact_card
+from deerflow_kernel.form import Answer, ClarificationForm
+from deerflow_kernel.markup import esc, first_line, hidden, human_size, markdown_bundle
+
+TEXT_PUSH_SECONDS = 0.1
+_STATUS = {"success": "✓ done", "interrupted": "⏸ waiting for your answer", "cancelled": "■ cancelled",
+           "error": "✗ failed"}
+_TODO_MARKS = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
+
+
+class View(Protocol):
+    """What the session needs from a view (widget or plain text)."""
+
+    def show(self) -> None: ...
+    def render(self, event: Any) -> None: ...
+    def note(self, text: str) -> None: ...
+    def finish(self) -> None: ...
+
+
+class _TextBlock:
+    """One assistant message, streamed as markdown (pushed at most every TEXT_PUSH_SECONDS)."""
+
+    def __init__(self) -> None:
+        self.widget = widgets.Output()
+        self.text = ""
+        self._pushed = 0.0
+
+    def add(self, piece: str) -> None:
+        self.text += piece
+        if time.monotonic() - self._pushed >= TEXT_PUSH_SECONDS:
+            self.push()
+
+    def push(self, final: str | None = None) -> None:
+        if final is not None:
+            self.text = final
+        self.widget.outputs = (markdown_bundle(self.text),)
+        self._pushed = time.monotonic()
+
+
+class RunView(widgets.VBox):
+    """The live view (see the module docstring).
+
+    Args:
+        read_artifact: ``(thread_id, path) -> bytes``, to show artifacts inline.
+        artifact_url: ``(thread_id, path) -> url | None``, for download links.
+        on_reply: Called as ``on_reply(view, request, answer)`` when the form is
+            submitted; it must return quickly (start the next run in the background).
+    """
+
+    def __init__(self, *, read_artifact: Callable[[str, str], bytes],
+                 artifact_url: Callable[[str, str], str | None] | None = None,
+                 on_reply: Callable[[RunView, dict[str, Any], Answer], None] | None = None) -> None:
+        self._read, self._url, self._on_reply = read_artifact, artifact_url, on_reply
+        self.events: list[Any] = []
+        self.thread_id: str | None = None
+        self.status = "starting"
+        self._blocks: dict[str, _TextBlock] = {}
+        self._tools: dict[str, tuple[widgets.Accordion, int]] = {}
+        self._group: widgets.Accordion | None = None
+        self._subagents: dict[str, str] = {}
+        self._cards: dict[str, widgets.Widget] = {}
+        self._model = ""
+        self.forms: dict[str, ClarificationForm] = {}
+        self.header = widgets.HTML()
+        self.notices = widgets.HTML()
+        self.transcript = widgets.VBox()
+        self.todos = widgets.HTML()
+        self.subagents = widgets.HTML()
+        self.artifacts = widgets.VBox()
+        self.changes = widgets.HTML()
+        self.receipt = widgets.HTML()
+        self._handle: Any = None
+        parts = [self.header, self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
+                 self.changes, self.receipt]
+        super().__init__(parts, layout=widgets.Layout(border_left="3px solid #4a90d9", padding="2px 8px"))
+        for part in (self.notices, self.todos, self.subagents, self.artifacts, self.changes, self.receipt):
+            hidden(part, True)
+        self._set_header()
+
+    # -- the View protocol --------------------------------------------------------------------
+    def show(self) -> None:
+        self._handle = display(self, display_id=True)
+
+    def finish(self) -> None:
+        """Refresh the display so static viewers get the final transcript."""
+        if self._handle is not None:
+            self._handle.update(self)
+
+    def note(self, text: str) -> None:
+        self._append(widgets.HTML(f"<i style='color:#777'>{esc(text)}</i>"))
+
+    def render(self, event: Any) -> None:
+        self.events.append(event)
+        handler = getattr(self, f"_on_{event.type}", None)
+        if handler is not None:
+            handler(event)
+
+    def begin_reply(self, answer: Answer) -> None:
+        """Mark, in the transcript, the answer that starts the next run."""
+        shown = answer if isinstance(answer, str) else ", ".join(f"{k}: {v}" for k, v in answer.items())
+        self._append(widgets.HTML(f"<div style='margin:6px 0;color:#2a6'>↳ <b>You answered:</b> {esc(shown)}</div>"))
+
+    # -- events ---------------------------------------------------------------------------------
+    def _on_run_started(self, e: ev.RunStarted) -> None:
+        self.thread_id, self.status, self._model = e.thread_id, "running", e.model
+        self._set_header()
+        if e.notice:
+            self._notice(e.notice)
+
+    def _on_message_delta(self, e: ev.MessageDelta) -> None:
+        self._block(e.message_id).add(e.text)
+
+    def _on_message(self, e: ev.Message) -> None:
+        self._block(e.message_id).push(e.text)
+
+    def _on_tool_call(self, e: ev.ToolCall) -> None:
+        if self._group is None:
+            self._group = widgets.Accordion(selected_index=None)
+            self._append(self._group)
+        args = json.dumps(e.args, ensure_ascii=False, indent=1)
+        detail = widgets.HTML(f"<pre style='max-height:240px;overflow:auto;margin:0'>{esc(args[:4000])}</pre>")
+        group = self._group
+        group.children = (*group.children, detail)
+        group.set_title(len(group.children) - 1, f"⋯ {e.name}  {_short_args(e.args)}")
+        self._tools[e.call_id] = (group, len(group.children) - 1)
+
+    def _on_tool_result(self, e: ev.ToolResult) -> None:
+        found = self._tools.get(e.call_id)
+        if found is None:
+            return
+        group, index = found
+        mark = "✓" if e.status == "success" else "✗"
+        group.set_title(index, f"{mark} {e.name}: {first_line(e.text, 90)}")
+        detail = group.children[index]
+        detail.value += f"<div style='color:#555'><b>result</b></div><pre style='max-height:240px;overflow:auto;" \
+                        f"margin:0'>{esc(e.text[:4000])}</pre>"
+
+    def _on_clarification(self, e: ev.Clarification) -> None:
+        on_submit = None
+        if self._on_reply is not None:
+            on_submit = lambda answer, request=e.request: self._on_reply(self, request, answer)  # noqa: E731
+        form = ClarificationForm(e.request, on_submit)
+        self.forms[str(e.request.get("request_id", e.call_id))] = form
+        self._append(form)
+
+    def _on_artifact(self, e: ev.Artifact) -> None:
+        thread = e.thread_id
+        url = self._url(thread, e.path) if self._url else None
+        card = artifact_card(e.path, lambda: self._read(thread, e.path), url=url,
+                             hint=f'result.load("{e.name}")')
+        old = self._cards.get(e.path)
+        self._cards[e.path] = card
+        self.artifacts.children = (*(c for c in self.artifacts.children if c is not old), card)
+        hidden(self.artifacts, False)
+
+    def _on_todos(self, e: ev.Todos) -> None:
+        items = "".join(f"<div>{_TODO_MARKS.get(str(t.get('status')), '☐')} {esc(t.get('content', ''))}</div>"
+                        for t in e.todos)
+        self.todos.value = f"<b>Plan</b>{items}"
+        hidden(self.todos, not e.todos)
+
+    def _on_subagent(self, e: ev.Subagent) -> None:
+        mark = {"running": "◐", "completed": "✓", "succeeded": "✓", "failed": "✗", "cancelled": "■"}.get(e.status, "•")
+        self._subagents[e.task_id] = f"<div>{mark} {esc(e.label)} <span style='color:#777'>{esc(e.status)}</span></div>"
+        self.subagents.value = "<b>Subagents</b>" + "".join(self._subagents.values())
+        hidden(self.subagents, False)
+
+    def _on_workspace_changes(self, e: ev.WorkspaceChanges) -> None:
+        self.changes.value = changes_html(e.changes)
+        hidden(self.changes, not self.changes.value)
+
+    def _on_notice(self, e: ev.Notice) -> None:
+        self._notice(f"{e.kind}: {e.text}")
+
+    def _on_error(self, e: ev.Error) -> None:
+        self._append(widgets.HTML(f"<div style='color:#c00'>✗ {esc(e.kind)} error: {esc(e.message)}</div>"))
+
+    def _on_run_finished(self, e: ev.RunFinished) -> None:
+        for block in self._blocks.values():  # text a cancelled run streamed but never completed
+            block.push()
+        self.status = e.status
+        self._set_header(e.error)
+        self.receipt.value = receipt_html(e.receipt)
+        hidden(self.receipt, not self.receipt.value)
+        self._group = None
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _block(self, message_id: str) -> _TextBlock:
+        if message_id not in self._blocks:
+            self._blocks[message_id] = _TextBlock()
+            self._append(self._blocks[message_id].widget)
+            self._group = None
+        return self._blocks[message_id]
+
+    def _append(self, widget: widgets.Widget) -> None:
+        self.transcript.children = (*self.transcript.children, widget)
+
+    def _notice(self, text: str) -> None:
+        self.notices.value += f"<div style='color:#777;font-size:90%'>ⓘ {esc(text)}</div>"
+        hidden(self.notices, False)
+
+    def _set_header(self, error: str | None = None) -> None:
+        status = _STATUS.get(self.status, f"◐ {self.status}…")
+        thread = f" · thread <code>{esc(self.thread_id[:12])}</code>" if self.thread_id else ""
+        model = f" · model {esc(self._model)}" if self._model else ""
+        problem = f" <span style='color:#c00'>{esc(error)}</span>" if error else ""
+        self.header.value = f"🦌 <b>DeerFlow</b>{thread}{model} · <b>{status}</b>{problem}"
+
+    def summary_markdown(self) -> str:
+        """A markdown transcript of the view so far (the static fallback)."""
+        return transcript_markdown(self.events)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        summary = self.summary_markdown()
+        return {**bundle, "text/markdown": summary, "text/plain": summary}
+
+
+def _short_args(args: dict[str, Any]) -> str:
+    for key in ("path", "filepaths", "command", "code", "query", "question", "url", "prompt"):
+        if key in args:
+            return first_line(str(args[key]), 70)
+    return ""
+
+
+def changes_html(changes: dict[str, Any]) -> str:
+    """The workspace change summary: counts, then one line per file with its diff collapsed."""
+    marks = {"created": "+", "modified": "~", "deleted": "−"}
+    entries = [(marks[k], c) for k in marks for c in changes.get(k) or []]
+    if not entries:
+        return ""
+    counts = changes.get("counts") or {}
+    head = ", ".join(f"{counts.get(k, 0)} {k}" for k in marks)
+    rows = []
+    for mark, change in entries[:30]:
+        line = f"{mark} <code>{esc(change.get('path', ''))}</code>"
+        line += f" <span style='color:#777'>{human_size(change.get('size'))}</span>" if change.get("size") else ""
+        line += f" <i>({esc(change['note'])})</i>" if change.get("note") else ""
+        if change.get("diff"):
+            line = f"<details><summary>{line}</summary><pre style='max-height:240px;overflow:auto'>" \
+                   f"{esc(change['diff'])}</pre></details>"
+        rows.append(f"<div>{line}</div>")
+    more = f"<div>… and {len(entries) - 30} more</div>" if len(entries) > 30 else ""
+    return f"<b>Files changed</b> <span style='color:#777'>({head})</span>{''.join(rows)}{more}"
+
+
+def receipt_html(receipt: dict[str, Any] | None) -> str:
+    """The delivery receipt: were the run's new outputs presented to you?"""
+    if not receipt or receipt.get("status") in (None, "nothing_produced"):
+        return ""
+    produced, unpresented = receipt.get("produced") or [], receipt.get("unpresented") or []
+    shown = len(produced) - len(unpresented)
+    line = f"<b>Delivery:</b> {esc(receipt['status'])} — {shown} of {len(produced)} new outputs presented"
+    if unpresented:
+        names = ", ".join(f"<code>{esc(p)}</code>" for p in unpresented)
+        line += f"<div style='color:#b36b00'>⚠ produced but not presented: {names}</div>"
+    return line
+
+
+def transcript_markdown(events: list[Any]) -> str:
+    """What the run said and did, as markdown (for viewers without widgets)."""
+    lines: list[str] = []
+    texts: dict[str, str] = {}
+    for e in events:
+        if isinstance(e, ev.Message):
+            texts[e.message_id] = e.text
+            lines.append(e.text.strip())
+        elif isinstance(e, ev.ToolCall):
+            lines.append(f"- → `{e.name}` {_short_args(e.args)}")
+        elif isinstance(e, ev.ToolResult):
+            lines.append(f"  - {'✓' if e.status == 'success' else '✗'} {first_line(e.text, 100)}")
+        elif isinstance(e, ev.Clarification):
+            lines.append(f"**❓ {e.request.get('question', '')}**")
+        elif isinstance(e, ev.Artifact):
+            lines.append(f"- 📄 artifact: `{e.path}`")
+        elif isinstance(e, ev.Error):
+            lines.append(f"**✗ {e.kind} error:** {e.message}")
+        elif isinstance(e, ev.RunFinished):
+            lines.append(f"*DeerFlow run {_STATUS.get(e.status, e.status)}* (thread `{e.thread_id}`)")
+    return "\n\n".join(line for line in lines if line) or "*DeerFlow: starting…*"

@@ -1,0 +1,208 @@
+"""``%deerflow`` / ``%%deerflow`` in a real IPython shell, with the harness in-process (offline scripts)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pandas as pd
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from PIL import Image
+
+from deerflow_kernel import session_of
+from deerflow_kernel.text_view import TextView
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+models:
+  - name: write
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - text: Writing the table and the report.
+          tool_calls:
+            - {name: write_file, args: {path: /mnt/user-data/outputs/table.csv, content: "city,n\\nOslo,3\\nLima,5\\n"}}
+            - {name: write_file, args: {path: /mnt/user-data/outputs/report.md, content: "# Report\\n"}}
+        - tool_calls:
+            - {name: present_files, args: {filepaths: [/mnt/user-data/outputs/table.csv, /mnt/user-data/outputs/report.md]}}
+        - text: Both files are presented.
+  - name: uploads
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - expect: /mnt/user-data/uploads/sales.csv
+          tool_calls: [{name: list_uploaded_files, args: {}}]
+        - expect: sales.csv
+          text: I can see sales.csv.
+  - name: chat
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns: [one, two, three, four, five, six]
+  - name: ask
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls:
+            - name: ask_clarification
+              args:
+                question: Which region?
+                fields:
+                  - {name: region, label: Region, type: text, required: true}
+                  - {name: depth, label: Depth, type: select, options: [short, long]}
+        - expect: "Region: Midwest"
+          text: Working on the Midwest.
+  - name: slow
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{name: wait, args: {seconds: 60}}]
+        - text: unreachable
+tools:
+  - {name: wait, group: test, use: "fixtures.slow_tools:wait"}
+"""
+
+
+@pytest.fixture
+def shell(deerflow_home, tmp_path, monkeypatch):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    monkeypatch.setenv("DEERFLOW_CONFIG", str(config))
+    monkeypatch.delenv("DEERFLOW_SERVER_URL", raising=False)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "deerflow_kernel")
+    yield ip
+    ip.run_line_magic("unload_ext", "deerflow_kernel")
+    for name in ("topic", "sales", "blob", "_"):
+        ip.user_ns.pop(name, None)
+
+
+def run(ip: InteractiveShell, source: str):
+    outcome = ip.run_cell(source)
+    if outcome.error_in_exec is not None and not isinstance(outcome.error_in_exec, UsageError):
+        raise outcome.error_in_exec
+    return outcome
+
+
+def usage_error(ip: InteractiveShell, source: str) -> str:
+    outcome = ip.run_cell(source)
+    assert isinstance(outcome.error_in_exec, UsageError), outcome.error_in_exec
+    return str(outcome.error_in_exec)
+
+
+def test_a_cell_runs_with_interpolation_and_returns_a_result_that_loads_files(shell, deerflow_home, capsys):
+    shell.user_ns["topic"] = "deer"
+    result = run(shell, '%%deerflow --model write\nReport on {topic}; keep {"json": true} and {missing} as written').result
+    assert result.status == "success" and result.text == "Both files are presented."
+    assert result.artifacts == ["/mnt/user-data/outputs/table.csv", "/mnt/user-data/outputs/report.md"]
+    table = result.load("table.csv")
+    assert isinstance(table, pd.DataFrame) and table.to_dict("list") == {"city": ["Oslo", "Lima"], "n": [3, 5]}
+    assert result.load("report.md") == "# Report\n"
+    outputs = next(deerflow_home.glob(f"users/local/threads/{result.thread_id}/user-data/outputs"))
+    buffer = io.BytesIO()
+    Image.new("RGB", (3, 2), "red").save(buffer, format="PNG")
+    (outputs / "chart.png").write_bytes(buffer.getvalue())
+    assert result.load("chart.png").size == (3, 2)  # any output file loads, presented or not
+    client = session_of(shell).backend().client
+    first = client.thread(result.thread_id).messages[0].content
+    assert first == 'Report on deer; keep {"json": true} and {missing} as written'
+    shown = repr(result)
+    assert "\n" not in shown and len(shown) < 160 and "success" in shown and "table.csv" in shown
+    printed = capsys.readouterr().out
+    assert "→ write_file" in printed and "run finished: success" in printed
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("%%deerflow --record a.jsonl --replay b.jsonl\nhi", "not allowed with argument --record"),
+    ("%%deerflow --model\nhi", "expected one argument"),
+    ("%%deerflow\n   \n", "the prompt is empty"),
+    ("%%deerflow --with nothing_here\nhi", "no variable named 'nothing_here'"),
+    ("%%deerflow --thread not-a-thread\nhi", "unknown thread 'not-a-thread'"),
+    ("%%deerflow --model nonexistent\nhi", "unknown model 'nonexistent'"),
+    ("%deerflow", "needs a prompt or a command"),
+    ("%deerflow status please", "takes no arguments"),
+    ('%deerflow reply "yes"', "no current thread"),
+    ("%deerflow upload /no/such/file.csv", "neither a notebook variable nor a file"),
+])
+def test_mistakes_are_one_line_usage_errors_not_tracebacks(shell, source, message, capsys):
+    assert message in usage_error(shell, source)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_with_uploads_a_dataframe_as_csv_named_after_the_variable(shell, deerflow_home):
+    shell.user_ns["sales"] = pd.DataFrame({"region": ["N", "S"], "revenue": [10, 20]})
+    result = run(shell, "%%deerflow --model uploads --with sales\nWhat is in there?").result
+    assert result.status == "success", result.error  # the script checked the prompt and the listing
+    uploaded = deerflow_home / f"users/local/threads/{result.thread_id}/user-data/uploads/sales.csv"
+    assert pd.read_csv(uploaded).equals(shell.user_ns["sales"])
+    prompt = session_of(shell).backend().client.thread(result.thread_id).messages[0].content
+    assert prompt.startswith("What is in there?") and "`sales` → /mnt/user-data/uploads/sales.csv" in prompt
+
+
+def test_the_notebook_keeps_a_current_thread_until_new_or_thread_switches(shell, capsys):
+    first = run(shell, "%deerflow --model chat hello").result
+    second = run(shell, "%deerflow --model chat again").result
+    assert second.thread_id == first.thread_id and second.text == "two"
+    third = run(shell, "%deerflow --new --model chat fresh start").result
+    assert third.thread_id != first.thread_id and third.text == "one"
+    back = run(shell, f"%%deerflow --thread {first.thread_id}\nand once more").result
+    assert back.thread_id == first.thread_id and back.text == "three"  # the thread's model is kept
+    capsys.readouterr()
+    run(shell, "%deerflow threads")
+    listed = capsys.readouterr().out
+    assert re.search(rf"^\* {first.thread_id}  hello$", listed, re.M)
+    assert re.search(rf"^  {third.thread_id}  fresh start$", listed, re.M)
+
+
+def test_a_clarification_ends_the_run_and_reply_continues_it(shell, capsys):
+    asked = run(shell, "%deerflow --model ask Research something").result
+    assert asked.status == "interrupted" and asked.waiting
+    assert "%deerflow reply --field region=..." in capsys.readouterr().out
+    problem = usage_error(shell, "%deerflow reply --field depth=medium")
+    assert "'region' (Region) is required" in problem and "must be one of short, long" in problem
+    answered = run(shell, "%deerflow reply --field region=Midwest --field depth=long").result
+    assert answered.status == "success" and answered.text == "Working on the Midwest."
+    assert answered.thread_id == asked.thread_id
+
+
+def test_upload_artifacts_and_status_commands(shell, tmp_path, capsys):
+    data = tmp_path / "notes.txt"
+    data.write_text("field notes")
+    shell.user_ns["blob"] = b"\x89PNG\r\n\x1a\n..."
+    run(shell, f"%deerflow upload {data} blob")
+    out = capsys.readouterr().out
+    assert "uploaded" in out and "/mnt/user-data/uploads/notes.txt" in out and "/mnt/user-data/uploads/blob.png" in out
+    result = run(shell, "%deerflow --model write go").result
+    capsys.readouterr()
+    run(shell, "%deerflow artifacts")
+    assert capsys.readouterr().out.split() == result.artifacts
+    run(shell, "%deerflow status")
+    status = capsys.readouterr().out
+    assert "in-process" in status and result.thread_id in status and str(tmp_path / "config.yaml") in status
+
+
+def test_skills_lists_the_skills_the_agent_can_follow(shell, tmp_path, monkeypatch, capsys):
+    skill = tmp_path / "skills" / "public" / "field-notes"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: field-notes\ndescription: Keep tidy field notes.\n---\n\nWrite notes.\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG + f"skills:\n  path: {tmp_path / 'skills'}\n")
+    run(shell, "%deerflow skills")
+    assert "field-notes  Keep tidy field notes." in capsys.readouterr().out
+
+
+def test_an_interrupt_while_the_agent_works_cancels_the_run(shell, monkeypatch):
+    class InterruptedView(TextView):
+        def render(self, event):
+            super().render(event)
+            if event.type == "tool_call":
+                raise KeyboardInterrupt  # the kernel interrupt arrives while the tool runs
+
+    session = session_of(shell)
+    monkeypatch.setattr(session, "make_view", InterruptedView)
+    result = run(shell, "%deerflow --model slow take your time").result
+    assert result.status == "cancelled"
+    record = session.backend().client._call(session.backend().client._async.manager())
+    assert record.store.list_runs(result.thread_id, "local")[-1].status == "cancelled"

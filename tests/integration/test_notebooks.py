@@ -1,0 +1,127 @@
+"""Every example notebook runs headless with nbclient on the offline models, and shows what it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from nbclient import NotebookClient
+
+from deerflow.config.loader import load_config
+from deerflow.models.factory import create_chat_model
+from deerflow.sandbox.factory import make_provider
+from deerflow.tools.builtins import builtin_groups
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def outputs(nb) -> list[dict]:
+    return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
+
+
+def texts(nb) -> str:
+    """Everything the notebook printed or displayed as text, in order."""
+    parts = []
+    for o in outputs(nb):
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type in ("execute_result", "display_data"):
+            parts += [o.data.get("text/plain", ""), o.data.get("text/markdown", "")]
+    return "\n".join(parts)
+
+
+def thread_files(home: Path, folder: str) -> set[str]:
+    return {p.name for p in home.glob(f"users/*/threads/*/user-data/{folder}/*") if p.is_file()}
+
+
+def check_research_quickstart(nb, home: Path) -> None:
+    shown = texts(nb)
+    assert "<RunResult interrupted" in shown and "asks: How should I scope this research?" in shown
+    assert "<RunResult success" in shown and "3 artifacts: report.md, evidence.csv, winter_severity.png" in shown
+    assert "# How do deer populations respond to severe winters?" in shown  # the loaded report, rendered
+    assert any("image/png" in o.get("data", {}) for o in outputs(nb))  # the chart, loaded as a PIL image
+    assert any("text/html" in o.get("data", {}) and "Deep snow" in o.data["text/html"] for o in outputs(nb))
+    assert thread_files(home, "outputs") == {"report.md", "evidence.csv", "winter_severity.png"}
+    assert {"notes.md", "agent.ipynb"} <= thread_files(home, "workspace")  # the python tool ran in a kernel
+    models = {s["model_name"] for s in nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"].values()}
+    assert {"DatePickerModel", "DropdownModel", "CheckboxModel", "AccordionModel", "ImageModel"} <= models
+
+
+def check_data_analysis(nb, home: Path) -> None:
+    shown = texts(nb)
+    assert "The agent's totals match pandas: True" in shown
+    assert "<RunResult success" in shown and "analysis.md" in shown
+    assert "**West** grows fastest" in shown  # the write-up, rendered from the loaded artifact
+    assert thread_files(home, "uploads") == {"sales.csv"}
+    assert thread_files(home, "outputs") == {"analysis.md", "region_summary.csv"}
+    computed = next(home.glob("users/*/threads/*/user-data/outputs/region_summary.csv")).read_text()
+    assert computed.splitlines()[1] == "North,806,399,25.0"  # totals computed by the agent's python cell
+
+
+CHECKS: dict[str, Callable] = {
+    "01_research_quickstart.ipynb": check_research_quickstart,
+    "02_data_analysis.ipynb": check_data_analysis,
+}
+
+
+@pytest.fixture
+def headless_env(deerflow_home, monkeypatch):
+    for name in ("DEERFLOW_SERVER_URL", "DEERFLOW_SERVER_TOKEN", "DEERFLOW_EVENT_LOG"):
+        monkeypatch.delenv(name, raising=False)
+    return deerflow_home
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
+def test_notebook_runs_headless_and_shows_its_results(name, headless_env):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    errors = [o for o in outputs(nb) if o.output_type == "error"]
+    assert errors == []
+    assert any(WIDGET_VIEW in o.get("data", {}) for o in outputs(nb)), "the live view is a widget"
+    CHECKS.get(name, lambda nb, home: None)(nb, headless_env)
+
+
+def test_offline_scripts_only_call_tools_that_exist():
+    """A script calling a tool the harness does not offer would fail only when the notebook runs."""
+    loaded = load_config(NOTEBOOKS / "offline-config.yaml")
+    sandbox = make_provider(loaded.config.sandbox)  # what a run manager offers: file tools and python
+    for entry in loaded.config.models:
+        resolved = create_chat_model(loaded.config, entry.name, config_file=str(loaded.path))
+        groups = builtin_groups(loaded.config, resolved, sandbox=sandbox)
+        available = {t.name for group in groups.values() for t in group}
+        script = resolved.model.turns
+        called = {call.name for turn in script for call in turn.tool_calls}
+        assert called and called <= available, (entry.name, called - available)
+
+
+def test_every_notebook_script_is_wired_into_the_offline_config():
+    config = yaml.safe_load((NOTEBOOKS / "offline-config.yaml").read_text())
+    used = {m["script"] for m in config["models"]}
+    assert {f"scripts/{p.name}" for p in (NOTEBOOKS / "scripts").glob("*.yaml")} <= used
+
+
+def test_make_demo_script_runs_the_quickstart_and_says_where_results_are(tmp_path, headless_env):
+    out = tmp_path / "demo-output"
+    proc = subprocess.run([sys.executable, "-m", "deerflow_kernel.demo", str(NOTEBOOKS / "01_research_quickstart.ipynb"),
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    printed = proc.stdout
+    assert "[cell 3/" in printed and "→ ask_clarification" in printed  # progress, cell by cell, with the events
+    assert "✓ python: 5 mechanisms in the evidence table; chart saved" in printed
+    assert "? How should I scope this research?" in printed and "→ present_files" in printed
+    assert f"executed notebook: {out / '01_research_quickstart.ipynb'}" in printed
+    assert sorted(p.name for p in (out / "artifacts").iterdir()) == ["evidence.csv", "report.md", "winter_severity.png"]
+    executed = nbformat.read(out / "01_research_quickstart.ipynb", as_version=4)
+    check_research_quickstart(executed, out / "home")
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert [e["status"] for e in events if e["type"] == "run_finished"] == ["interrupted", "success"]

@@ -1,0 +1,182 @@
+"""The session's run loop against a fake backend: form continuations, interrupts, broken streams."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import comm
+import pytest
+
+from deerflow.errors import UserError
+from deerflow.runtime import events as ev
+from deerflow_kernel import session as session_module
+from deerflow_kernel.backend import Backend, RunHandle
+from deerflow_kernel.session import KernelSession
+from deerflow_kernel.view import RunView
+
+REQUEST = {"version": 1, "request_id": "clarification:c1", "input_mode": "free_text", "question": "Which year?"}
+
+
+def started(run: str) -> ev.RunStarted:
+    return ev.RunStarted(run_id=run, thread_id="t1", model="fake")
+
+
+def finished(run: str, status: str = "success", text: str = "") -> ev.RunFinished:
+    return ev.RunFinished(run_id=run, thread_id="t1", status=status, text=text)
+
+
+class FakeBackend(Backend):
+    """Plays canned runs; records what it was asked."""
+
+    kind = "fake"
+
+    def __init__(self, runs: list[Any]) -> None:
+        self.runs = runs
+        self.calls: list[tuple[str, Any, dict[str, Any]]] = []
+        self.cancelled: list[str] = []
+        self.cancel_seen = threading.Event()
+
+    def _handle(self, kind: str, payload: Any, options: Any) -> RunHandle:
+        self.calls.append((kind, payload, dict(options)))
+        produce = self.runs.pop(0)
+        return RunHandle(lambda emit: produce(emit, self), self._cancel).start()
+
+    def _cancel(self, run_id: str) -> bool:
+        self.cancelled.append(run_id)
+        self.cancel_seen.set()
+        return True
+
+    def start(self, prompt, thread_id, options):
+        return self._handle("start", prompt, options)
+
+    def start_reply(self, thread_id, answer, options):
+        if answer == "bad":
+            raise UserError("option 9 does not exist")
+        return self._handle("reply", answer, options)
+
+    def describe(self):
+        return {"backend": "fake"}
+
+    def create_thread(self):
+        return "t1"
+
+    def threads(self):
+        return []
+
+    def upload(self, thread_id, name, data):
+        raise NotImplementedError
+
+    def artifacts(self, thread_id):
+        return []
+
+    def read_artifact(self, thread_id, path):
+        return b""
+
+    def skills(self):
+        return []
+
+
+def play(*events: Any):
+    def produce(emit, backend):
+        for event in events:
+            emit(event)
+    return produce
+
+
+class Shell:
+    def __init__(self) -> None:
+        self.user_ns: dict[str, Any] = {}
+
+
+@pytest.fixture
+def session(monkeypatch):
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: comm.DummyComm(**kw))
+    s = KernelSession(Shell(), widgets=True)
+    monkeypatch.setattr(RunView, "show", lambda self: None)
+    return s
+
+
+def use(session: KernelSession, backend: FakeBackend) -> FakeBackend:
+    session._backend, session._backend_key = backend, session_module.backend_key()
+    return backend
+
+
+def test_a_submitted_form_streams_the_next_run_into_the_same_view(session):
+    backend = use(session, FakeBackend([
+        play(started("r1"), ev.Clarification(run_id="r1", thread_id="t1", call_id="c1", request=REQUEST, text="?"),
+             finished("r1", "interrupted")),
+        play(started("r2"), ev.Message(run_id="r2", thread_id="t1", message_id="m", text="Using 2024."),
+             finished("r2", text="Using 2024.")),
+    ]))
+    first = session.run("Analyse it", session_module.RunOptions(model="scripted"))
+    assert first.waiting and first.clarification["question"] == "Which year?"
+    view = session.last_view
+    form = view.forms["clarification:c1"]
+    form.text.value = "2024"
+    form.submit.click()
+    continuation = session._continuations["clarification:c1"]
+    assert continuation.done.wait(10)
+    assert backend.calls[1] == ("reply", "2024", {"model_name": "scripted"})  # the reply keeps the run's options
+    assert continuation.result.status == "success" and continuation.result.text == "Using 2024."
+    assert "done" in view.header.value
+    assert any("You answered" in getattr(w, "value", "") for w in view.transcript.children)
+    # A pre-filled reply for the same question returns the run the form started instead of answering twice.
+    again = first.reply("2023")
+    assert again is continuation.result and len(backend.calls) == 2
+
+
+def test_a_reply_the_backend_refuses_shows_in_the_form_and_keeps_it_editable(session):
+    use(session, FakeBackend([
+        play(started("r1"), ev.Clarification(run_id="r1", thread_id="t1", call_id="c1", request=REQUEST, text="?"),
+             finished("r1", "interrupted")),
+    ]))
+    session.run("Analyse it", session_module.RunOptions())
+    form = session.last_view.forms["clarification:c1"]
+    form.text.value = "bad"
+    form.submit.click()
+    assert session._continuations["clarification:c1"].done.wait(10)
+    assert "option 9 does not exist" in form.status.value
+    assert not form.submit.disabled
+
+
+def test_an_interrupt_while_streaming_cancels_the_run_and_shows_how_it_ended(session, monkeypatch):
+    def slow(emit, backend):
+        emit(started("r1"))
+        emit(ev.ToolCall(run_id="r1", thread_id="t1", call_id="c", name="wait", args={}))
+        backend.cancel_seen.wait(10)
+        emit(finished("r1", "cancelled"))
+
+    backend = use(session, FakeBackend([slow]))
+    render = RunView.render
+
+    def interrupted_render(self, event):
+        render(self, event)
+        if event.type == "tool_call":
+            raise KeyboardInterrupt  # what a kernel interrupt does to the cell's thread
+
+    monkeypatch.setattr(RunView, "render", interrupted_render)
+    result = session.run("wait a minute", session_module.RunOptions())
+    assert backend.cancelled == ["r1"]
+    assert result.status == "cancelled"
+    assert "cancelled" in session.last_view.header.value
+
+
+def test_a_stream_that_breaks_ends_as_an_error_not_a_traceback(session):
+    def broken(emit, backend):
+        emit(started("r1"))
+        raise UserError("lost the event stream from http://srv/")
+
+    use(session, FakeBackend([broken]))
+    result = session.run("go", session_module.RunOptions())
+    assert result.status == "error" and "lost the event stream" in result.error
+
+
+def test_changing_the_config_rebuilds_the_backend_and_forgets_the_thread(session, monkeypatch):
+    old = use(session, FakeBackend([]))
+    session.thread_id = "t1"
+    built = []
+    monkeypatch.setattr(session_module, "select_backend", lambda: built.append(FakeBackend([])) or built[-1])
+    monkeypatch.setenv("DEERFLOW_CONFIG", "/elsewhere/config.yaml")
+    assert session.backend() is built[0] and session.backend() is not old
+    assert session.thread_id is None
