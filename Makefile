@@ -32,7 +32,13 @@ test: $(STAMP) lint
 	@$(VENV)/bin/pytest -q -p no:cacheprovider
 
 lab: $(STAMP)
-	@$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) notebooks
+	@cfg="$${DEERFLOW_CONFIG:-}"; \
+	if [ -z "$$cfg" ] && [ ! -f config.yaml ] && [ ! -f "$${DEERFLOW_HOME:-$$HOME/.deerflow}/config.yaml" ]; then \
+		cfg="$(CURDIR)/notebooks/offline-config.yaml"; \
+		echo "No config.yaml found: using the offline example config ($$cfg). See README to use a real model."; \
+	fi; \
+	DEERFLOW_CONFIG="$$cfg" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/notebooks" \
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) 01_research_quickstart.ipynb 02_data_analysis.ipynb
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
