@@ -211,3 +211,30 @@ def _cookies(headers: list[str]) -> dict[str, str]:
 
 def _cookie_header(cookies: dict[str, str]) -> str:
     return "; ".join(f'{k}="{v}"' if "|" in v else f"{k}={v}" for k, v in cookies.items())
+
+
+def _sse_ids_and_events(body: bytes) -> list[tuple[int | None, str]]:
+    out, current_id = [], None
+    for line in body.decode().splitlines():
+        if line.startswith("id: "):
+            current_id = int(line[4:])
+        elif line.startswith("event: "):
+            out.append((current_id, line[7:]))
+            current_id = None
+    return out
+
+
+async def test_join_stream_resumes_after_last_event_id(jp_fetch):
+    thread_id = await new_thread(jp_fetch)
+    first = await jp_fetch(*API, "threads", thread_id, "runs", "stream", method="POST",
+                           body=run_body(stream_mode=["custom", "updates"]))
+    full = _sse_ids_and_events(first.body)
+    ids = [i for i, name in full if i is not None and name == "custom"]
+    run_id = (await call(jp_fetch, "threads", thread_id, "runs"))[0]["run_id"]
+    cut = ids[len(ids) // 2]
+    resumed = await jp_fetch(*API, "threads", thread_id, "runs", run_id, "stream",
+                             params={"stream_mode": "custom"}, headers={"Last-Event-ID": str(cut)})
+    again = _sse_ids_and_events(resumed.body)
+    resumed_ids = [i for i, _ in again if i is not None]
+    assert resumed_ids == [i for i in ids if i > cut]  # exactly the frames after the cut, in order
+    assert again[-1][1] == "end"
