@@ -40,21 +40,34 @@ async def new_thread(jp_fetch) -> str:
     return (await call(jp_fetch, "threads", method="POST", body="{}"))["thread_id"]
 
 
+def _route_calls(thread_id: str, run_id: str) -> list[tuple[str, str]]:
+    """(path, method) for every route and method the extension serves, from its own table."""
+    import re
+
+    from deerflow_jupyter.handlers import ROUTES
+
+    values = {"thread_id": thread_id, "run_id": run_id, "assistant_id": "lead_agent", "relpath": "report.md"}
+    calls = []
+    for pattern, handler in ROUTES:
+        path = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: values.get(m.group(1), "x"), pattern)
+        for method in ("GET", "POST", "PUT", "DELETE"):
+            if method.lower() in handler.__dict__ or any(method.lower() in b.__dict__ for b in handler.__mro__[1:3]):
+                calls.append((path, method))
+    return calls
+
+
 async def test_every_route_requires_authentication(jp_fetch):
     thread_id = await new_thread(jp_fetch)
+    await call(jp_fetch, "threads", thread_id, "runs", "wait", method="POST", body=run_body())
+    run_id = (await call(jp_fetch, "threads", thread_id, "runs"))[0]["run_id"]
+    calls = _route_calls(thread_id, run_id)
+    assert len(calls) >= 20
     anonymous = {"Authorization": ""}
-    for parts, method, body in [
-        (("threads",), "POST", "{}"),
-        (("threads", "search"), "POST", "{}"),
-        (("threads", thread_id), "GET", None),
-        (("threads", thread_id, "state"), "GET", None),
-        (("threads", thread_id, "runs", "wait"), "POST", run_body()),
-        (("threads", thread_id, "artifacts"), "GET", None),
-        (("assistants", "search"), "POST", "{}"),
-    ]:
+    for path, method in calls:
+        body = "{}" if method in ("POST", "PUT") else None
         with pytest.raises(HTTPClientError) as info:
-            await jp_fetch(*API, *parts, method=method, body=body, headers=anonymous)
-        assert info.value.code == 403, parts
+            await jp_fetch(*API, *path.strip("/").split("/"), method=method, body=body, headers=anonymous)
+        assert info.value.code == 403, (method, path)
 
 
 async def test_wait_run_state_history_and_artifacts(jp_fetch):
