@@ -9,12 +9,14 @@ DEMO_DIR ?= demo-output
 
 .PHONY: demo test lint lab bench clean
 
-$(STAMP): pyproject.toml
+# The server config also enables the chat persona's defaults: reinstall when it changes.
+$(STAMP): pyproject.toml extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing DeerFlow Notebook into $(VENV) (first run only)..."
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --quiet -e ".[all,test]"
-	@# editable installs skip data files: put the extension's enabling config in place
+	@# editable installs skip data files: put the extension's enabling config in place (it also makes
+	@# DeerFlow the default chat persona; jupyterlab-chat and the persona manager enable themselves)
 	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
 	@cp extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	@touch $(STAMP)

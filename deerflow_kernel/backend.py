@@ -190,6 +190,14 @@ class Backend(ABC):
         """``%deerflow mcp list|tools|reset``: ``{"servers": [...]}``, plus ``"tools"`` for tools."""
         raise BackendError(f"this backend cannot run 'mcp {action}'")
 
+    def manage_skill(self, action: str, target: str, *, replace: bool = False) -> dict[str, Any]:
+        """``%deerflow skills install PATH | enable NAME | disable NAME``.
+
+        Returns the server API's answer: the skill (``name``, ``enabled``...) for
+        enable/disable, ``{"installed", "skill", "scan"}`` for an install.
+        """
+        raise BackendError(f"this backend cannot {action} skills")
+
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A URL a browser can open for the artifact, when there is one."""
         del thread_id, path

@@ -87,6 +87,12 @@ class InProcessBackend(Backend):
         library = SkillLibrary.from_config(self.client._async._loaded, self.client._async.home)
         return [SkillInfo(s.name, s.description, s.enabled) for s in library.skills(self.client.user_id)]
 
+    def manage_skill(self, action: str, target: str, *, replace: bool = False) -> dict[str, Any]:
+        if action == "install":  # SkillScanBlocked & co. are UserErrors: one line in the notebook
+            return {"installed": True, **self.client.install_skill(target, replace=replace).to_dict()}
+        info = self.client.enable_skill(target) if action == "enable" else self.client.disable_skill(target)
+        return info.to_dict()
+
     def mcp(self, action: str) -> dict[str, Any]:
         if action == "reset":
             self.client.reset_mcp()

@@ -8,6 +8,7 @@
     %deerflow reply "ANSWER" | --field NAME=VALUE ...
     %deerflow upload PATH|VAR ...
     %deerflow artifacts [THREAD] | threads | skills | status | help
+    %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
 
 User mistakes (bad options, unknown variables, unknown threads, a reply
@@ -17,6 +18,7 @@ that does not fit the question) are shown as one ``UsageError`` line.
 from __future__ import annotations
 
 import shlex
+from os import PathLike
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -120,13 +122,35 @@ class DeerFlowMagics(Magics):
             print(f"{mark} {t.thread_id}  {t.title or '(untitled)'}")
 
     def _cmd_skills(self, rest: str) -> None:
-        _no_args(rest, "skills")
+        args = _split(rest, "skills")
+        if args and args[0] in {"install", "enable", "disable"}:
+            self._skill_action(args)
+            return
+        _no_args(rest.removeprefix("list").strip(), "skills")
         skills = self.session.backend().skills()
         if not skills:
             print("no skills found (add them under skills/public/<name>/SKILL.md)")
         for skill in skills:
             state = "" if skill.enabled else " (disabled)"
             print(f"{skill.name}{state}  {skill.description}")
+
+    def _skill_action(self, args: list[str]) -> None:
+        """``skills install PATH|VAR [--replace]`` / ``skills enable|disable NAME``."""
+        action, replace = args[0], "--replace" in args
+        targets = [a for a in args[1:] if a != "--replace"]
+        if len(targets) != 1:
+            raise UsageError(f"%deerflow skills {action}: give one " + ("path" if action == "install" else "name"))
+        target = targets[0]
+        if action == "install" and isinstance(self.shell.user_ns.get(target), str | PathLike):
+            target = str(self.shell.user_ns[target])  # a notebook variable holding the path, as for upload
+        done = self.session.backend().manage_skill(action, target, replace=replace)
+        if action != "install":
+            print(f"{done['name']}: {'enabled' if done['enabled'] else 'disabled'} for your next runs")
+            return
+        findings = done["scan"]["findings"]
+        print(f"installed {done['skill']['name']} (custom, enabled): use it with /{done['skill']['name']}")
+        print(f"SkillScan: {len(findings)} finding(s)" + "".join(
+            f"\n  [{f['severity']}] {f['rule']} at {f['path']}:{f['line']}: {f['message']}" for f in findings))
 
     def _cmd_status(self, rest: str) -> None:
         _no_args(rest, "status")

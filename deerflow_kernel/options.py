@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
 SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp")
-_VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay"}
+_VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent"}
 _FLAGS = {"--new", "--plan", "--subagents", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")
 
@@ -46,13 +46,14 @@ class RunOptions:
     with_vars: list[str] = field(default_factory=list)
     record: str | None = None
     replay: str | None = None
+    agent: str | None = None
 
     def run_options(self) -> dict[str, Any]:
         """The harness run options (``configurable``) these flags mean."""
         options: dict[str, Any] = {
             "model_name": self.model, "interaction_mode": self.mode,
             "is_plan_mode": True if self.plan else None, "subagent_enabled": True if self.subagents else None,
-            "record": _absolute(self.record), "replay": _absolute(self.replay),
+            "record": _absolute(self.record), "replay": _absolute(self.replay), "agent_name": self.agent,
         }
         return {k: v for k, v in options.items() if v is not None}
 
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--new", action="store_true", help="start a new thread")
     parser.add_argument("--model", metavar="M", help="model name from config.yaml")
     parser.add_argument("--skill", metavar="S", help="activate skill S for this turn")
+    parser.add_argument("--agent", metavar="NAME", help="run as custom agent NAME (create one with /bootstrap NAME)")
     parser.add_argument("--plan", action="store_true", help="plan mode (the agent keeps a todo list)")
     parser.add_argument("--subagents", action="store_true", help="let the agent delegate to subagents")
     parser.add_argument("--mode", choices=MODES, help="interaction mode (in-process only)")

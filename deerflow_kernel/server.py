@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -136,6 +137,15 @@ class ServerBackend(Backend):
         if action == "reset":
             return self._json("POST", "mcp/reset", json={})
         return self._json("GET", "mcp/tools" if action == "tools" else "mcp/servers")
+
+    def manage_skill(self, action: str, target: str, *, replace: bool = False) -> dict[str, Any]:
+        if action != "install":
+            return self._json("PUT", f"skills/{_q(target)}", json={"enabled": action == "enable"})
+        package = Path(target).expanduser()
+        if not package.is_file():
+            raise BackendError(f"{target}: the server installs a .skill or .zip archive file")
+        return self._json("POST", "skills/install", params={"name": package.name, "replace": str(replace).lower()},
+                          content=package.read_bytes())
 
     def close(self) -> None:
         self._http.close()

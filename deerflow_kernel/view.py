@@ -25,6 +25,7 @@ import ipywidgets as widgets
 from IPython.display import display
 
 from deerflow.runtime import events as ev
+from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
 from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import esc, first_line, hidden, human_size, markdown_bundle
@@ -84,7 +85,7 @@ class RunView(widgets.VBox):
         self._blocks: dict[str, _TextBlock] = {}
         self._tools: dict[str, tuple[widgets.Accordion, int]] = {}
         self._group: widgets.Accordion | None = None
-        self._subagents: dict[str, str] = {}
+        self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
         self._cards: dict[str, widgets.Widget] = {}
         self._model = ""
         self.forms: dict[str, ClarificationForm] = {}
@@ -187,9 +188,8 @@ class RunView(widgets.VBox):
         hidden(self.todos, not e.todos)
 
     def _on_subagent(self, e: ev.Subagent) -> None:
-        mark = {"running": "◐", "completed": "✓", "succeeded": "✓", "failed": "✗", "cancelled": "■"}.get(e.status, "•")
-        self._subagents[e.task_id] = f"<div>{mark} {esc(e.label)} <span style='color:#777'>{esc(e.status)}</span></div>"
-        self.subagents.value = "<b>Subagents</b>" + "".join(self._subagents.values())
+        self._subagents.update(e)
+        self.subagents.value = "<b>Subagents</b>" + self._subagents.html()
         hidden(self.subagents, False)
 
     def _on_workspace_changes(self, e: ev.WorkspaceChanges) -> None:

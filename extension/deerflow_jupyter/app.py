@@ -12,11 +12,13 @@ import getpass
 import os
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool, Unicode
+from traitlets import Bool, Float, Unicode
 
 from deerflow.config.paths import check_id
 from deerflow_jupyter.handlers import ROUTES
+from deerflow_jupyter.handlers.plugins import plugin_routes
 from deerflow_jupyter.host import HarnessHost
+from deerflow_jupyter.scheduler import ServerScheduler
 
 API_PREFIX = "/deerflow/api"
 
@@ -45,11 +47,20 @@ class DeerFlowExtension(ExtensionApp):
         help="Export DEERFLOW_SERVER_URL/DEERFLOW_SERVER_TOKEN so kernels started by this server can reach the API.",
     )
 
+    scheduler_enabled = Bool(
+        True, config=True,
+        help="Run due scheduled runs (`deerflow schedule`, /deerflow/api/schedules) in the background. "
+        "Several servers may share one DEERFLOW_HOME: a schedule never runs twice at once.",
+    )
+    scheduler_interval = Float(30.0, config=True, help="Seconds between checks for due schedules.")
+
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home)
+        self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval)
         owner = self.owner or os.environ.get("DEERFLOW_USER") or _os_user()
         self.settings.update({
             "deerflow_host": self.deerflow_host,
+            "deerflow_scheduler": self.deerflow_scheduler,
             "deerflow_single_user": self.single_user,
             "deerflow_owner": check_id(owner, kind="user"),
         })
@@ -58,6 +69,8 @@ class DeerFlowExtension(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)
+        # startup plugins' routes, behind Jupyter auth (plugins run with this server's privileges)
+        self.handlers.extend(plugin_routes(self.deerflow_host.plugins(), API_PREFIX))
 
     def _export_kernel_env(self) -> None:
         server = self.serverapp
@@ -68,7 +81,12 @@ class DeerFlowExtension(ExtensionApp):
         if token:
             os.environ["DEERFLOW_SERVER_TOKEN"] = token
 
+    async def _start_jupyter_server_extension(self, serverapp: object) -> None:
+        if self.scheduler_enabled:
+            self.deerflow_scheduler.start()
+
     async def stop_extension(self) -> None:
+        await self.deerflow_scheduler.stop()
         await self.deerflow_host.close()
 
 

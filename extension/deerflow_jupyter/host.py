@@ -13,6 +13,8 @@ from pathlib import Path
 
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
+from deerflow.errors import ConfigError
+from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime.manager import RunManager
 
 
@@ -30,6 +32,18 @@ class HarnessHost:
         self._manager: RunManager | None = None
         self._lock = asyncio.Lock()
         self._loaded: LoadedConfig | None = None
+        self._plugins: PluginSet | None = None
+
+    def plugins(self) -> PluginSet:
+        """The startup plugins, loaded once (a broken config loads none: the API reports the config error)."""
+        if self._plugins is None:
+            try:
+                loaded = self.loaded()
+            except ConfigError:
+                return PluginSet()
+            self._plugins = load_plugins(loaded.config.plugins, home=self.home.home,
+                                         base_dir=loaded.path.parent if loaded.path else None)
+        return self._plugins
 
     def loaded(self) -> LoadedConfig:
         """The validated config (raises ConfigError, reported by the handlers)."""
@@ -40,7 +54,7 @@ class HarnessHost:
     async def manager(self) -> RunManager:
         async with self._lock:
             if self._manager is None:
-                self._manager = await RunManager.open(loaded=self.loaded(), home=self.home)
+                self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
             return self._manager
 
     async def close(self) -> None:

@@ -3,7 +3,12 @@
     deerflow run "PROMPT" [--thread ID] [--model NAME] [--mode M] [--skill S] [--json]
     deerflow reply THREAD ["ANSWER"] [--field NAME=VALUE ...] [--json]
     deerflow threads
+    deerflow mcp list|tools|reset
     deerflow artifacts THREAD
+    deerflow skills list|show NAME|install PATH [--replace]|enable NAME|disable NAME
+    deerflow batches list|status ID|export ID [--out F]|cancel ID|worker [--until-idle]
+    deerflow agents list|show NAME|delete NAME|new NAME ["WHAT IT IS FOR"] [--display-name X]
+    deerflow schedule add "PROMPT" --cron EXPR [--agent A] [--thread T] [--tz Z]|list|remove ID|runs ID|run-due
     deerflow lab
 
 User errors (bad config, unknown thread, empty prompt) print one line and
@@ -21,8 +26,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
 from deerflow.agents.clarification_form import field_hint
+from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import UserError
+from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
 from deerflow.runtime import events as ev
+from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
+from deerflow.skills import cli as skills_cli
+from deerflow.subagents import cli as batches_cli
 from deerflow.tools.errors import ToolFailure
 
 
@@ -39,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", help="interaction mode: interactive, scheduled, webhook, autonomous")
     run.add_argument("--skill", help="activate a skill for this turn (same as starting the prompt with /NAME)")
     run.add_argument("--plan", action="store_true", help="plan mode (todo list)")
+    run.add_argument("--agent", help="run as this custom agent (see `deerflow agents`)")
+    run.add_argument("--ref", action="append", default=[], metavar="THREAD",
+                     help="another of your threads the agent may read (read_conversation); repeatable")
     run.add_argument("--record", metavar="FILE", help="record the model's answers to a cassette")
     run.add_argument("--replay", metavar="FILE", help="replay model answers from a cassette (offline)")
     run.add_argument("--json", action="store_true", help="print one JSON event per line")
@@ -49,8 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a form value; repeat for each field (and for several choices)")
     reply.add_argument("--json", action="store_true", help="print one JSON event per line")
     sub.add_parser("threads", help="list your threads")
+    add_mcp_parser(sub)
     arts = sub.add_parser("artifacts", help="list a thread's presented artifacts")
     arts.add_argument("thread")
+    skills_cli.add_parser(sub)
+    batches_cli.add_parser(sub)
+    add_agents_parser(sub)
+    add_schedule_parser(sub)
     lab = sub.add_parser("lab", help="start JupyterLab with the DeerFlow extension")
     lab.add_argument("lab_args", nargs=argparse.REMAINDER)
     return parser
@@ -80,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(client: Any, args: argparse.Namespace) -> int:
+    if args.command == "mcp":
+        return run_mcp_command(client, args)
     if args.command == "threads":
         for t in client.threads():
             print(f"{t.thread_id}  {t.title or '(untitled)'}")
@@ -89,6 +109,14 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
         for path in client.artifacts(args.thread):
             print(path)
         return 0
+    if args.command == "skills":
+        return skills_cli.run(client, args)
+    if args.command == "batches":
+        return batches_cli.run(client, args)
+    if args.command == "agents":
+        return run_agents_command(client, args, render=_render_run)
+    if args.command == "schedule":
+        return run_schedule_command(client, args)
     if args.command == "reply":
         answer = parse_reply_args(args.answer, args.field)
         return _render_run(client, client.stream_reply(args.thread, answer), as_json=args.json)
@@ -100,6 +128,7 @@ def _run(client: Any, args: argparse.Namespace) -> int:
     options = {k: v for k, v in {
         "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
         "record": args.record, "replay": args.replay,
+        "agent_name": args.agent, "referenced_threads": args.ref or None,
     }.items() if v is not None}
     return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json)
 
@@ -213,6 +242,15 @@ class TerminalRenderer:
 
     def _on_clarification(self, e: ev.Clarification) -> None:
         self._line("\n".join(clarification_lines(e.request, e.thread_id)))
+
+    def _on_subagent(self, e: ev.Subagent) -> None:
+        if e.status == "running":  # progress ticks; the terminal shows starts and ends
+            return
+        detail = e.detail or {}
+        extra = f", {detail['stop_reason']}" if e.status != "started" and detail.get("stop_reason") else ""
+        if isinstance(detail.get("acceptance"), str):
+            extra += f" — acceptance {detail['acceptance']}"
+        self._line(f"  ⇢ subagent {e.label}: {e.status}{extra}")
 
     def _on_artifact(self, e: ev.Artifact) -> None:
         self._line(f"  ★ artifact: {e.path}")

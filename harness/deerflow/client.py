@@ -19,11 +19,18 @@ from typing import IO, Any, TypeVar
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths, default_home
+from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
+from deerflow.errors import UserError
+from deerflow.mcp.credentials import UserCredential
+from deerflow.mcp.manager import MCP_SERVICE, McpManager
 from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
+from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
+from deerflow.tools.builtins.agent_tools import host_catalog
 from deerflow.tools.errors import ToolFailure
 
 T = TypeVar("T")
@@ -162,6 +169,104 @@ class AsyncDeerFlowClient:
     async def create_thread(self, **metadata: Any) -> str:
         return (await self.manager()).create_thread(self.user_id, metadata=metadata).thread_id
 
+    def agent_store(self) -> AgentStore:
+        """This user's custom agents: ``list_agents()``, ``get(name)``, ``delete(name)``.
+
+        An agent is created by a bootstrap run: ``chat("/bootstrap NAME what it is for")``
+        or ``chat(prompt, agent_name=NAME, is_bootstrap=True)``; ``chat(prompt,
+        agent_name=NAME)`` then runs it.
+        """
+        return AgentStore.for_user(self.home, self.user_id)
+
+    async def update_agent(self, name: str, **changes: Any) -> CustomAgent:
+        """Change a custom agent as its owner (``soul``, ``description``, ``skills``,
+        ``tool_groups``, ``model``, ``display_name``); validated, nothing written on error."""
+        manager = await self.manager()
+        try:
+            change = AgentChange(**changes)
+        except TypeError as exc:
+            raise UserError(f"update_agent: {exc}") from None
+        catalog = host_catalog(self.config, self.home, self.user_id, services=manager.services)
+        return self.agent_store().update(name, change, catalog=catalog)
+
+    # -- schedules -----------------------------------------------------------------------
+    def schedule_book(self) -> ScheduleBook:
+        """This user's schedules: ``add(cron=, prompt=, agent_name=, thread_id=, timezone=)``,
+        ``list_schedules()``, ``remove(id)``, ``runs(id)``."""
+        return ScheduleBook(self.home, self.user_id)
+
+    async def run_due_schedules(self) -> list[ScheduleRun]:
+        """Run this user's due schedules now, in ``scheduled`` mode, and wait for them."""
+        manager = await self.manager()
+        return await Scheduler(manager, self.schedule_book().store).run_due(user_id=self.user_id)
+
+    async def run_schedule_now(self, schedule_id: str) -> ScheduleRun:
+        """Run one schedule now, whatever its slot (a trial run), and wait for it."""
+        manager = await self.manager()
+        return await Scheduler(manager, self.schedule_book().store).run_now(schedule_id, self.user_id)
+
+    # -- skills (files only: no run manager needed) ----------------------------------------
+    def skill_library(self) -> SkillLibrary:
+        """Public and custom skills with this host's config (fresh reads of disk on every call)."""
+        return SkillLibrary.from_config(self._loaded, self.home)
+
+    def skills(self) -> list[SkillInfo]:
+        """Every skill of this user, enabled or not."""
+        return self.skill_library().skills(self.user_id)
+
+    def skill_listing(self) -> SkillListing:
+        """The skills plus the directories that failed to load (and why)."""
+        return self.skill_library().listing(self.user_id)
+
+    def skill(self, name: str) -> Skill:
+        """One skill with its instructions (``.body``) and files; NotFoundError if unknown."""
+        return self.skill_library().skill(self.user_id, name)
+
+    def install_skill(self, path: str | Path, *, replace: bool = False) -> InstallResult:
+        """Install a ``.skill``/``.zip`` archive or a directory as a custom skill, enabled.
+
+        SkillScan runs first; ``result.report`` holds its warnings.
+
+        Raises:
+            SkillScanBlocked: critical findings (``exc.report`` lists them); nothing installed.
+            SkillPackageError, SkillFormatError, UserError: an unsafe or invalid package.
+        """
+        return self.skill_library().install(self.user_id, Path(path), replace=replace)
+
+    def enable_skill(self, name: str) -> SkillInfo:
+        return self.skill_library().set_enabled(self.user_id, name, True)
+
+    def disable_skill(self, name: str) -> SkillInfo:
+        """Hide a skill from this user's next runs (prompt, tools and ``/mnt/skills``)."""
+        return self.skill_library().set_enabled(self.user_id, name, False)
+
+    # -- MCP (deerflow.mcp) ---------------------------------------------------------------
+    async def mcp(self) -> McpManager:
+        """The host's MCP manager; nothing starts until a run or :meth:`mcp_tools` needs tools."""
+        return (await self.manager()).services[MCP_SERVICE]
+
+    async def mcp_servers(self) -> list[dict[str, Any]]:
+        """Each configured MCP server: status (``not_started``, ``ok``, ``failed``...), tools, error."""
+        return (await self.mcp()).servers()
+
+    async def mcp_tools(self) -> list[dict[str, str]]:
+        """Start the MCP servers not started yet and list every tool they offer."""
+        mcp = await self.mcp()
+        await mcp.discover(user_id=self.user_id)
+        return mcp.tool_list()
+
+    async def reset_mcp(self) -> None:
+        """Forget MCP tools, tokens and sessions; the next run starts the servers again."""
+        await (await self.mcp()).reset()
+
+    async def set_mcp_credential(self, server: str, *, token: str | None = None, refresh_token: str | None = None,
+                                 headers: dict[str, str] | None = None, env: dict[str, str] | None = None) -> None:
+        """Store this user's own credential for an MCP server (``credentials.scope: user``);
+        None for every value removes it."""
+        values = (token, refresh_token, headers, env)
+        credential = None if not any(values) else UserCredential(token, refresh_token, headers or {}, env or {})
+        (await self.mcp()).set_user_credential(self.user_id, server, credential)
+
     async def threads(self) -> list[ThreadRecord]:
         return (await self.manager()).store.list_threads(self.user_id)
 
@@ -183,6 +288,20 @@ class AsyncDeerFlowClient:
         if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
             raise ToolFailure(f"{located.virtual} is not an output file of this thread", code="not_found")
         return located.host.read_bytes()
+
+    async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
+                             max_frames: int | None = None) -> AsyncIterator[bytes]:
+        """Live JPEG frames of the thread's browser page, as it changes (one viewer at a time)."""
+        from contextlib import aclosing
+
+        from deerflow.browser.service import live_frames
+
+        manager = await self.manager()
+        manager.thread(thread_id, self.user_id)
+        async with aclosing(live_frames(manager.services, thread_id, self.user_id, interval=interval,
+                                        max_frames=max_frames)) as frames:
+            async for frame in frames:
+                yield frame
 
     async def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> Any:
         """Put a file into the thread's uploads; returns its upload info."""
@@ -269,6 +388,51 @@ class DeerFlowClient:
     def create_thread(self, **metadata: Any) -> str:
         return self._call(self._async.create_thread(**metadata))
 
+    def agent_store(self) -> AgentStore:
+        return self._async.agent_store()
+
+    def update_agent(self, name: str, **changes: Any) -> CustomAgent:
+        return self._call(self._async.update_agent(name, **changes))
+
+    def schedule_book(self) -> ScheduleBook:
+        return self._async.schedule_book()
+
+    def run_due_schedules(self) -> list[ScheduleRun]:
+        return self._call(self._async.run_due_schedules())
+
+    def run_schedule_now(self, schedule_id: str) -> ScheduleRun:
+        return self._call(self._async.run_schedule_now(schedule_id))
+
+    def skills(self) -> list[SkillInfo]:
+        return self._async.skills()
+
+    def skill_listing(self) -> SkillListing:
+        return self._async.skill_listing()
+
+    def skill(self, name: str) -> Skill:
+        return self._async.skill(name)
+
+    def install_skill(self, path: str | Path, *, replace: bool = False) -> InstallResult:
+        return self._async.install_skill(path, replace=replace)
+
+    def enable_skill(self, name: str) -> SkillInfo:
+        return self._async.enable_skill(name)
+
+    def disable_skill(self, name: str) -> SkillInfo:
+        return self._async.disable_skill(name)
+
+    def mcp_servers(self) -> list[dict[str, Any]]:
+        return self._call(self._async.mcp_servers())
+
+    def mcp_tools(self) -> list[dict[str, str]]:
+        return self._call(self._async.mcp_tools())
+
+    def reset_mcp(self) -> None:
+        self._call(self._async.reset_mcp())
+
+    def set_mcp_credential(self, server: str, **values: Any) -> None:
+        self._call(self._async.set_mcp_credential(server, **values))
+
     def threads(self) -> list[ThreadRecord]:
         return self._call(self._async.threads())
 
@@ -280,6 +444,10 @@ class DeerFlowClient:
 
     def read_artifact(self, thread_id: str, path: str) -> bytes:
         return self._call(self._async.read_artifact(thread_id, path))
+
+    def browser_frames(self, thread_id: str, *, interval: float = 0.5,
+                       max_frames: int | None = None) -> Iterator[bytes]:
+        return self._iterate(self._async.browser_frames(thread_id, interval=interval, max_frames=max_frames))
 
     def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> Any:
         return self._call(self._async.upload(thread_id, data, name))

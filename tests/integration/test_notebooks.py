@@ -17,6 +17,7 @@ from deerflow.config.loader import load_config
 from deerflow.models.factory import create_chat_model
 from deerflow.sandbox.factory import make_provider
 from deerflow.tools.builtins import builtin_groups
+from fixtures.mcp_notebook import TIME_TOOLS, check_mcp_notebook
 
 pytestmark = pytest.mark.integration
 
@@ -68,9 +69,38 @@ def check_data_analysis(nb, home: Path) -> None:
     assert computed.splitlines()[1] == "North,806,399,25.0"  # totals computed by the agent's python cell
 
 
+def check_agents_and_schedules(nb, home: Path) -> None:
+    shown = texts(nb)
+    assert "Saved custom agent 'digest'" in shown and "Updated 'digest': soul." in shown
+    soul = next(home.glob("users/*/agents/digest/SOUL.md")).read_text()
+    assert soul.startswith("You are Digest") and 'End every digest with a one-line "TL;DR:".' in soul
+    assert "display_name: Daily digest" in next(home.glob("users/*/agents/digest/config.yaml")).read_text()
+    assert "I wrote echo.md. MCP servers received: 0." in shown  # the ACP agent's answer, text only
+    assert "(private reasoning)" not in shown  # its thoughts never reach the lead
+    assert len(list(home.glob("users/*/threads/*/acp-workspace/echo.md"))) == 1
+    assert "success | delivery: delivered" in shown and "[('success', 0, 'delivered')]" in shown
+    assert 'Assumption: "today" means' in shown  # the scheduled run assumed instead of asking
+
+
+def check_skills(nb, home: Path) -> None:
+    shown = texts(nb)
+    assert "web_search           error    skill_tool_not_allowed" in shown  # refused by data-analysis
+    assert "python               success" in shown
+    assert "bad copy blocked: True" in shown and "[critical] pipe_to_shell at setup.sh:1" in shown
+    assert "installed meeting-notes (custom, enabled)" in shown
+    assert "| Ana | Send the Q3 deck | Friday |" in shown  # the custom skill's run, loaded and rendered
+    assert "meeting-notes (disabled)" in shown
+    assert (home / "users" / "local" / "skills" / "meeting-notes" / "SKILL.md").is_file()
+    assert thread_files(home, "outputs") == {"visits-summary.md", "visits_by_channel.csv", "visits_by_channel.png",
+                                             "action-items.md"}
+
+
 CHECKS: dict[str, Callable] = {
     "01_research_quickstart.ipynb": check_research_quickstart,
     "02_data_analysis.ipynb": check_data_analysis,
+    "03_skills.ipynb": check_skills,
+    "07_agents_and_schedules.ipynb": check_agents_and_schedules,
+    "04_mcp.ipynb": check_mcp_notebook,
 }
 
 
@@ -99,6 +129,8 @@ def test_offline_scripts_only_call_tools_that_exist():
         resolved = create_chat_model(loaded.config, entry.name, config_file=str(loaded.path))
         groups = builtin_groups(loaded.config, resolved, sandbox=sandbox)
         available = {t.name for group in groups.values() for t in group}
+        available |= TIME_TOOLS if entry.name == "mcp" else set()  # 04_mcp.ipynb's MCP time server
+        available |= {"task"} if entry.name == "subagents" else set()  # 06_subagents.ipynb runs with --subagents
         script = resolved.model.turns
         called = {call.name for turn in script for call in turn.tool_calls}
         assert called and called <= available, (entry.name, called - available)

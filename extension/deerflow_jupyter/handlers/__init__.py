@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from deerflow_jupyter.handlers import files, runs, threads
+from deerflow_jupyter.handlers import (
+    agents,
+    batches,
+    browser,
+    files,
+    mcp,
+    plugins,
+    runs,
+    schedules,
+    skills,
+    threads,
+)
 
 _T = r"(?P<thread_id>[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127})"
 _R = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
@@ -27,4 +38,24 @@ ROUTES = [
     (rf"/threads/{_T}/uploads", files.UploadsHandler),
     (rf"/threads/{_T}/artifacts", files.ArtifactsHandler),
     (rf"/threads/{_T}/artifacts/(?P<relpath>.+)", files.ArtifactFileHandler),
+    (rf"/threads/{_T}/browser/frame", browser.BrowserFrameHandler),
+    (rf"/threads/{_T}/browser/live", browser.BrowserLiveHandler),
+    (r"/skills", skills.SkillsHandler),
+    (r"/skills/install", skills.SkillInstallHandler),  # before /skills/{name}: first match wins
+    (rf"/skills/{skills.NAME_PATTERN}", skills.SkillHandler),
+    (r"/mcp/config", mcp.McpConfigHandler),
+    (r"/mcp/reset", mcp.McpResetHandler),
+    (r"/mcp/servers", mcp.McpServersHandler),
+    (r"/mcp/tools", mcp.McpToolsHandler),
+    (r"/batches", batches.BatchesHandler),
+    (rf"/batches/{batches.BATCH_ID}", batches.BatchHandler),
+    (rf"/batches/{batches.BATCH_ID}/cancel", batches.BatchCancelHandler),
+    (rf"/batches/{batches.BATCH_ID}/export", batches.BatchExportHandler),
+    (r"/agents", agents.AgentsHandler),
+    (rf"/agents/{agents.NAME}", agents.AgentHandler),
+    (r"/schedules", schedules.SchedulesHandler),
+    (rf"/schedules/{schedules.SCHEDULE_ID}", schedules.ScheduleHandler),
+    (rf"/schedules/{schedules.SCHEDULE_ID}/runs", schedules.ScheduleRunsHandler),
+    (rf"/schedules/{schedules.SCHEDULE_ID}/run", schedules.ScheduleRunNowHandler),
+    (r"/plugins", plugins.PluginsHandler),  # report only; plugin routes are added by the app at startup
 ]

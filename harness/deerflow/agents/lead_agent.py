@@ -8,7 +8,7 @@ the checkpointer, tool sources — from an explicit :class:`LeadAgentDeps`.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain.agents import create_agent
@@ -22,10 +22,17 @@ from deerflow.agents.middlewares import MiddlewareOptions, build_middlewares
 from deerflow.agents.prompt import build_system_prompt
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.schema import AppConfig
+from deerflow.custom_agents.profile import AgentProfile, resolve_profile
+from deerflow.custom_agents.store import AgentStore
+from deerflow.mcp.run_tools import McpRunTools
 from deerflow.models.factory import ResolvedModel, create_chat_model
+from deerflow.plugins import PluginSet
 from deerflow.runtime.context import RunContext
+from deerflow.skills.run import RunSkills
 from deerflow.tools.assembly import ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy
+from deerflow.tools.builtins.agent_tools import with_run_tools
+from deerflow.tools.builtins.conversation import ConversationReader
 
 RUNTIME_OPTIONS = (
     "model_name", "thinking_enabled", "is_plan_mode", "subagent_enabled", "max_concurrent_subagents",
@@ -42,6 +49,17 @@ class LeadAgentDeps:
     sources: ToolSources = field(default_factory=ToolSources)
     config_file: str | None = None
     user_id: str = "local"
+    # custom agents: the user's store and the skill names agents may name (None: unchecked)
+    agents: AgentStore | None = None
+    skill_names: frozenset[str] | None = None
+    # the host's grant for read_conversation (only when the request referenced other threads)
+    conversation_reader: ConversationReader | None = None
+    # the run's enabled skills (discovery section of the prompt; None: no skills)
+    skills: RunSkills | None = None
+    # the run's MCP tools (ToolSources.mcp), notices and deferred schemas (None: no MCP)
+    mcp: McpRunTools | None = None
+    # tools and middlewares of the host's startup plugins (deerflow.plugins; None: no plugins)
+    plugins: PluginSet | None = None
 
 
 @dataclass
@@ -49,6 +67,7 @@ class LeadAgent:
     graph: CompiledStateGraph
     model: ResolvedModel
     tools: list[BaseTool]
+    profile: AgentProfile = field(default_factory=AgentProfile)
 
 
 def runtime_options(config: RunnableConfig | None) -> dict[str, Any]:
@@ -59,7 +78,7 @@ def runtime_options(config: RunnableConfig | None) -> dict[str, Any]:
 
 def make_lead_agent(
     config: RunnableConfig | None, *, deps: LeadAgentDeps, model: ResolvedModel | None = None,
-    interaction: RunInteractionPolicy | None = None,
+    interaction: RunInteractionPolicy | None = None, profile: AgentProfile | None = None,
 ) -> LeadAgent:
     """Build the lead agent for a run.
 
@@ -71,27 +90,46 @@ def make_lead_agent(
             once per run); else resolved from ``configurable``.  It decides
             whether ``ask_clarification`` is offered, what the clarification
             middleware does and the prompt's interaction guidance.
+        profile: The run's agent identity (:mod:`deerflow.custom_agents.profile`); else
+            resolved from ``agent_name``/``is_bootstrap``.  A custom agent's soul goes into
+            the prompt and its model, tool groups and skills narrow the run.
     """
     options = runtime_options(config)
     if interaction is None:
         interaction = RunInteractionPolicy.resolve((config or {}).get("configurable"))
     app = deps.app_config
-    resolved = model or create_chat_model(app, options.get("model_name"), config_file=deps.config_file)
+    subagents_on = bool(options.get("subagent_enabled", app.subagents.enabled))
+    profile = profile or resolve_profile(options, deps.agents)
+    resolved = model or create_chat_model(app, options.get("model_name") or profile.model,
+                                          config_file=deps.config_file)
+    sources = deps.sources if deps.mcp is None else replace(deps.sources, mcp=deps.mcp.source)
+    if deps.plugins is not None:
+        sources = replace(sources, plugins=deps.plugins.tools)
+    sources = with_run_tools(sources, app, profile=profile, store=deps.agents, skill_names=deps.skill_names,
+                             mode=interaction.mode, reader=deps.conversation_reader)
     tools = get_available_tools(
-        None, True, resolved.name, bool(options.get("subagent_enabled")),
-        app_config=app, sources=deps.sources, user_id=deps.user_id, config_file=deps.config_file,
+        profile.tool_groups, True, resolved.name, subagents_on,
+        app_config=app, sources=sources, user_id=deps.user_id, config_file=deps.config_file,
         hidden=interaction.hidden_tools,
     )
+    if deps.mcp is not None:
+        deps.mcp.bind(tools)  # tool_search reveals only the MCP tools the run really offers
     policy = ToolPolicy.for_user(app.authorization, deps.user_id)
     middleware = build_middlewares(app, policy, MiddlewareOptions(
         is_plan_mode=bool(options.get("is_plan_mode")),
-        subagent_enabled=bool(options.get("subagent_enabled")),
+        subagent_enabled=subagents_on,
         interaction=interaction,
+        max_concurrent_subagents=options.get("max_concurrent_subagents"),
+        max_total_subagents=options.get("max_total_subagents"),
+        mcp=deps.mcp,
+        plugin_middlewares=tuple(deps.plugins.middlewares()) if deps.plugins else (),
     ), model=resolved, config_file=deps.config_file)
     prompt = build_system_prompt(today=dt.date.today().isoformat(), tool_names=[t.name for t in tools],
-                                 interaction_guidance=interaction.prompt_guidance())
+                                 interaction_guidance=interaction.prompt_guidance(),
+                                 agent_instructions=profile.soul,
+                                 sections=[*profile.prompt_sections(), deps.skills.prompt_section() if deps.skills else ""])
     graph = create_agent(
         resolved.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
         context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",
     )
-    return LeadAgent(graph=graph, model=resolved, tools=tools)
+    return LeadAgent(graph=graph, model=resolved, tools=tools, profile=profile)

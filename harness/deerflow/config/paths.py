@@ -5,6 +5,8 @@ default ``~/.deerflow``).  Per user and thread the layout is::
 
     $DEERFLOW_HOME/users/{user}/threads/{thread}/user-data/{uploads,workspace,outputs}
     $DEERFLOW_HOME/users/{user}/threads/{thread}/acp-workspace/
+    $DEERFLOW_HOME/users/{user}/threads/{thread}/skills/     (projection of enabled skills)
+    $DEERFLOW_HOME/users/{user}/skills/{skill}/              (the user's custom skills)
 
 User and thread ids become path components, so they are validated here, once,
 before any directory is built from them.
@@ -71,6 +73,11 @@ class ThreadPaths:
     def acp_workspace(self) -> Path:
         return self.root / "acp-workspace"
 
+    @property
+    def skills_view(self) -> Path:
+        """The thread's projection of its enabled skills, mounted read-only at ``/mnt/skills``."""
+        return self.root / "skills"
+
     def ensure(self) -> ThreadPaths:
         """Create the thread's directories (idempotent) and return self."""
         for d in (self.uploads, self.workspace, self.outputs):
@@ -95,6 +102,10 @@ class HomePaths:
 
     def user_dir(self, user_id: str) -> Path:
         return self.home / "users" / check_id(user_id, kind="user")
+
+    def user_skills(self, user_id: str) -> Path:
+        """The user's custom skills, one directory per skill."""
+        return self.user_dir(user_id) / "skills"
 
     def thread(self, user_id: str, thread_id: str) -> ThreadPaths:
         return ThreadPaths(self.user_dir(user_id) / "threads" / check_id(thread_id, kind="thread"))

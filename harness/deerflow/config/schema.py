@@ -89,19 +89,54 @@ class SandboxConfig(_Section):
     allow_host_bash: bool = False
     network: Literal["isolated", "open", "allowlist"] = "isolated"
     allowed_hosts: list[str] = Field(default_factory=list)
+    egress_hosts: dict[str, str] = Field(default_factory=dict)
     command_timeout: float = Field(default=60.0, gt=0)
     python_timeout: float = Field(default=120.0, gt=0)
     kernel_idle_timeout: float = Field(default=900.0, gt=0)
     image: str = "python:3.11-slim"
     memory_limit: str | None = None
     cpu_limit: float | None = None
+    pids_limit: int | None = Field(default=512, ge=1)
     warm_pool_size: int = Field(default=0, ge=0)
 
 
 class SkillsConfig(_Section):
+    """Skills (:mod:`deerflow.skills`): where public skills are and how the model discovers them.
+
+    ``path`` replaces the repository's ``skills/public`` (its ``public/`` subfolder
+    when it has one; relative to the config file).  ``container_path`` is the
+    virtual-path contract and cannot move.  Enabled state is per user, in
+    ``extensions_config.json`` (``skills``), not here.
+    """
+
     path: str | None = None
-    container_path: str = "/mnt/skills"
+    container_path: Literal["/mnt/skills"] = "/mnt/skills"
     deferred_discovery: bool = False
+
+
+class SubagentTypeConfig(_Section):
+    """A custom subagent type: its own prompt, tools, model and limits."""
+
+    description: str = Field(min_length=1, description="What the lead is told this type is for.")
+    prompt: str = Field(min_length=1, description="The subagent's system prompt.")
+    tools: list[str] | None = Field(default=None, description="Tool names it may use (None: the defaults).")
+    model: str = Field(default="inherit", description="A model name, or 'inherit' (the lead's model).")
+    skills: list[str] | None = Field(default=None, description="Tools its skills may use (None: no own limit).")
+    max_turns: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class BatchesConfig(_Section):
+    """Durable batches: items in SQL, run by a bounded worker pool."""
+
+    enabled: bool = False
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    sqlite_path: str | None = None
+    postgres_url: str | None = None
+    concurrency: int = Field(default=4, ge=1, le=64)
+    lease_seconds: float = Field(default=120.0, gt=0)
+    max_items: int = Field(default=500, ge=1, le=10_000)
 
 
 class SubagentsConfig(_Section):
@@ -109,6 +144,12 @@ class SubagentsConfig(_Section):
     max_concurrent: int = Field(default=3, ge=1, le=16)
     max_total_per_run: int = Field(default=10, ge=1, le=50)
     timeout_seconds: float = Field(default=900.0, gt=0)
+    max_turns: int = Field(default=30, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    poll_interval: float = Field(default=0.5, gt=0)
+    receipts_enabled: bool = True
+    types: dict[str, SubagentTypeConfig] = Field(default_factory=dict)
+    batches: BatchesConfig = Field(default_factory=BatchesConfig)
 
 
 class SummarizationConfig(_Section):
@@ -163,9 +204,12 @@ class BrowserConfig(_Section):
     allow_private_addresses: bool = False
     cdp_url: str | None = None
     allow_unguarded_cdp: bool = False
+    idle_timeout: float = Field(default=900.0, gt=0)
+    navigation_timeout: float = Field(default=30.0, gt=0)
 
 
 class WebConfig(_Section):
+    enabled: bool = True
     search_provider: str = "duckduckgo"
     max_fetch_bytes: int = Field(default=2_000_000, ge=1_000)
     fetch_timeout: float = Field(default=20.0, gt=0)
@@ -175,10 +219,30 @@ class WebConfig(_Section):
 
 
 class AcpAgentConfig(_Section):
-    command: str
+    """An external agent spoken to over ACP (stdio); see :mod:`deerflow.acp`."""
+
+    command: str = Field(min_length=1, description="The ACP adapter executable (a name on PATH or a path).")
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     description: str | None = None
+    permissions: Literal["auto", "deny", "allow"] = Field(
+        default="auto", description="Answer to the agent's permission requests: auto = allow in "
+        "interactive runs, deny in unattended ones; deny; allow.")
+    timeout_seconds: float = Field(default=600.0, gt=0, description="Deadline of one invoke_acp_agent call.")
+
+
+class McpConfig(_Section):
+    """Host settings of MCP (the servers themselves live in extensions_config.json)."""
+
+    session_idle_timeout: float = Field(default=600.0, gt=0, description="Close unused sessions after this.")
+    retry_failed_after: float = Field(default=60.0, ge=0, description="Try a failed server again after this.")
+
+
+class ToolSearchConfig(_Section):
+    """Deferred MCP schemas: names only until ``tool_search`` promotes them."""
+
+    enabled: bool = False
+    max_results: int = Field(default=5, ge=1, le=20)
 
 
 class StorageConfig(_Section):
@@ -190,6 +254,28 @@ class StorageConfig(_Section):
 class UploadsConfig(_Section):
     max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
     max_files: int = Field(default=200, ge=1)
+
+
+class PluginConfig(_Section):
+    """A Python extension loaded once at startup (see :mod:`deerflow.plugins`).
+
+    Exactly one of ``entry_point`` (a name in the ``deerflow.plugins`` entry-point
+    group of an installed package) or ``path`` (a local package directory or a
+    ``.py`` file, relative to this config file) is given.  Plugins run with the
+    host's privileges; they are configured here only, never through the API.
+    """
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,39}$", description="Plugin id (route prefix, logs).")
+    entry_point: str | None = None
+    path: str | None = None
+    enabled: bool = True
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PluginConfig:
+        if (self.entry_point is None) == (self.path is None):
+            raise ValueError("give exactly one of entry_point or path")
+        return self
 
 
 class AppConfig(_Section):
@@ -211,8 +297,11 @@ class AppConfig(_Section):
     browser: BrowserConfig = Field(default_factory=BrowserConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     acp_agents: dict[str, AcpAgentConfig] = Field(default_factory=dict)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     uploads: UploadsConfig = Field(default_factory=UploadsConfig)
+    plugins: list[PluginConfig] = Field(default_factory=list)
 
     @field_validator("models")
     @classmethod

@@ -12,31 +12,22 @@ the same conversation, and every new thread starts at turn 0.  Each answer is st
 with its turn in ``response_metadata`` so a conversation whose older messages were
 summarized away still continues after the latest stamped turn.
 
-Script format (YAML; a bare list of turns is accepted too)::
-
-    name: hello                # optional, defaults to the file stem
-    context_window: 8000       # optional, exposed as ``profile["max_input_tokens"]``
-    turns:
-      - text: "Let me write that."      # text and/or tool_calls
-        tool_calls:
-          - name: write_file
-            args: {path: /mnt/user-data/outputs/hello.md, content: "# Hello"}
-            id: call_custom              # optional, default call_<turn>_<n>
-        expect: "hello"                  # optional: the latest user/tool message must contain it
-      - "A plain string is a text-only turn."
+The script format (turns, tool calls, ``expect``, and ``conversations`` for agents that
+start conversations of their own, such as subagents) is parsed in
+:mod:`deerflow.models.script_format`; its names are re-exported here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.model_profile import ModelProfile
 from langchain_core.messages import (
@@ -53,69 +44,32 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
+from deerflow.models.script_format import (
+    ModelError,
+    Script,
+    ScriptConversation,
+    ScriptError,
+    ScriptExhaustedError,
+    ScriptMismatchError,
+    ScriptSource,
+    ScriptToolCall,
+    ScriptTurn,
+    load_script,
+    parse_script,
+)
+
+__all__ = [
+    "TURN_STAMP", "ModelCall", "ModelError", "Script", "ScriptConversation", "ScriptError",
+    "ScriptExhaustedError", "ScriptMismatchError", "ScriptSource", "ScriptToolCall", "ScriptTurn",
+    "ScriptedChatModel", "approximate_usage", "bind_tool_schemas", "bound_tool_names",
+    "count_ai_messages", "load_script", "parse_script", "split_text", "stream_message",
+]
+
 TURN_STAMP = "script_turn"
 """``response_metadata`` key holding the script turn an answer was played from."""
 
-_TURN_KEYS = frozenset({"text", "tool_calls", "expect"})
-_TOOL_CALL_KEYS = frozenset({"name", "args", "id"})
-_SCRIPT_KEYS = frozenset({"name", "description", "context_window", "turns"})
-
-
-class ModelError(ValueError):
-    """A model cannot answer because of how it was set up (its script or cassette).
-
-    These are user errors: the message says what to fix, no traceback is needed.
-    """
-
-
-class ScriptError(ModelError):
-    """The script is not valid; the message names the script and the turn."""
-
-
-class ScriptExhaustedError(ModelError):
-    """The conversation asked for a turn past the end of the script."""
-
-    def __init__(self, script: str, turns: int, requested: int) -> None:
-        self.script = script
-        self.turns = turns
-        self.requested = requested
-        last = f" (turns 0-{turns - 1})" if turns else ""
-        super().__init__(
-            f"script {script!r} has {turns} turns{last} but the conversation asks for "
-            f"turn {requested}: it already holds {requested} AI messages. Add turns to "
-            "the script or start a new thread."
-        )
-
-
-class ScriptMismatchError(ModelError):
-    """A turn's ``expect`` text is not in the latest user or tool message."""
-
-
-@dataclass(frozen=True)
-class ScriptToolCall:
-    """One tool call a turn makes."""
-
-    name: str
-    args: dict[str, Any]
-    id: str
-
-
-@dataclass(frozen=True)
-class ScriptTurn:
-    """One answer of the model: text and/or tool calls."""
-
-    text: str = ""
-    tool_calls: tuple[ScriptToolCall, ...] = ()
-    expect: str | None = None
-
-
-@dataclass(frozen=True)
-class Script:
-    """A parsed script."""
-
-    name: str
-    turns: tuple[ScriptTurn, ...]
-    context_window: int | None = None
+CONVERSATION_STAMP = "script_conversation"
+"""``response_metadata`` key naming the script conversation an answer belongs to."""
 
 
 @dataclass
@@ -133,119 +87,6 @@ class ModelCall:
     tools: list[str]
     kwargs: dict[str, Any] = field(default_factory=dict)
     turn: int = 0
-
-
-ScriptSource = str | Path | Mapping[str, Any] | Sequence[Any] | Script
-
-
-def load_script(source: ScriptSource) -> Script:
-    """Parse a script from a path, YAML text or already-parsed data.
-
-    A string is a path when it is a single line that names an existing file or ends
-    in ``.yaml``/``.yml``; otherwise it is YAML text.
-
-    Raises:
-        ScriptError: if the file is missing or the script is invalid.
-    """
-    if isinstance(source, Script):
-        return source
-    if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
-        path = Path(source).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ScriptError(f"cannot read script file {path}: {exc.strerror}") from exc
-        return parse_script(_parse_yaml(text, name=str(path)), name=path.stem)
-    if isinstance(source, str):
-        return parse_script(_parse_yaml(source, name="inline"), name="inline")
-    return parse_script(source, name="inline")
-
-
-def _looks_like_path(text: str) -> bool:
-    line = text.strip()
-    if not line or "\n" in line:
-        return False
-    if line.endswith((".yaml", ".yml")):
-        return True
-    try:
-        return Path(line).expanduser().is_file()
-    except OSError:  # a long YAML line is not a valid file name
-        return False
-
-
-def _parse_yaml(text: str, *, name: str) -> Any:
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScriptError(f"script {name!r}: invalid YAML{where}: {problem}") from exc
-
-
-def parse_script(data: Any, *, name: str = "inline") -> Script:
-    """Validate parsed YAML data into a :class:`Script`.
-
-    Raises:
-        ScriptError: naming the script and, for a bad turn, the turn index.
-    """
-    context_window = None
-    if isinstance(data, Mapping):
-        unknown = set(data) - _SCRIPT_KEYS
-        if unknown:
-            raise ScriptError(f"script {name!r}: unknown keys {sorted(unknown)}")
-        name = str(data.get("name") or name)
-        context_window = data.get("context_window")
-        if context_window is not None and (
-            not isinstance(context_window, int) or context_window <= 0
-        ):
-            raise ScriptError(f"script {name!r}: context_window must be a positive integer")
-        data = data.get("turns")
-    if not isinstance(data, Sequence) or isinstance(data, str) or not data:
-        raise ScriptError(f"script {name!r}: expected a non-empty list of turns")
-    turns = tuple(_parse_turn(name, index, raw) for index, raw in enumerate(data))
-    return Script(name=name, turns=turns, context_window=context_window)
-
-
-def _parse_turn(script: str, index: int, raw: Any) -> ScriptTurn:
-    where = f"script {script!r} turn {index}"
-    if isinstance(raw, str):
-        raw = {"text": raw}
-    if not isinstance(raw, Mapping):
-        raise ScriptError(f"{where}: a turn must be a mapping, got {type(raw).__name__}")
-    unknown = set(raw) - _TURN_KEYS
-    if unknown:
-        raise ScriptError(f"{where}: unknown keys {sorted(unknown)} (use {sorted(_TURN_KEYS)})")
-    text = raw.get("text") or ""
-    if not isinstance(text, str):
-        raise ScriptError(f"{where}: 'text' must be a string")
-    calls = raw.get("tool_calls") or []
-    if not isinstance(calls, Sequence) or isinstance(calls, str):
-        raise ScriptError(f"{where}: 'tool_calls' must be a list")
-    tool_calls = tuple(_parse_tool_call(where, index, n, call) for n, call in enumerate(calls))
-    if not text and not tool_calls:
-        raise ScriptError(f"{where}: a turn needs 'text' and/or 'tool_calls'")
-    expect = raw.get("expect")
-    if expect is not None and not isinstance(expect, str):
-        raise ScriptError(f"{where}: 'expect' must be a string")
-    return ScriptTurn(text=text, tool_calls=tool_calls, expect=expect)
-
-
-def _parse_tool_call(where: str, turn: int, n: int, raw: Any) -> ScriptToolCall:
-    where = f"{where} tool call {n}"
-    if not isinstance(raw, Mapping):
-        raise ScriptError(f"{where}: must be a mapping with 'name' and 'args'")
-    unknown = set(raw) - _TOOL_CALL_KEYS
-    if unknown:
-        raise ScriptError(f"{where}: unknown keys {sorted(unknown)}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name:
-        raise ScriptError(f"{where}: missing tool 'name'")
-    args = raw.get("args", {})
-    if not isinstance(args, Mapping):
-        raise ScriptError(f"{where} ({name}): 'args' must be a mapping")
-    call_id = raw.get("id") or f"call_{turn}_{n}"
-    return ScriptToolCall(name=name, args=dict(args), id=str(call_id))
 
 
 def bound_tool_names(kwargs: Mapping[str, Any]) -> list[str]:
@@ -349,12 +190,17 @@ class ScriptedChatModel(BaseChatModel):
         script_name: Name used in errors and ``response_metadata["model_name"]``.
         context_window: Context size to advertise (``profile["max_input_tokens"]``).
         words_per_chunk: How many words each streamed text chunk carries.
+        latency: Seconds each async answer waits first, like a provider's round trip
+            (``asyncio.sleep``: concurrent callers overlap, as with a real API).
+        conversations: Other conversations the script plays, chosen by the first user message.
     """
 
     turns: tuple[ScriptTurn, ...]
+    conversations: tuple[ScriptConversation, ...] = ()
     script_name: str = "inline"
     context_window: int | None = None
     words_per_chunk: int = 3
+    latency: float = 0.0
     _calls: list[ModelCall] = PrivateAttr(default_factory=list)
 
     def __init__(self, script: ScriptSource, **kwargs: Any) -> None:
@@ -366,7 +212,8 @@ class ScriptedChatModel(BaseChatModel):
         parsed = load_script(script)
         if kwargs.get("context_window") is None:
             kwargs["context_window"] = parsed.context_window
-        super().__init__(turns=parsed.turns, script_name=parsed.name, **kwargs)
+        super().__init__(turns=parsed.turns, conversations=parsed.conversations,
+                         script_name=parsed.name, **kwargs)
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedChatModel:
@@ -410,14 +257,28 @@ class ScriptedChatModel(BaseChatModel):
         The turn after the latest answer stamped by this script, or else the number of
         AI messages in the conversation.
         """
+        conversation = self.conversation(messages)
+        label = conversation.name if conversation else None
         for message in reversed(messages):
             if isinstance(message, AIMessage):
                 metadata = message.response_metadata
                 stamp = metadata.get(TURN_STAMP)
-                if isinstance(stamp, int) and metadata.get("model_name") == self._model_name:
+                if (isinstance(stamp, int) and metadata.get("model_name") == self._model_name
+                        and metadata.get(CONVERSATION_STAMP) == label):
                     return stamp + 1
                 break
         return count_ai_messages(messages)
+
+    def conversation(self, messages: Sequence[BaseMessage]) -> ScriptConversation | None:
+        """The ``conversations`` entry this conversation plays (None: the main ``turns``).
+
+        Chosen by the first user message, which a subagent's conversation starts with.
+        """
+        if not self.conversations:
+            return None
+        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        text = first.text if first is not None else ""
+        return next((c for c in self.conversations if c.match in text), None)
 
     @property
     def _model_name(self) -> str:
@@ -432,6 +293,33 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         message = self._answer(messages, stop=stop, kwargs=kwargs)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if not self.latency:
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+        await asyncio.sleep(self.latency)
+        return self._generate(messages, stop, **kwargs)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        if not self.latency:
+            async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+                yield chunk
+            return
+        await asyncio.sleep(self.latency)
+        for chunk in self._stream(messages, stop, **kwargs):
+            yield chunk
 
     def _stream(
         self,
@@ -451,9 +339,12 @@ class ScriptedChatModel(BaseChatModel):
         if stop:
             options["stop"] = stop
         self._calls.append(ModelCall(list(messages), bound_tool_names(kwargs), options, turn=index))
-        if index >= len(self.turns):
-            raise ScriptExhaustedError(self.script_name, len(self.turns), index)
-        turn = self.turns[index]
+        conversation = self.conversation(messages)
+        turns = conversation.turns if conversation else self.turns
+        if index >= len(turns):
+            name = f"{self.script_name}/{conversation.name}" if conversation else self.script_name
+            raise ScriptExhaustedError(name, len(turns), index)
+        turn = turns[index]
         if turn.expect is not None:
             self._check_expect(turn.expect, index, messages)
         message = AIMessage(
@@ -466,6 +357,7 @@ class ScriptedChatModel(BaseChatModel):
                 "model_name": self._model_name,
                 "finish_reason": "tool_calls" if turn.tool_calls else "stop",
                 TURN_STAMP: index,
+                **({CONVERSATION_STAMP: conversation.name} if conversation else {}),
             },
         )
         message.usage_metadata = approximate_usage(messages, message)  # type: ignore[assignment]

@@ -19,17 +19,27 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
+from deerflow.acp.mcp_servers import extensions_mcp_servers
 from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS, RunInteractionPolicy
 from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
 from deerflow.agents.middlewares.summarization import summarization_setup
 from deerflow.agents.thread_state import ThreadState
+from deerflow.browser.service import open_browsing_services
 from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths, check_id
 from deerflow.config.schema import AppConfig
+from deerflow.custom_agents import (
+    AgentStore,
+    apply_agent_commands,
+    known_skills,
+    resolve_profile,
+)
 from deerflow.errors import NotFoundError, UserError
+from deerflow.mcp.manager import MCP_SERVICE, open_mcp, prepare_mcp_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import MetadataStore, RunRecord, ThreadRecord
+from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
@@ -37,7 +47,12 @@ from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
 from deerflow.sandbox.factory import make_kernel_pool, make_provider
+from deerflow.skills.library import SkillLibrary
+from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
+from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
+from deerflow.subagents.runtime import SUBAGENTS_SERVICE
 from deerflow.tools.builtins import builtin_sources
+from deerflow.tools.builtins.conversation import grant_conversation_reader
 
 
 @dataclass
@@ -71,16 +86,28 @@ class RunManager:
         self._active_by_thread: dict[str, str] = {}
         self.services: dict[str, Any] = {}
         self._reader: Any = None
+        self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
 
     @classmethod
-    async def open(cls, *, loaded: LoadedConfig, home: HomePaths) -> RunManager:
+    async def open(cls, *, loaded: LoadedConfig, home: HomePaths, plugins: PluginSet | None = None) -> RunManager:
+        """Open the host's services; ``plugins`` already loaded by the host (else loaded here, once)."""
         install_inline_trace_bookkeeping()
         stack = AsyncExitStack()
+        browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
         store = MetadataStore(home.database)
         store.mark_interrupted_runs()
         saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
         manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
+        manager.plugins = plugins if plugins is not None else load_plugins(
+            loaded.config.plugins, home=home.home, base_dir=loaded.path.parent if loaded.path else None)
         manager.services.update(open_execution_services(loaded.config, stack))
+        manager.services.update(browsing)
+        manager.services[SKILLS_LIBRARY_SERVICE] = SkillLibrary.from_config(loaded, home)
+        manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
+        manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
+            loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+        manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
+        stack.push_async_callback(mcp.aclose)
         return manager
 
     async def close(self) -> None:
@@ -187,18 +214,34 @@ class RunManager:
             if request.thread_id in self._active_by_thread:
                 raise UserError(f"thread {request.thread_id} already has an active run "
                                 f"({self._active_by_thread[request.thread_id]}); wait for it or cancel it")
-        options = dict(request.options)
+        prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
-        resolved = create_chat_model(self.loaded.config, options.get("model_name"),
+        agents = AgentStore.for_user(self.home, user_id)
+        profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written
+        skills = prepare_run_skills(self.services, user_id, prompt, allow=profile.skills)  # bad /skill: refused
+        reader = grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
+                                           page_chars=self.loaded.config.tool_output.max_chars,
+                                           bootstrap=profile.bootstrap)
+        resolved = create_chat_model(self.loaded.config, options.get("model_name") or profile.model,
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
+        new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
+        mcp_run = await prepare_mcp_run(self.services, user_id=user_id, thread_id=new_thread_id)
+        if request.thread_id in self._active_by_thread:  # MCP discovery awaited: the thread may be busy now
+            raise UserError(f"thread {request.thread_id} already has an active run; wait for it or cancel it")
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
-                             sources=builtin_sources(self.loaded.config, resolved,
-                                                     sandbox=self.services.get("sandbox")),
-                             config_file=_str(self.loaded.path), user_id=user_id)
-        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction)
+                             sources=with_subagent_source(
+                                 builtin_sources(self.loaded.config, resolved,
+                                                 sandbox=self.services.get("sandbox"), skills=skills),
+                                 self.services, self.loaded.config),
+                             config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
+                             skill_names=known_skills(self.loaded.config, self.home, user_id,
+                                                      library=self.services.get(SKILLS_LIBRARY_SERVICE)),
+                             conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
+        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction,
+                               profile=profile)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
-                  else self.create_thread(user_id))
+                  else self.create_thread(user_id, thread_id=new_thread_id))
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.items()
@@ -207,7 +250,8 @@ class RunManager:
             user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
             paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
-            options=options, services=dict(self.services),
+            options=options, services={**self.services, **project_run_skills(
+                skills, self.home.thread(user_id, thread.thread_id))},
         )
         self.store.create_run(record)
         live = LiveRun(record)
@@ -218,8 +262,9 @@ class RunManager:
 
     async def _run(self, live: LiveRun, lead: Any, context: RunContext, prompt: str) -> None:
         outcome = None
+        publish = self.plugins.observe(live.publish)  # plugin observers see every event
         try:
-            outcome = await execute_run(lead, context, prompt, live.publish, live.publish_raw)
+            outcome = await execute_run(lead, context, prompt, publish, live.publish_raw)
         finally:
             projector = outcome.projector if outcome else None
             status = outcome.status if outcome else "cancelled"
@@ -231,7 +276,7 @@ class RunManager:
                 receipt=outcome.receipt if outcome else None,
                 error=outcome.error if outcome else None,
             )
-            await live.publish(finished)
+            await publish(finished)
             self._settle(live, finished)
 
     def _settle(self, live: LiveRun, finished: ev.RunFinished) -> None:

@@ -15,7 +15,12 @@ What a sandboxed process sees:
 * private ``/tmp`` (also ``$HOME``), ``/proc`` and a minimal ``/dev``.
 
 Namespaces: user (uid/gid 1000, no capabilities), pid, ipc, uts, cgroup, and
-network unless the mode is ``open``.  ``--new-session`` stops terminal
+network unless the mode is ``open``.  In ``allowlist`` mode the sandbox keeps
+its private network namespace and reaches the outside only through the
+provider's :class:`~deerflow.sandbox.egress_proxy.EgressProxy`: the thread's
+proxy socket directory is bound at ``/run/egress`` and every command and
+kernel runs under :mod:`deerflow.sandbox.supervisor`, which relays
+``127.0.0.1:3128`` (``HTTP_PROXY``) to it.  ``--new-session`` stops terminal
 injection; ``--die-with-parent`` ties the sandbox to the server.  The
 environment is built from scratch (``--clearenv``), so no host variable —
 secret or not — reaches the sandbox unless listed here.
@@ -38,7 +43,16 @@ from typing import ClassVar
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ConfigError
+from deerflow.sandbox.egress_bridge import (
+    EGRESS_VIEW,
+    SUPERVISOR_VIEW,
+    proxy_env,
+    supervised,
+    supervisor_source,
+)
+from deerflow.sandbox.egress_proxy import EgressProxy
 from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.network_policy import Allowlist, NetworkGate
 from deerflow.sandbox.provider import (
     VIRTUAL_WORKSPACE,
     KernelLaunch,
@@ -85,10 +99,14 @@ class BwrapSandboxProvider(SandboxProvider):
     """Run commands and kernels inside bubblewrap.
 
     Args:
-        network: ``isolated`` (own network namespace, loopback only) or ``open``
-            (the host's network, including its loopback).
+        network: ``isolated`` (own network namespace, loopback only), ``open``
+            (the host's network, including its loopback) or ``allowlist`` (own
+            namespace; out only through ``egress``).
         python: Interpreter to expose; defaults to the server's own.
         bwrap: Path of the ``bwrap`` executable; looked up on ``PATH`` by default.
+        egress: The egress proxy for ``allowlist`` mode; the provider owns it and
+            closes it.  Default: a proxy with an empty allowlist (every host is
+            asked about).
         **kwargs: See :class:`SandboxProvider`.
 
     Raises:
@@ -103,11 +121,14 @@ class BwrapSandboxProvider(SandboxProvider):
         network: NetworkMode = "isolated",
         python: PythonRuntime | None = None,
         bwrap: str | None = None,
+        egress: EgressProxy | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        if network not in ("isolated", "open"):
-            raise ValueError(f"bwrap network mode must be 'isolated' or 'open', not {network!r}")
+        if network not in ("isolated", "open", "allowlist"):
+            raise ValueError(
+                f"bwrap network mode must be 'isolated', 'open' or 'allowlist', not {network!r}"
+            )
         found = bwrap or find_bwrap()
         if found is None:
             raise BwrapUnavailable(
@@ -117,6 +138,9 @@ class BwrapSandboxProvider(SandboxProvider):
             )
         self.bwrap = found
         self.network: NetworkMode = network
+        self.egress: EgressProxy | None = None
+        if network == "allowlist":
+            self.egress = egress or EgressProxy(NetworkGate(Allowlist()))
         self.python = python or PythonRuntime.current()
         self._shell = "/bin/bash" if Path("/usr/bin/bash").exists() else "/bin/sh"
         self._skeleton = Path(tempfile.mkdtemp(prefix="deerflow-bwrap-"))
@@ -124,7 +148,9 @@ class BwrapSandboxProvider(SandboxProvider):
         self._write_skeleton()
 
     def close(self) -> None:
-        """Remove the provider's skeleton files (idempotent)."""
+        """Stop the egress proxy and remove the provider's skeleton files (idempotent)."""
+        if self.egress is not None:
+            self.egress.close()
         self._cleanup()
 
     def _write_skeleton(self) -> None:
@@ -148,6 +174,7 @@ class BwrapSandboxProvider(SandboxProvider):
             "LANG": "C.UTF-8",
             "TERM": "dumb",
             **self.python.env(),
+            **(proxy_env() if self.network == "allowlist" else {}),
         }
         return scrub_env(env)
 
@@ -157,7 +184,7 @@ class BwrapSandboxProvider(SandboxProvider):
             "--unshare-cgroup-try", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
             "--hostname", "sandbox", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
         ]  # fmt: skip
-        if self.network == "isolated":
+        if self.network != "open":
             args.append("--unshare-net")
         return args
 
@@ -221,9 +248,20 @@ class BwrapSandboxProvider(SandboxProvider):
             *argv,
         ]  # fmt: skip
 
+    def _egress(self, paths: ThreadPaths, argv: list[str]) -> tuple[list[str], list[str]]:
+        """``argv`` and extra binds, with the egress relay in ``allowlist`` mode."""
+        if self.egress is None:
+            return argv, []
+        binds = [
+            "--ro-bind", str(self.egress.endpoint(paths.root)), EGRESS_VIEW,
+            "--ro-bind", str(supervisor_source()), SUPERVISOR_VIEW,
+        ]  # fmt: skip
+        return supervised(self.python.executable, argv, relay=True), binds
+
     def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
+        argv, binds = self._egress(paths, [self._shell, "-c", command])
         return Launch(
-            argv=self.wrap(paths, [self._shell, "-c", command]),
+            argv=self.wrap(paths, argv, binds=binds),
             env={"PATH": "/usr/bin:/bin"},
             cwd=paths.workspace,
         )
@@ -236,8 +274,9 @@ class BwrapSandboxProvider(SandboxProvider):
             "ipykernel_launcher",
             "--HistoryManager.enabled=False",
         ]
+        inner, binds = self._egress(paths, inner)
         argv = self.wrap(
-            paths, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW], env=env
+            paths, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW, *binds], env=env
         )
         return KernelLaunch(
             argv=argv,

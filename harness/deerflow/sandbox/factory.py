@@ -4,17 +4,24 @@ The host (server extension, CLI) calls these once, puts the results in
 ``RunContext.services`` (``"sandbox"`` and ``"kernels"``) and closes them on
 shutdown.  Unsupported combinations are user errors, reported once here
 rather than as tool failures on every call.
+
+``network: allowlist`` gives the provider an egress proxy built from
+``allowed_hosts`` and ``egress_hosts``; the provider owns it and closes it.
+The ``local`` provider cannot cut the network, so it refuses that mode.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deerflow.errors import ConfigError
 from deerflow.sandbox.bwrap import BwrapSandboxProvider
+from deerflow.sandbox.egress_proxy import EgressProxy, SystemResolver
 from deerflow.sandbox.kernel_pool import KernelPool
 from deerflow.sandbox.local import LocalSandboxProvider
+from deerflow.sandbox.network_policy import Allowlist, NetworkGate
 from deerflow.sandbox.provider import SandboxProvider
 
 if TYPE_CHECKING:
@@ -28,25 +35,76 @@ def make_provider(config: SandboxConfig, *, skills_dir: Path | None = None) -> S
         ConfigError: for providers or network modes this build does not run.
     """
     if config.use == "local":
+        if config.network == "allowlist":
+            raise ConfigError(
+                "network mode 'allowlist' needs a sandbox that can cut the network; the local "
+                "provider runs on the host. Use sandbox.use: bwrap (or docker)",
+                key="sandbox.network",
+            )
         return LocalSandboxProvider(
             allow_host_bash=config.allow_host_bash,
             command_timeout=config.command_timeout,
             skills_dir=skills_dir,
         )
     if config.use == "bwrap":
-        if config.network not in ("isolated", "open"):
-            raise ConfigError(
-                f"network mode {config.network!r} needs the allowlist proxy, which the bwrap "
-                "provider does not have; use 'isolated' or 'open'",
-                key="sandbox.network",
-            )
-        return BwrapSandboxProvider(
-            network=config.network,
-            command_timeout=config.command_timeout,
-            skills_dir=skills_dir,
+        return _with_egress(
+            config,
+            lambda egress: BwrapSandboxProvider(
+                network=config.network,
+                egress=egress,
+                command_timeout=config.command_timeout,
+                skills_dir=skills_dir,
+            ),
         )
+    if config.use == "docker":
+        return _make_docker(config, skills_dir=skills_dir)
     raise ConfigError(
         f"sandbox provider {config.use!r} is not available in this build", key="sandbox.use"
+    )
+
+
+def make_egress_proxy(config: SandboxConfig) -> EgressProxy:
+    """The egress proxy of ``allowlist`` mode, from ``allowed_hosts`` and ``egress_hosts``.
+
+    Raises:
+        ConfigError: an entry of either list is malformed (the key names it).
+    """
+    gate = NetworkGate(Allowlist.from_entries(config.allowed_hosts))
+    return EgressProxy(gate, resolver=SystemResolver(config.egress_hosts))
+
+
+def _with_egress(
+    config: SandboxConfig, build: Callable[[EgressProxy | None], SandboxProvider]
+) -> SandboxProvider:
+    """Build a provider, handing it an egress proxy in ``allowlist`` mode (closed if it fails)."""
+    egress = make_egress_proxy(config) if config.network == "allowlist" else None
+    try:
+        return build(egress)
+    except BaseException:
+        if egress is not None:
+            egress.close()
+        raise
+
+
+def _make_docker(config: SandboxConfig, *, skills_dir: Path | None) -> SandboxProvider:
+    """The Docker provider; a missing SDK or engine is a ConfigError raised here."""
+    from deerflow.sandbox.docker_provider import DockerSandboxProvider, connect_docker
+    from deerflow.sandbox.docker_spec import Limits
+
+    client = connect_docker()
+    limits = Limits(memory=config.memory_limit, cpus=config.cpu_limit, pids=config.pids_limit)
+    return _with_egress(
+        config,
+        lambda egress: DockerSandboxProvider(
+            client=client,
+            image=config.image,
+            network=config.network,
+            limits=limits,
+            warm_pool_size=config.warm_pool_size,
+            egress=egress,
+            command_timeout=config.command_timeout,
+            skills_dir=skills_dir,
+        ),
     )
 
 

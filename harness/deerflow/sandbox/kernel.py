@@ -28,7 +28,6 @@ import asyncio
 import json
 import queue
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -161,7 +160,7 @@ class ThreadKernel:
             KernelStartError: if it exits or stays silent past ``startup_timeout``.
         """
         self.paths.ensure()
-        runtime_dir = Path(tempfile.mkdtemp(prefix="dfk-"))
+        runtime_dir = self.provider.kernel_runtime_dir(self.paths)
         self._runtime_dir = runtime_dir
         launch = self.provider.kernel_launch(self.paths, runtime_dir)
         spec = KernelSpec(

@@ -12,8 +12,10 @@ A :class:`SandboxProvider` answers two questions for a thread:
   :class:`~deerflow.sandbox.kernel_pool.KernelPool`, which asks the provider.
 
 Implementations: ``local`` (the host; shell refused unless explicitly
-allowed) and ``bwrap`` (bubblewrap namespaces).  A Docker provider would
-implement the same two methods.
+allowed), ``bwrap`` (bubblewrap namespaces) and ``docker`` (a container per
+thread, :mod:`deerflow.sandbox.docker_provider`).  Network modes: ``open``,
+``isolated`` and ``allowlist`` (no network of its own; an egress proxy owned
+by the provider decides every connection, :mod:`deerflow.sandbox.egress_proxy`).
 
 The agent only ever sees virtual paths (``/mnt/user-data/...``).  The mount
 table is :class:`~deerflow.sandbox.virtual_paths.VirtualFS`, shared with the
@@ -27,6 +29,7 @@ provider also maps virtual paths in commands to host paths
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +40,7 @@ from deerflow.sandbox.process import ExecResult, run_command
 from deerflow.sandbox.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
 from deerflow.tools.errors import ToolFailure
 
-NetworkMode = Literal["isolated", "open"]
+NetworkMode = Literal["isolated", "open", "allowlist"]
 
 VIRTUAL_USER_DATA = str(USER_DATA)
 VIRTUAL_WORKSPACE = str(WORKSPACE)
@@ -123,9 +126,24 @@ class SandboxProvider(ABC):
     def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
         """How to launch the thread's kernel, given its host runtime directory."""
 
+    def kernel_runtime_dir(self, paths: ThreadPaths) -> Path:
+        """A fresh, private host directory for one kernel's connection file and sockets.
+
+        The kernel removes it when it stops.  Providers that cannot add a
+        mount per kernel (a long-lived container) create it under a directory
+        the sandbox already sees.
+        """
+        del paths
+        return Path(tempfile.mkdtemp(prefix="dfk-"))
+
     def vfs(self, paths: ThreadPaths) -> VirtualFS:
-        """The thread's virtual filesystem (the mount table shared with the file tools)."""
-        return VirtualFS(paths, skills_root=self.skills_dir)
+        """The thread's virtual filesystem (the mount table shared with the file tools).
+
+        ``/mnt/skills`` is the thread's projection of its enabled skills once a
+        run has built it (:mod:`deerflow.skills.projection`), else ``skills_dir``.
+        """
+        view = paths.skills_view
+        return VirtualFS(paths, skills_root=view if view.is_dir() else self.skills_dir)
 
     def mounts(self, paths: ThreadPaths) -> tuple[Mount, ...]:
         """The thread's mounts that exist on the host (``/mnt/acp-workspace`` is optional)."""

@@ -5,7 +5,8 @@ tool of each name, in this priority (stated once, here):
 
 1. **harness built-ins** — framework contracts the rest of the product relies
    on (``present_files``, ``ask_clarification``, the file and execution tools…);
-2. **config tools** — ``tools:`` entries in ``config.yaml`` (``use: module:attr``);
+2. **config tools** — ``tools:`` entries in ``config.yaml`` (``use: module:attr``),
+   then tools of startup **plugins** (also operator-chosen code);
 3. **MCP tools** — from enabled MCP servers (untrusted; can never shadow the above);
 4. **subagent tools** (``task``, batches) and **ACP tools** (``invoke_acp_agent``).
 
@@ -41,12 +42,14 @@ class ToolSources:
         mcp: Returns the MCP tools (called only when ``include_mcp``).
         subagents: Returns ``task`` and batch tools (called only when enabled).
         acp: Returns ACP agent tools.
+        plugins: Returns the tools of startup plugins (after config tools).
     """
 
     builtins: dict[str, list[BaseTool]] = field(default_factory=dict)
     mcp: ToolFactory | None = None
     subagents: ToolFactory | None = None
     acp: ToolFactory | None = None
+    plugins: ToolFactory | None = None
 
 
 # Built-in groups that ignore the ``groups`` filter: the framework needs them.
@@ -89,6 +92,8 @@ def get_available_tools(
         if wanted is None or group in wanted:
             ordered.extend(tools)
     ordered.extend(load_config_tools(app_config.tools, groups=wanted, config_file=config_file))
+    if sources.plugins is not None:
+        ordered.extend(sources.plugins())
     if include_mcp and sources.mcp is not None:
         ordered.extend(sources.mcp())
     if subagent_enabled and sources.subagents is not None:

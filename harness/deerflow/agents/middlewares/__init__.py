@@ -16,6 +16,11 @@ from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.fusion import fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
+from deerflow.agents.middlewares.mcp_notices import mcp_middlewares
+from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
+from deerflow.agents.middlewares.skill_activation import SkillActivationMiddleware
+from deerflow.agents.middlewares.skill_policy import SkillToolPolicyMiddleware
+from deerflow.agents.middlewares.subagent_limits import SubagentLimitMiddleware
 from deerflow.agents.middlewares.summarization import build_summarization
 from deerflow.agents.middlewares.thread_data import ThreadDataMiddleware
 from deerflow.agents.middlewares.title import TitleMiddleware
@@ -26,6 +31,7 @@ from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddl
 from deerflow.agents.middlewares.uploads import UploadsMiddleware
 from deerflow.agents.middlewares.view_image import ViewImageMiddleware
 from deerflow.config.schema import AppConfig
+from deerflow.mcp.run_tools import McpRunTools
 from deerflow.models.factory import ResolvedModel
 from deerflow.tools.authorization import ToolPolicy
 
@@ -40,6 +46,10 @@ class MiddlewareOptions:
     is_plan_mode: bool = False
     subagent_enabled: bool = False
     interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
+    max_concurrent_subagents: int | None = None
+    max_total_subagents: int | None = None
+    mcp: McpRunTools | None = field(default=None, compare=False)  # the run's MCP tools, notices, deferral
+    plugin_middlewares: tuple[AgentMiddleware, ...] = field(default=(), compare=False)  # startup plugins'
 
     @property
     def interaction_mode(self) -> str:
@@ -55,12 +65,15 @@ def build_middlewares(
     ``model`` is the run's resolved model: summarization sizes its triggers by
     its context window, and images are shown only to a vision model.
     """
-    # subagents arrive with their issue
     chain: list[AgentMiddleware] = [
         ThreadDataMiddleware(),
         UploadsMiddleware(),
+        *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),
         DanglingToolCallsMiddleware(),
         ToolAuthorizationMiddleware(policy),
+        SkillToolPolicyMiddleware(),  # after user authorization: an active skill only narrows
+        *mcp_middlewares(options.mcp),  # MCP notices; deferred schemas (only narrow, like the skill policy)
+        SkillActivationMiddleware(),  # outside error handling/budget: sees the final read result
         ToolErrorHandlingMiddleware(),
         ToolOutputBudgetMiddleware(max_chars=app_config.tool_output.max_chars,
                                    synopsis_chars=app_config.tool_output.synopsis_chars),
@@ -74,6 +87,11 @@ def build_middlewares(
         chain.append(ViewImageMiddleware())
     if app_config.loop_detection.enabled:
         chain.append(LoopDetectionMiddleware(app_config.loop_detection))
+    if options.subagent_enabled:
+        chain.append(SubagentLimitMiddleware(
+            max_concurrent=options.max_concurrent_subagents or app_config.subagents.max_concurrent,
+            max_total=options.max_total_subagents or app_config.subagents.max_total_per_run))
+    chain.extend(options.plugin_middlewares)  # operator plugins: inside everything but clarification
     chain.append(ClarificationMiddleware(options.interaction))  # always last
     return fuse_before_model(chain)  # one graph node for all pre-model hooks (see fusion.py)
 

@@ -11,6 +11,10 @@ runs cells.  The tools add what the model and the UI need around that:
 * Results are text for the model plus a structured artifact
   (``status``, ``exit_code``, ``timed_out``, ``files``...) for the UI, with
   host paths masked to virtual ones and output capped.
+* In ``allowlist`` network mode each call runs inside a network scope
+  (:mod:`deerflow.tools.builtins.network_access`): its decisions become
+  ``notice`` events, and a host awaiting approval turns the result into a
+  human-input request that ends the turn.
 
 Each tool has a sync and an async implementation so it works under
 ``agent.invoke`` and ``agent.ainvoke`` alike.  :func:`exec_tools` builds
@@ -34,6 +38,7 @@ from deerflow.sandbox.kernel_pool import CellResult, KernelPool
 from deerflow.sandbox.notebook_log import NOTEBOOK_NAME
 from deerflow.sandbox.process import ExecResult
 from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, SandboxProvider
+from deerflow.tools.builtins.network_access import network_scope, settle
 from deerflow.tools.errors import ToolFailure
 
 logger = logging.getLogger(__name__)
@@ -166,10 +171,12 @@ def bash(
     limit = _timeout(timeout) or provider.command_timeout
     verdict = _audit(runtime, command)
     paths = _paths(runtime)
-    result = provider.execute(paths, command, timeout=limit)
-    return render_exec_result(
+    with network_scope(runtime, provider) as net:
+        result = provider.execute(paths, command, timeout=limit)
+    reply = render_exec_result(
         result, timeout=limit, verdict=verdict, masked=provider.mask_out(paths, result.output)
     )
+    return settle(runtime, net, reply, tool="bash")
 
 
 async def abash(
@@ -179,10 +186,12 @@ async def abash(
     limit = _timeout(timeout) or provider.command_timeout
     verdict = _audit(runtime, command)
     paths = _paths(runtime)
-    result = await provider.aexecute(paths, command, timeout=limit)
-    return render_exec_result(
+    with network_scope(runtime, provider) as net:
+        result = await provider.aexecute(paths, command, timeout=limit)
+    reply = render_exec_result(
         result, timeout=limit, verdict=verdict, masked=provider.mask_out(paths, result.output)
     )
+    return settle(runtime, net, reply, tool="bash")
 
 
 def _kernel_unavailable(exc: KernelStartError) -> ToolFailure:
@@ -197,10 +206,11 @@ def python(code: CodeArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg 
     pool: KernelPool = _service(runtime, KERNELS_SERVICE)
     limit = _timeout(timeout) or pool.default_timeout
     try:
-        result = pool.run_sync(_paths(runtime), code, timeout=limit)
+        with network_scope(runtime, pool.provider) as net:
+            result = pool.run_sync(_paths(runtime), code, timeout=limit)
     except KernelStartError as exc:
         raise _kernel_unavailable(exc) from exc
-    return render_cell_result(result, timeout=limit)
+    return settle(runtime, net, render_cell_result(result, timeout=limit), tool="python")
 
 
 async def apython(
@@ -209,18 +219,23 @@ async def apython(
     pool: KernelPool = _service(runtime, KERNELS_SERVICE)
     limit = _timeout(timeout) or pool.default_timeout
     try:
-        result = await pool.run(_paths(runtime), code, timeout=limit)
+        with network_scope(runtime, pool.provider) as net:
+            result = await pool.run(_paths(runtime), code, timeout=limit)
     except KernelStartError as exc:
         raise _kernel_unavailable(exc) from exc
-    return render_cell_result(result, timeout=limit)
+    return settle(runtime, net, render_cell_result(result, timeout=limit), tool="python")
 
 
 def bash_description(provider: SandboxProvider) -> str:
     """What the model is told about ``bash`` under ``provider``."""
     network = getattr(provider, "network", None)
-    net = {"isolated": " There is no network access.", "open": " The network is reachable."}.get(
-        network or "", ""
-    )
+    net = {
+        "isolated": " There is no network access.",
+        "open": " The network is reachable.",
+        "allowlist": " Network access goes through an allowlist proxy (HTTP_PROXY/HTTPS_PROXY are "
+        "set; use clients that honour them): other hosts are refused, and in an interactive run "
+        "the user is asked to approve them.",
+    }.get(network or "", "")
     return (
         "Run a bash command in the sandbox and return its combined stdout/stderr and exit code. "
         f"The working directory is {VIRTUAL_WORKSPACE}; user files are under /mnt/user-data/uploads, "

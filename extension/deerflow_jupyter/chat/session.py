@@ -1,0 +1,224 @@
+"""DeerFlow in one chat: its thread, the run in progress, a pending question.
+
+One :class:`ChatSession` per chat document, owned by the persona instance the
+persona manager creates for that chat.  It runs the harness hosted by the
+server extension — the same :class:`~deerflow.runtime.manager.RunManager` the
+HTTP API and the ``%deerflow`` magics use — so a chat's thread, its files and
+artifacts are the ones ``deerflow threads`` and ``%deerflow --thread`` see.
+
+* **One thread per chat file.**  The thread id is kept in the chat document's
+  metadata (``deerflow_thread_id``), which the ``.chat`` file persists, and is
+  derived from the chat's own stable id (``chat-{id}``) on first use — so it
+  survives server restarts and is found again even if the metadata was lost.
+  The thread belongs to the server's DeerFlow owner.  A stored thread that no
+  longer exists is replaced by a new one, and the chat says so.
+* **One run at a time.**  :meth:`claim` is taken synchronously when a
+  message arrives; a message that finds the session busy is refused with a
+  reply (:meth:`refuse_busy`) and never reaches the agent, so two runs never
+  interleave in one chat.  The chat's stop button calls :meth:`cancel`.
+* **Clarifications.**  When the thread is waiting on a clarification, the next
+  message is its answer (:func:`~deerflow_jupyter.chat.clarify.answer`); an
+  incomplete form answer gets a follow-up question and starts nothing.
+* **Attachments** become thread uploads before the run starts (the harness
+  announces them to the agent); a refused upload stops the message with a
+  reply instead of running without the file.
+* **Slash commands** are not interpreted here: the text reaches the harness as
+  typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from contextlib import suppress
+from functools import partial
+
+from deerflow.agents.clarification_reply import pending_request
+from deerflow.errors import UserError
+from deerflow.runtime.live import LiveRun
+from deerflow.runtime.manager import RunManager, RunRequest
+from deerflow.sandbox.uploads import UploadError, save_upload
+from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.tools.errors import ToolFailure
+from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
+from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
+from deerflow_jupyter.chat.render import RunRenderer
+from deerflow_jupyter.chat.surface import ChatSurface, IncomingMessage, ServerLink
+
+THREAD_KEY = "deerflow_thread_id"
+BUSY_REPLY = ("⏳ I'm still working on your previous message, so this one was **not** sent to the agent. "
+              "Wait for the run to finish (or press stop), then send it again.")
+
+log = logging.getLogger(__name__)
+
+
+def derived_thread_id(chat_id: str) -> str:
+    """The thread id a chat gets on first use: stable, and a valid DeerFlow id."""
+    return "chat-" + re.sub(r"[^A-Za-z0-9_.@-]", "-", chat_id)[:120]
+
+
+class ChatSession:
+    """DeerFlow's state in one chat.
+
+    Args:
+        surface: The chat.
+        server: The server's harness and owner.
+        flush_interval: Seconds between pushes of streamed text (coalescing).
+    """
+
+    def __init__(self, surface: ChatSurface, server: ServerLink, *, flush_interval: float = 0.2) -> None:
+        self.surface = surface
+        self.server = server
+        self.flush_interval = flush_interval
+        self._busy = False
+        self._stop_requested = False
+        self._live: LiveRun | None = None
+        self._progress: FormProgress | None = None
+
+    # -- one message at a time ---------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def claim(self) -> bool:
+        """Take the session for a new message; False when a message is already being handled."""
+        if self._busy:
+            return False
+        self._busy, self._stop_requested = True, False
+        return True
+
+    def release(self) -> None:
+        self._busy = False
+
+    def refuse_busy(self) -> None:
+        """Tell the user their message was not sent because a run is in progress."""
+        self.surface.post(BUSY_REPLY)
+
+    async def cancel(self) -> bool:
+        """Stop the run in progress (the chat's stop button); False when nothing was running."""
+        self._stop_requested = self._busy
+        live = self._live
+        if live is None or live.done:
+            return self._stop_requested
+        manager = await self.server.manager()
+        return await manager.cancel(live.run_id, self.server.user_id)
+
+    # -- handling a message ------------------------------------------------------------------
+    async def handle(self, message: IncomingMessage) -> None:
+        """Run the agent on ``message`` (or take it as a clarification answer) and show the run."""
+        try:
+            manager = await self.server.manager()
+            thread_id = self.thread_id(manager)
+            uploaded = self._upload(manager, thread_id, message.attachments)
+            prompt = await self._prompt(manager, thread_id, message.text, uploaded)
+            if prompt is None:
+                return
+            if self._stop_requested:
+                self.surface.post("**⏹ Stopped** before the run started.")
+                return
+            live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id,
+                                                  user_id=self.server.user_id))
+        except UserError as exc:
+            self.surface.post(f"⚠️ {md_escape(exc)}")
+            return
+        await self._follow(manager, live, thread_id, uploaded)
+
+    def thread_id(self, manager: RunManager) -> str:
+        """This chat's thread, created on first use (see the module docstring)."""
+        user = self.server.user_id
+        stored = self.surface.load_setting(THREAD_KEY)
+        derived = derived_thread_id(self.surface.chat_id)
+        candidates = [stored] if isinstance(stored, str) and stored else []
+        found = next((t for t in [*candidates, derived] if manager.store.get_thread(t, user) is not None), None)
+        if found is None:
+            found = manager.create_thread(user, thread_id=derived, metadata={
+                "source": "jupyter-chat", "chat_path": self.surface.chat_path}).thread_id
+        if found != stored:
+            self.surface.store_setting(THREAD_KEY, found)
+            if candidates:
+                self.surface.post(f"ℹ️ The DeerFlow thread this chat used (`{md_escape(stored)}`) no longer "
+                                  f"exists; continuing in thread `{found}`.")
+        return found
+
+    def _upload(self, manager: RunManager, thread_id: str, attachments: tuple[str, ...]) -> list[str]:
+        """Copy attached files into the thread's uploads; returns their names.
+
+        Raises:
+            UserError: an attachment outside the server root, missing, or refused.
+        """
+        if not attachments:
+            return []
+        limits = manager.loaded.config.uploads
+        paths = manager.home.thread(self.server.user_id, thread_id).ensure()
+        root = self.server.root_dir.resolve()
+        names = []
+        for rel in attachments:
+            source = (root / rel).resolve()
+            if not source.is_relative_to(root) or not source.is_file():
+                raise UserError(f"the attachment {rel} is not a file under the Jupyter root; nothing was sent")
+            try:
+                info = save_upload(paths, source.name, source, max_bytes=limits.max_file_bytes,
+                                   max_files=limits.max_files)
+            except UploadError as exc:
+                raise UserError(f"the attachment {rel} was refused: {exc}; nothing was sent") from None
+            names.append(info.name)
+        return names
+
+    async def _prompt(self, manager: RunManager, thread_id: str, text: str, uploaded: list[str]) -> str | None:
+        """The next run's input, or None when a follow-up question was asked instead."""
+        text = text.strip() or ("I attached " + ", ".join(uploaded) + "." if uploaded else "")
+        values = await manager.thread_values(thread_id, self.server.user_id)
+        request = pending_request(values.get("messages", []))
+        if request is None:
+            self._progress = None
+            return text
+        request_id = str(request.get("request_id", ""))
+        if self._progress is None or self._progress.request_id != request_id:
+            self._progress = FormProgress(request_id)
+        outcome = answer(request, text, self._progress)
+        if outcome.follow_up is not None:
+            self.surface.post(outcome.follow_up)
+            return None
+        self._progress = None
+        return outcome.prompt
+
+    # -- showing the run ---------------------------------------------------------------------
+    async def _follow(self, manager: RunManager, live: LiveRun, thread_id: str, uploaded: list[str]) -> None:
+        renderer = RunRenderer(self.surface, thread_id=thread_id,
+                               artifact=partial(self._artifact, manager, thread_id),
+                               link=partial(self.server.artifact_url, thread_id))
+        for name in uploaded:
+            renderer.note(f"upload:{name}", f"📎 `{md_escape(name)}` added to the thread's uploads")
+        self._live = live
+        ticker = asyncio.create_task(self._tick(renderer))
+        try:
+            async for event in live.stream():
+                renderer.handle(event)
+        finally:
+            ticker.cancel()
+            with suppress(asyncio.CancelledError):
+                await ticker
+            self._live = None
+            renderer.flush()
+            self.surface.set_status(None)
+
+    async def _tick(self, renderer: RunRenderer) -> None:
+        while True:
+            await asyncio.sleep(self.flush_interval)
+            renderer.flush()
+
+    def _artifact(self, manager: RunManager, thread_id: str, path: str) -> ArtifactView:
+        relpath = path.removeprefix(f"{OUTPUTS}/")
+        return artifact_view(path, url=self.server.artifact_url(thread_id, relpath),
+                             read=partial(self._read_output, manager, thread_id, path))
+
+    def _read_output(self, manager: RunManager, thread_id: str, path: str) -> bytes:
+        vfs = VirtualFS(manager.home.thread(self.server.user_id, thread_id))
+        located = vfs.locate(path, write=False)
+        if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
+            raise ToolFailure(f"{located.virtual} is not an output file of this thread", code="not_found")
+        return located.host.read_bytes()
+
+
+__all__ = ["BUSY_REPLY", "THREAD_KEY", "ChatSession", "derived_thread_id"]

@@ -1,0 +1,72 @@
+"""Custom agents over HTTP (the request's user's agents only).
+
+    GET    /deerflow/api/agents          {"agents": [...]}
+    GET    /deerflow/api/agents/{name}   one agent: config and soul
+    PATCH  /deerflow/api/agents/{name}   partial change (soul, description, skills, tool_groups,
+                                         model, display_name); unknown names → 422, nothing written
+    DELETE /deerflow/api/agents/{name}   204
+
+Agents are *created* by a bootstrap run (``config.configurable.agent_name`` +
+``is_bootstrap``, or a prompt ``/bootstrap NAME ...``) and *used* by runs with
+``agent_name``.  Another user's agent is a 404 like another user's thread.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from pydantic import BaseModel, ConfigDict
+from tornado import web
+
+from deerflow.custom_agents import AgentChange, AgentStore
+from deerflow.tools.builtins.agent_tools import host_catalog
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+NAME = r"(?P<name>[a-z0-9][a-z0-9_-]{0,63})"
+
+
+class AgentPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    soul: str | None = None
+    description: str | None = None
+    skills: list[str] | None = None
+    tool_groups: list[str] | None = None
+    model: str | None = None
+    display_name: str | None = None
+
+
+class _AgentsHandler(DeerFlowHandler):
+    def agents(self) -> AgentStore:
+        return AgentStore.for_user(self.host.home, self.user_id)
+
+
+class AgentsHandler(_AgentsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json({"agents": [a.summary() for a in self.agents().list_agents()]})
+
+
+class AgentHandler(_AgentsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        self.send_json(self.agents().get(name).summary())
+
+    @web.authenticated
+    @authorized
+    async def patch(self, name: str) -> None:
+        change = AgentChange(**self.body(AgentPatch).model_dump())
+        manager = await self.manager()
+        catalog = host_catalog(manager.loaded.config, self.host.home, self.user_id, services=manager.services)
+        self.send_json(self.agents().update(name, change, catalog=catalog).summary())
+
+    @web.authenticated
+    @authorized
+    async def delete(self, name: str) -> None:
+        self.agents().delete(name)
+        self.set_status(204)
+        self.finish()
+
+
+__all__ = ["NAME", "AgentHandler", "AgentsHandler"]

@@ -1,0 +1,59 @@
+"""Durable batches over HTTP: list, progress, owner-scoped JSONL export, cancel.
+
+A batch belongs to the user who submitted it; another user's batch is a 404
+on every route.  Results are read here (or with ``deerflow batches export``)
+rather than through the lead agent's context.  Without a batch submitter
+(``subagents.batches.enabled: false``) every route is a 404 saying so.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+
+from deerflow.subagents.batches.submitter import BatchSubmitter
+from deerflow.subagents.runtime import SUBAGENTS_SERVICE
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+BATCH_ID = r"(?P<batch_id>[A-Za-z0-9_-]{1,64})"
+
+
+class _BatchHandler(DeerFlowHandler):
+    async def submitter(self) -> BatchSubmitter:
+        runtime = (await self.manager()).services.get(SUBAGENTS_SERVICE)
+        submitter = getattr(runtime, "submitter", None)
+        if submitter is None:
+            raise web.HTTPError(404, "durable batches are not enabled on this server (subagents.batches.enabled)")
+        return submitter
+
+
+class BatchesHandler(_BatchHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json([s.to_dict() for s in (await self.submitter()).list(self.user_id)])
+
+
+class BatchHandler(_BatchHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, batch_id: str) -> None:
+        self.send_json((await self.submitter()).status(batch_id, self.user_id).to_dict())
+
+
+class BatchCancelHandler(_BatchHandler):
+    @web.authenticated
+    @authorized("write")
+    async def post(self, batch_id: str) -> None:
+        self.send_json((await self.submitter()).cancel(batch_id, self.user_id).to_dict())
+
+
+class BatchExportHandler(_BatchHandler):
+    """``application/x-ndjson``: one item per line, as ``deerflow batches export`` writes it."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, batch_id: str) -> None:
+        lines = list((await self.submitter()).export_lines(batch_id, self.user_id))  # 404 before any byte
+        self.set_header("Content-Disposition", f'attachment; filename="{batch_id}.jsonl"')
+        self.finish("".join(line + "\n" for line in lines), set_content_type="application/x-ndjson")

@@ -1,0 +1,84 @@
+"""MCP management routes.
+
+    GET  /deerflow/api/mcp/config    the mcpServers section, every secret masked
+    PUT  /deerflow/api/mcp/config    replace it (a masked value keeps the stored secret)
+    POST /deerflow/api/mcp/reset     forget cached tools, tokens and sessions
+    GET  /deerflow/api/mcp/servers   each server's state (nothing is started)
+    GET  /deerflow/api/mcp/tools     start the servers not started yet and list their tools
+
+Declarative MCP config is exposed to an authenticated management surface;
+with several users (``single_user = False``) only the server's owner may change
+it or reset the cache.  Secrets never appear in a response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from pydantic import BaseModel, ConfigDict, Field
+from tornado import web
+
+from deerflow.errors import ConfigError
+from deerflow.mcp.editing import masked_config, update_config
+from deerflow.mcp.manager import MCP_SERVICE, McpManager
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+
+class McpConfigBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    servers: dict[str, Any] = Field(alias="mcpServers")
+
+
+class _McpHandler(DeerFlowHandler):
+    async def mcp(self) -> McpManager:
+        return (await self.manager()).services[MCP_SERVICE]
+
+    def require_owner(self) -> None:
+        """Config changes are an operator's decision: the owner only, when users are distinct."""
+        if not self.settings.get("deerflow_single_user", True) and self.user_id != self.settings["deerflow_owner"]:
+            raise web.HTTPError(403, "only the server's owner may change the MCP configuration")
+
+
+class McpConfigHandler(_McpHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json(masked_config(self.host.loaded().extensions_path))
+
+    @web.authenticated
+    @authorized
+    async def put(self) -> None:
+        self.require_owner()
+        body = self.body(McpConfigBody)
+        try:
+            updated = update_config(self.host.loaded().extensions_path, body.servers)
+        except ConfigError as exc:  # the edit is invalid (names the key); nothing was written
+            raise web.HTTPError(422, str(exc)) from None
+        self.send_json(updated)
+
+
+class McpResetHandler(_McpHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self.require_owner()
+        await (await self.mcp()).reset()
+        self.send_json({"reset": True})
+
+
+class McpServersHandler(_McpHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json({"servers": (await self.mcp()).servers()})
+
+
+class McpToolsHandler(_McpHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        mcp = await self.mcp()
+        await mcp.discover(user_id=self.user_id)
+        self.send_json({"tools": mcp.tool_list(), "servers": mcp.servers()})

@@ -1,0 +1,102 @@
+"""Skills over HTTP: list, show, install (upload), enable and disable.
+
+    GET  /deerflow/api/skills                 {"skills": [...], "problems": [...]}
+    GET  /deerflow/api/skills/{name}          one skill, with its instructions and files
+    PUT  /deerflow/api/skills/{name}          {"enabled": true|false} → the updated skill
+    POST /deerflow/api/skills/install         a .skill/.zip upload (multipart field ``file``,
+                                              or the raw body with ``?name=pkg.skill``);
+                                              ``?replace=true`` overwrites a custom skill
+
+State is per DeerFlow user (the request's user), like threads.  An install
+runs the harness installer (limits, SkillScan, atomic rename) off the event
+loop; a package SkillScan blocks is answered 422 with the findings, so the
+UI can show them.  Authentication and authorization are the same as every
+other route (:mod:`.base`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from jupyter_server.auth.decorator import authorized
+from pydantic import BaseModel, ConfigDict, StrictBool
+from tornado import web
+
+from deerflow.skills.archive import ARCHIVE_SUFFIXES
+from deerflow.skills.installer import SkillScanBlocked
+from deerflow.skills.library import SkillLibrary
+from deerflow.skills.run import SKILLS_LIBRARY_SERVICE
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+NAME_PATTERN = r"(?P<name>[a-z0-9][a-z0-9-]{0,63})"
+
+
+class SkillUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: StrictBool
+
+
+class _SkillsHandler(DeerFlowHandler):
+    async def library(self) -> SkillLibrary:
+        return (await self.manager()).services[SKILLS_LIBRARY_SERVICE]
+
+
+class SkillsHandler(_SkillsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        listing = (await self.library()).listing(self.user_id)
+        self.send_json({"skills": [s.to_dict() for s in listing.infos()],
+                        "problems": [p.to_dict() for p in listing.problems]})
+
+
+class SkillHandler(_SkillsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        skill = (await self.library()).skill(self.user_id, name)
+        self.send_json({**skill.info().to_dict(), "instructions": skill.body, "files": skill.files()})
+
+    @web.authenticated
+    @authorized("write")
+    async def put(self, name: str) -> None:
+        update = self.body(SkillUpdate)
+        info = (await self.library()).set_enabled(self.user_id, name, update.enabled)
+        self.send_json(info.to_dict())
+
+
+class SkillInstallHandler(_SkillsHandler):
+    @web.authenticated
+    @authorized("write")
+    async def post(self) -> None:
+        library = await self.library()
+        filename, data = self._upload()
+        if not filename.lower().endswith(ARCHIVE_SUFFIXES):
+            raise web.HTTPError(422, f"{filename!r}: upload a .skill or .zip archive")
+        if len(data) > library.limits.max_total_bytes:
+            raise web.HTTPError(413, f"the archive is larger than {library.limits.max_total_bytes:,} bytes")
+        replace = self.get_argument("replace", "false").lower() in {"1", "true", "yes"}
+        with tempfile.TemporaryDirectory(prefix="deerflow-skill-upload-") as tmp:
+            archive = Path(tmp) / Path(filename).name
+            archive.write_bytes(data)
+            try:
+                result = await asyncio.to_thread(library.install, self.user_id, archive, replace=replace)
+            except SkillScanBlocked as exc:
+                self.send_json({"installed": False, "detail": str(exc), "message": str(exc),
+                                "skill": exc.name, "scan": exc.report.to_dict()}, status=422)
+                return
+        self.send_json({"installed": True, **result.to_dict()}, status=201)
+
+    def _upload(self) -> tuple[str, bytes]:
+        files = self.request.files.get("file", [])
+        if len(files) > 1:
+            raise web.HTTPError(400, "upload one skill package at a time")
+        if files:
+            return files[0].filename, files[0].body
+        name = self.get_argument("name", "")
+        if not name:
+            raise web.HTTPError(400, "send a multipart 'file' field, or the raw bytes with ?name=PACKAGE.skill")
+        return name, self.request.body

@@ -1,0 +1,210 @@
+"""One conversation turn with an external ACP agent over stdio.
+
+:func:`invoke` starts the configured command as a subprocess (the
+``agent-client-protocol`` SDK's ``spawn_agent_process``), runs
+``initialize`` → ``session/new`` (cwd = the thread's ACP workspace, plus the
+enabled MCP servers) → ``session/prompt``, and returns what the agent *said*:
+only ``agent_message_chunk`` text is collected; thought chunks, tool-call
+updates and plans stay internal (counted, never concatenated).
+
+The client side we implement is deliberately small:
+
+* file reads/writes are served only inside the workspace (the agent's cwd);
+* permission requests are answered by :mod:`deerflow.acp.permissions`;
+* terminals are not offered (``terminal: false``): the agent runs its own tools.
+
+Failures are typed (:class:`AcpError` with a stable ``code``): a missing
+executable names the setting to fix (``acp_agents.<name>.command``) instead of
+surfacing a raw ``[Errno 2]``; an agent that crashes reports the tail of its
+stderr; a turn has a deadline (``timeout_seconds``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    PermissionOption,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallUpdate,
+    WriteTextFileResponse,
+)
+from acp.transports import default_environment
+
+from deerflow.acp.permissions import PermissionDecision, PermissionSetting, answer, decide
+from deerflow.config.schema import AcpAgentConfig
+
+CLIENT_INFO = Implementation(name="deerflow-notebook", title="DeerFlow Notebook", version="0.1")
+_STDERR_TAIL = 1500
+
+
+class AcpError(Exception):
+    """An ACP call that failed; ``code`` is stable (``acp_executable_missing``, ``acp_timeout``...)."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass
+class AcpResult:
+    """What one prompt turn produced.
+
+    Attributes:
+        text: The agent's message text (``agent_message_chunk`` only).
+        stop_reason: ACP stop reason (``end_turn``, ``refusal``, ``cancelled``...).
+        thought_chunks: How many thought chunks were received and kept internal.
+        permissions: Every permission request and the policy's answer.
+    """
+
+    text: str
+    stop_reason: str
+    thought_chunks: int = 0
+    permissions: list[PermissionDecision] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AcpInvocation:
+    """Everything needed to talk to one configured agent for one run."""
+
+    name: str
+    config: AcpAgentConfig
+    workspace: Path
+    attended: bool
+    mcp_servers: list[Any] = field(default_factory=list)  # ACP McpServer* models
+
+    @property
+    def permissions(self) -> PermissionSetting:
+        return self.config.permissions
+
+
+class _WorkspaceClient:
+    """The client half of ACP: collects message text, confines files, answers permissions."""
+
+    def __init__(self, invocation: AcpInvocation) -> None:
+        self._inv = invocation
+        self._root = invocation.workspace.resolve()
+        self.parts: list[str] = []
+        self.thoughts = 0
+        self.decisions: list[PermissionDecision] = []
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
+            self.parts.append(update.content.text)
+        elif isinstance(update, AgentThoughtChunk):
+            self.thoughts += 1
+
+    async def request_permission(self, session_id: str, tool_call: ToolCallUpdate,
+                                 options: list[PermissionOption], **kwargs: Any) -> RequestPermissionResponse:
+        allowed, reason = decide(self._inv.permissions, attended=self._inv.attended)
+        self.decisions.append(PermissionDecision(tool_call.title or tool_call.tool_call_id, allowed, reason))
+        return answer(options, allowed=allowed)
+
+    async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
+        target = self._inside(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        return WriteTextFileResponse()
+
+    async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
+                             **kwargs: Any) -> ReadTextFileResponse:
+        target = self._inside(path)
+        if not target.is_file():
+            raise RequestError.resource_not_found(path)
+        lines = target.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        start = max((line or 1) - 1, 0)
+        chosen = lines[start:start + limit] if limit else lines[start:]
+        return ReadTextFileResponse(content="".join(chosen))
+
+    def _inside(self, path: str) -> Path:
+        candidate = Path(path)
+        candidate = (candidate if candidate.is_absolute() else self._root / candidate).resolve()
+        if candidate != self._root and self._root not in candidate.parents:
+            raise RequestError.invalid_params({"path": path, "reason": "outside the ACP workspace"})
+        return candidate
+
+
+def resolve_command(invocation: AcpInvocation) -> str:
+    """The executable to start, or an :class:`AcpError` naming the setting to fix."""
+    command = invocation.config.command
+    path = invocation.config.env.get("PATH") or os.environ.get("PATH")
+    found = shutil.which(command, path=path)
+    if found is None:
+        raise AcpError(
+            f"ACP agent {invocation.name!r} cannot start: executable {command!r} was not found"
+            f"{'' if os.sep in command else ' on PATH'}. Install the agent's ACP adapter or set "
+            f"acp_agents.{invocation.name}.command in config.yaml to its full path.",
+            code="acp_executable_missing")
+    return found
+
+
+async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
+    """Send ``prompt`` to the agent in a fresh session and return its answer.
+
+    Raises:
+        AcpError: missing executable, the agent failing or refusing the protocol, timeout.
+    """
+    command = resolve_command(invocation)
+    invocation.workspace.mkdir(parents=True, exist_ok=True)
+    client = _WorkspaceClient(invocation)
+    env = {**default_environment(), **invocation.config.env}
+    with tempfile.TemporaryFile() as stderr:
+        try:
+            async with asyncio.timeout(invocation.config.timeout_seconds):
+                stop = await _converse(invocation, client, command, env, stderr, prompt)
+        except (FileNotFoundError, PermissionError) as exc:  # vanished or not executable after the PATH check
+            raise AcpError(f"ACP agent {invocation.name!r} cannot start {command!r}: {exc.strerror}. Fix "
+                           f"acp_agents.{invocation.name}.command in config.yaml.", code="acp_executable_missing") from None
+        except TimeoutError:
+            raise AcpError(f"ACP agent {invocation.name!r} did not finish within "
+                           f"{invocation.config.timeout_seconds:g}s (acp_agents.{invocation.name}.timeout_seconds)",
+                           code="acp_timeout") from None
+        except (RequestError, ConnectionError, EOFError, OSError, RuntimeError) as exc:
+            raise AcpError(f"ACP agent {invocation.name!r} failed: {_describe(exc)}{_tail(stderr)}",
+                           code="acp_agent_failed") from None
+    return AcpResult("".join(client.parts), stop, client.thoughts, client.decisions)
+
+
+async def _converse(invocation: AcpInvocation, client: _WorkspaceClient, command: str, env: dict[str, str],
+                    stderr: IO[bytes], prompt: str) -> str:
+    async with spawn_agent_process(client, command, *invocation.config.args, env=env, cwd=invocation.workspace,
+                                   transport_kwargs={"stderr": stderr.fileno()}) as (conn, _process):
+        capabilities = ClientCapabilities(
+            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False)
+        await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities,
+                              client_info=CLIENT_INFO)
+        session = await conn.new_session(cwd=str(invocation.workspace.resolve()),
+                                         mcp_servers=list(invocation.mcp_servers))
+        response = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
+        return response.stop_reason
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, RequestError):
+        data = f" ({exc.data})" if getattr(exc, "data", None) else ""
+        return f"{exc}{data}"
+    return str(exc) or type(exc).__name__
+
+
+def _tail(stderr: IO[bytes]) -> str:
+    stderr.seek(0)
+    text = stderr.read().decode("utf-8", errors="replace").strip()
+    return f"\nagent stderr (last lines):\n{text[-_STDERR_TAIL:]}" if text else ""
+
+
+__all__ = ["AcpError", "AcpInvocation", "AcpResult", "invoke", "resolve_command"]

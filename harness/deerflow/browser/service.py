@@ -1,0 +1,65 @@
+"""Starting the web and browser capabilities of a host.
+
+:func:`open_browsing_services` is called once when the run manager opens.
+It builds the web service (``services["web"]``) and, when ``browser.enabled``,
+starts the browser session manager (``services["browser"]``) and registers its
+shutdown on the manager's exit stack.  Any problem — an unknown search
+provider, Playwright or Chromium missing, a browser that does not start, an
+unguarded CDP endpoint without opt-in — is a ``ConfigError`` here, so the CLI
+and the server fail at startup with the fix in the message rather than on the
+model's first browser call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+from deerflow.config.schema import AppConfig
+from deerflow.errors import UserError
+
+WEB_SERVICE = "web"
+BROWSER_SERVICE = "browser"
+
+
+async def open_browsing_services(config: AppConfig, stack: AsyncExitStack, *,
+                                 config_file: str | None = None) -> dict[str, Any]:
+    """The ``web`` and ``browser`` services ``config`` asks for (ConfigError when unusable)."""
+    services: dict[str, Any] = {}
+    if config.web.enabled:
+        from deerflow.web.service import WebService
+
+        services[WEB_SERVICE] = WebService.from_config(config.web, config_file=config_file)
+    if config.browser.enabled:
+        from deerflow.browser.manager import BrowserSessionManager
+
+        browser = BrowserSessionManager(config.browser, config_file=config_file)
+        await browser.start()
+        stack.push_async_callback(browser.aclose)
+        services[BROWSER_SERVICE] = browser
+    return services
+
+
+async def live_frames(services: dict[str, Any], thread_id: str, owner: str, *, interval: float = 0.5,
+                      max_frames: int | None = None) -> AsyncIterator[bytes]:
+    """JPEG frames of ``thread_id``'s browser page for its owner (the client's and server's live view).
+
+    The caller has already checked that ``owner`` owns the thread; the session
+    manager checks it owns the session too.  Stops after ``max_frames`` if given.
+
+    Raises:
+        UserError: the browser is not enabled on this host.
+        ToolFailure: no session, another viewer is watching, or not the owner.
+    """
+    browser = services.get(BROWSER_SERVICE)
+    if browser is None:
+        raise UserError("the browser is not enabled: set browser.enabled: true in config.yaml")
+    count = 0
+    async with contextlib.aclosing(browser.live_frames(thread_id, owner, interval=interval)) as frames:
+        async for frame in frames:
+            yield frame
+            count += 1
+            if max_frames is not None and count >= max_frames:
+                return

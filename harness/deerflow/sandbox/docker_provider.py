@@ -1,0 +1,336 @@
+"""The ``docker`` provider: one container per thread; commands and kernels exec'd into it.
+
+Design:
+
+* **A container per user+thread.**  Its spec (mounts at the virtual paths,
+  network, limits, hardening; :mod:`deerflow.sandbox.docker_spec`) is built
+  from the thread's paths.  Containers are keyed by the thread's host root,
+  which names user and thread, and are never handed to another key; a
+  container whose spec no longer matches (a mount appeared, the config
+  changed) is removed and recreated once it is idle — that is the "reset".
+* **A small warm pool.**  A container is *busy* while a command holds a lease
+  on it or a kernel runs in it (the kernel's runtime directory exists under
+  the thread's run directory).  Idle containers stay running for their
+  thread, newest first, up to ``warm_pool_size``; older idle ones are removed
+  whenever a container is acquired or released.  ``warm_pool_size: 0`` means
+  a container lives exactly as long as something runs in it.
+* **Execution through a process.**  Commands and kernels run via the host
+  shim :mod:`deerflow.sandbox.docker_exec` (the Engine API, no CLI needed)
+  and, inside, under :mod:`deerflow.sandbox.supervisor`.  So the timeouts,
+  output caps and kernel management of the other providers apply unchanged.
+  A timeout kills the shim; the supervisor sees its stdin close and kills
+  the command's process group, and the provider also kills that group from
+  its pid file (the engine does not stop exec'd processes by itself).
+* **Kernels over ipc.**  A running container cannot gain mounts, so kernel
+  runtime directories are created inside the thread's run directory, bound
+  at ``/run/deerflow``; ZMQ's ipc sockets cross the bind mount.  This needs
+  the engine on the same Linux host (not Docker Desktop's VM).
+* **Python.**  ``host`` mode binds the server's interpreter and packages
+  read-only (same packages as the server, ipykernel included; needs a glibc
+  image at least as new as the host's); ``image`` mode uses the image's
+  ``python3``, which must have ipykernel installed.
+* **Network.**  ``isolated`` and ``allowlist`` run with ``network_mode=none``;
+  ``allowlist`` adds the provider's egress proxy exactly as bwrap does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ConfigError
+from deerflow.sandbox.docker_spec import (
+    RUN_VIEW,
+    ContainerPython,
+    ContainerSpec,
+    Limits,
+    PythonMode,
+    build_container_spec,
+)
+from deerflow.sandbox.egress_bridge import supervised, supervisor_source
+from deerflow.sandbox.egress_proxy import EgressProxy
+from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.network_policy import Allowlist, NetworkGate
+from deerflow.sandbox.process import ExecResult, run_command
+from deerflow.sandbox.provider import (
+    VIRTUAL_WORKSPACE,
+    KernelLaunch,
+    Launch,
+    NetworkMode,
+    SandboxProvider,
+)
+
+logger = logging.getLogger(__name__)
+
+_HOST_ENV = ("PATH", "HOME", "LANG")
+_KILL_GROUP = "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGKILL)"
+
+
+class DockerUnavailable(ConfigError):
+    """The Docker SDK is missing or no engine answers: an operator setup error."""
+
+
+def connect_docker() -> Any:
+    """A Docker client for the engine named by the environment, checked with a ping.
+
+    Raises:
+        DockerUnavailable: the ``docker`` package is not installed, or no engine is reachable.
+    """
+    try:
+        import docker  # type: ignore[import-untyped]
+        from docker.errors import DockerException  # type: ignore[import-untyped]
+        from requests.exceptions import RequestException
+    except ImportError:
+        raise DockerUnavailable("the docker provider needs the Docker SDK: "
+                                "pip install 'deerflow-notebook[docker]'", key="sandbox.use") from None
+    try:
+        client = docker.from_env()
+        client.ping()
+    except (DockerException, RequestException) as exc:
+        raise DockerUnavailable(f"no Docker engine reachable ({exc}); start Docker, set DOCKER_HOST, "
+                                "or use another sandbox provider", key="sandbox.use") from None
+    return client
+
+
+def _docker_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from docker.errors import DockerException  # type: ignore[import-untyped]
+        from requests.exceptions import RequestException
+    except ImportError:
+        return (OSError,)
+    return (DockerException, RequestException, OSError)
+
+
+@dataclass
+class _Slot:
+    """One thread's container and who is using it."""
+
+    key: Path
+    container: Any
+    fingerprint: str
+    run_dir: Path
+    leases: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+    @property
+    def busy(self) -> bool:
+        kernels = self.run_dir / "kernels"
+        return self.leases > 0 or (kernels.is_dir() and any(kernels.iterdir()))
+
+
+class DockerSandboxProvider(SandboxProvider):
+    """Run each thread's commands and kernel in its own container.
+
+    Args:
+        client: A ``docker.DockerClient``; default: :func:`connect_docker`.
+        image: Image providing the userland.
+        network: ``isolated`` (``none``), ``open`` (``bridge``) or ``allowlist``.
+        limits: Memory, CPU and process limits per container.
+        warm_pool_size: Idle thread containers kept running for reuse.
+        python_mode: ``host`` (bind the server's interpreter) or ``image``.
+        user: ``uid:gid`` inside the container; default: the server's.
+        shell: The shell for ``bash`` commands inside the image.
+        egress: The egress proxy for ``allowlist`` mode (the provider owns and closes it).
+        **kwargs: See :class:`SandboxProvider`.
+    """
+
+    name: ClassVar[str] = "docker"
+
+    def __init__(self, *, client: Any = None, image: str = "python:3.11-slim",
+                 network: NetworkMode = "isolated", limits: Limits | None = None,
+                 warm_pool_size: int = 0, python_mode: PythonMode = "host", user: str | None = None,
+                 shell: str = "/bin/bash", egress: EgressProxy | None = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        if network not in ("isolated", "open", "allowlist"):
+            raise ValueError(f"docker network mode must be 'isolated', 'open' or 'allowlist', not {network!r}")
+        self.client = client if client is not None else connect_docker()
+        self.image = image
+        self.network: NetworkMode = network
+        self.limits = limits or Limits()
+        self.warm_pool_size = warm_pool_size
+        self.user = user or f"{os.getuid()}:{os.getgid()}"
+        self.shell = shell
+        self.instance = uuid.uuid4().hex[:8]
+        self.egress = (egress or EgressProxy(NetworkGate(Allowlist()))) if network == "allowlist" else None
+        self._root = Path(tempfile.mkdtemp(prefix="deerflow-docker-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._root, True)
+        self.python = ContainerPython.of_server() if python_mode == "host" else None
+        if self.python is not None:
+            self.python.write_skeleton(self._root / "skeleton")
+        self._inner_python = self.python.executable if self.python is not None else "python3"
+        self._slots: dict[Path, _Slot] = {}
+        self._lock = threading.Lock()
+
+    # -- the spec ---------------------------------------------------------------------
+
+    def _key_hash(self, paths: ThreadPaths) -> str:
+        return hashlib.sha256(str(paths.root).encode()).hexdigest()[:12]
+
+    def run_dir(self, paths: ThreadPaths) -> Path:
+        """The thread's host run directory (kernels, pid files), bound at ``/run/deerflow``."""
+        path = self._root / "run" / self._key_hash(paths)
+        for sub in ("exec", "kernels"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        return path
+
+    def container_spec(self, paths: ThreadPaths) -> ContainerSpec:
+        """The container thread ``paths`` runs in (pure data; nothing is started)."""
+        key = self._key_hash(paths)
+        return build_container_spec(
+            image=self.image, name=f"deerflow-{self.instance}-{key}", user=self.user,
+            thread_mounts=self.mounts(paths), run_dir=self.run_dir(paths), supervisor=supervisor_source(),
+            network=self.network, limits=self.limits, python=self.python, skeleton=self._root / "skeleton",
+            egress_dir=self.egress.endpoint(paths.root) if self.egress is not None else None,
+            labels={"deerflow.sandbox": "1", "deerflow.provider": self.instance, "deerflow.thread": key},
+        )  # fmt: skip
+
+    # -- the pool ---------------------------------------------------------------------
+
+    def acquire(self, paths: ThreadPaths, *, lease: bool) -> _Slot:
+        """The thread's running container, started (or reset) if needed.
+
+        Args:
+            paths: The thread.
+            lease: Hold the container busy until :meth:`release`.
+        """
+        paths.ensure()
+        spec = self.container_spec(paths)
+        with self._lock:
+            slot = self._slots.get(paths.root)
+            if slot is not None and not slot.busy and (slot.fingerprint != spec.fingerprint()
+                                                       or not self._running(slot)):
+                self._remove(slot)
+                slot = None
+            if slot is None:
+                container = self.client.containers.run(**spec.run_kwargs())
+                slot = _Slot(paths.root, container, spec.fingerprint(), self.run_dir(paths))
+                self._slots[paths.root] = slot
+            if lease:
+                slot.leases += 1
+            self._trim(keep=slot)
+            return slot
+
+    def release(self, slot: _Slot) -> None:
+        """End a lease; idle containers beyond the warm pool are removed."""
+        with self._lock:
+            slot.leases -= 1
+            slot.idle_since = time.monotonic()
+            self._trim()
+
+    def containers(self) -> dict[Path, Any]:
+        """The running containers by thread root (for tests and diagnostics)."""
+        with self._lock:
+            return {key: slot.container for key, slot in self._slots.items()}
+
+    def _trim(self, keep: _Slot | None = None) -> None:
+        idle = [s for s in self._slots.values() if s is not keep and not s.busy]
+        idle.sort(key=lambda s: s.idle_since, reverse=True)
+        for slot in idle[self.warm_pool_size:]:
+            self._remove(slot)
+
+    def _running(self, slot: _Slot) -> bool:
+        try:
+            slot.container.reload()
+        except _docker_errors():
+            return False
+        return slot.container.status == "running"
+
+    def _remove(self, slot: _Slot) -> None:
+        self._slots.pop(slot.key, None)
+        try:
+            slot.container.remove(force=True)
+        except _docker_errors() as exc:
+            logger.warning("could not remove sandbox container %s: %s", getattr(slot.container, "id", "?"), exc)
+
+    # -- execution --------------------------------------------------------------------
+
+    def _host_env(self) -> dict[str, str]:
+        """Environment of the host-side shim: how to reach the engine, nothing more."""
+        return scrub_env({k: v for k, v in os.environ.items() if k.startswith("DOCKER_") or k in _HOST_ENV})
+
+    def exec_argv(self, slot: _Slot, inner: list[str], *, pidfile: str) -> list[str]:
+        """The host command line running ``inner`` in ``slot``'s container, supervised."""
+        return [
+            sys.executable, "-m", "deerflow.sandbox.docker_exec", "--container", str(slot.container.id),
+            "--workdir", VIRTUAL_WORKSPACE, "--",
+            *supervised(self._inner_python, inner, relay=self.network == "allowlist", pidfile=pidfile,
+                        watch_stdin=True),
+        ]  # fmt: skip
+
+    def _command(self, paths: ThreadPaths, slot: _Slot, command: str, exec_id: str) -> Launch:
+        argv = self.exec_argv(slot, [self.shell, "-c", command], pidfile=f"{RUN_VIEW}/exec/{exec_id}.pid")
+        return Launch(argv=argv, env=self._host_env(), cwd=paths.workspace)
+
+    def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
+        return self._command(paths, self.acquire(paths, lease=False), command, uuid.uuid4().hex)
+
+    def execute(self, paths: ThreadPaths, command: str, *, timeout: float | None = None) -> ExecResult:
+        """Run ``command`` in the thread's container, holding it busy meanwhile."""
+        slot = self.acquire(paths, lease=True)
+        exec_id = uuid.uuid4().hex
+        try:
+            launch = self._command(paths, slot, self.translate_in(paths, command), exec_id)
+            result = run_command(launch.argv, env=launch.env, cwd=launch.cwd,
+                                 timeout=self.command_timeout if timeout is None else timeout,
+                                 max_output=self.max_output)
+            if result.timed_out:
+                self._kill_exec(slot, exec_id)
+            return result
+        finally:
+            self.release(slot)
+
+    def _kill_exec(self, slot: _Slot, exec_id: str) -> None:
+        """Kill a timed-out command's process group inside the container, by its pid file."""
+        pidfile = slot.run_dir / "exec" / f"{exec_id}.pid"
+        try:
+            pgid = pidfile.read_text().strip()
+        except FileNotFoundError:
+            return  # the supervisor already cleaned up (its stdin closed)
+        try:
+            slot.container.exec_run([self._inner_python, "-c", _KILL_GROUP, pgid], user=self.user)
+        except _docker_errors() as exc:
+            logger.warning("could not kill timed-out command in %s: %s", slot.container.id, exc)
+        pidfile.unlink(missing_ok=True)
+
+    def kernel_runtime_dir(self, paths: ThreadPaths) -> Path:
+        """A kernel directory inside the thread's run directory (it keeps the container busy)."""
+        slot = self.acquire(paths, lease=True)  # held until the directory makes it busy
+        try:
+            path = slot.run_dir / "kernels" / uuid.uuid4().hex[:12]
+            path.mkdir(mode=0o700)
+        finally:
+            self.release(slot)
+        return path
+
+    def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
+        slot = self.acquire(paths, lease=False)
+        view = f"{RUN_VIEW}/kernels/{runtime_dir.name}"
+        inner = [self._inner_python, "-m", "ipykernel_launcher", "--HistoryManager.enabled=False"]
+        return KernelLaunch(argv=self.exec_argv(slot, inner, pidfile=f"{view}/kernel.pid"),
+                            env=self._host_env(), cwd=paths.workspace, runtime_view=view)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Remove every container of this provider, stop the egress proxy, delete run dirs."""
+        with self._lock:
+            for slot in list(self._slots.values()):
+                self._remove(slot)
+        if self.egress is not None:
+            self.egress.close()
+        self._cleanup()
+
+
+__all__ = ["DockerSandboxProvider", "DockerUnavailable", "connect_docker"]

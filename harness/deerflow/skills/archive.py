@@ -1,0 +1,199 @@
+"""Getting a skill package onto disk safely: zip archives and directories.
+
+A package comes from a ``.skill``/``.zip`` archive (a zip file) or a
+directory.  Either way it is copied into a fresh staging directory chosen by
+the caller (the installer puts it on the same filesystem as its target, so the
+final move is an atomic rename).  Every check that can be made before writing
+is made first; the rest is enforced while writing:
+
+* **names** — no absolute paths, drive letters (``C:\\x``), ``..`` components,
+  NUL bytes or duplicates; backslashes count as separators;
+* **types** — regular files and directories only: symlink members, device or
+  FIFO entries and encrypted members are refused (a directory source may not
+  contain symlinks either);
+* **limits** — number of members, size per file and total size, from the
+  archive's own headers first, then by counting the bytes actually written,
+  so a header that lies about sizes (a decompression bomb) is cut off at the
+  limit without ever writing past it.
+
+Any violation raises :class:`SkillPackageError`; the caller discards the
+staging directory, so nothing partial is ever installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from deerflow.errors import UserError
+
+ARCHIVE_SUFFIXES = (".skill", ".zip")
+_CHUNK = 64 * 1024
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_IGNORED_TOP = frozenset({"__MACOSX"})
+
+
+class SkillPackageError(UserError):
+    """A package that cannot be installed safely; the message says which member and why."""
+
+
+@dataclass(frozen=True)
+class PackageLimits:
+    """Bounds on what one skill package may hold."""
+
+    max_members: int = 1000
+    max_file_bytes: int = 10 * 1024 * 1024
+    max_total_bytes: int = 50 * 1024 * 1024
+
+
+def safe_member_path(name: str) -> PurePosixPath | None:
+    """The relative path a member may be written to; None for an ignorable entry.
+
+    Raises:
+        SkillPackageError: absolute paths, drive letters, ``..``, NUL bytes.
+    """
+    if "\x00" in name:
+        raise SkillPackageError(f"archive member {name!r} has a NUL byte in its name")
+    normalised = name.replace("\\", "/")
+    if normalised.startswith("/") or _DRIVE.match(normalised):
+        raise SkillPackageError(f"archive member {name!r} has an absolute path")
+    parts = [p for p in normalised.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise SkillPackageError(f"archive member {name!r} leaves the package with '..'")
+    if not parts or parts[0] in _IGNORED_TOP:
+        return None
+    return PurePosixPath(*parts)
+
+
+def extract_zip(archive: Path, dest: Path, limits: PackageLimits = PackageLimits()) -> None:
+    """Extract ``archive`` into the empty directory ``dest`` under ``limits``.
+
+    Raises:
+        SkillPackageError: not a zip, or any member or size that breaks the rules.
+    """
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = _checked_members(zf, limits)
+            written = 0
+            for info, rel in members:
+                target = dest.joinpath(*rel.parts)
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                written += _copy_member(zf, info, target, limits, budget=limits.max_total_bytes - written)
+    except zipfile.BadZipFile as exc:
+        raise SkillPackageError(f"{archive.name} is not a valid zip archive ({exc})") from None
+    except (NotImplementedError, RuntimeError) as exc:  # unsupported compression, encryption
+        raise SkillPackageError(f"{archive.name} cannot be read: {exc}") from None
+
+
+def _checked_members(zf: zipfile.ZipFile, limits: PackageLimits) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
+    infos = zf.infolist()
+    if len(infos) > limits.max_members:
+        raise SkillPackageError(f"the archive has {len(infos)} members; the limit is {limits.max_members}")
+    seen: set[PurePosixPath] = set()
+    members = []
+    total = 0
+    for info in infos:
+        rel = safe_member_path(info.filename)
+        if rel is None:
+            continue
+        _check_member_type(info)
+        if rel in seen and not info.is_dir():
+            raise SkillPackageError(f"archive member {info.filename!r} appears twice")
+        seen.add(rel)
+        if info.file_size > limits.max_file_bytes:
+            raise SkillPackageError(f"archive member {info.filename!r} is {info.file_size:,} bytes "
+                                    f"uncompressed; the limit per file is {limits.max_file_bytes:,}")
+        total += info.file_size
+        if total > limits.max_total_bytes:
+            raise SkillPackageError(f"the archive expands to more than {limits.max_total_bytes:,} bytes")
+        members.append((info, rel))
+    return members
+
+
+def _check_member_type(info: zipfile.ZipInfo) -> None:
+    if info.flag_bits & 0x1:
+        raise SkillPackageError(f"archive member {info.filename!r} is encrypted")
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        raise SkillPackageError(f"archive member {info.filename!r} is a symbolic link")
+    if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)) and stat.S_IFMT(mode):
+        raise SkillPackageError(f"archive member {info.filename!r} is not a regular file")
+
+
+def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, limits: PackageLimits,
+                 *, budget: int) -> int:
+    """Stream one member to ``target``, stopping at the per-file or remaining total budget."""
+    cap = min(limits.max_file_bytes, budget)
+    written = 0
+    with zf.open(info) as src, target.open("xb") as out:
+        while chunk := src.read(_CHUNK):
+            written += len(chunk)
+            if written > cap:
+                raise SkillPackageError(f"archive member {info.filename!r} expands beyond its declared "
+                                        f"size and the limits (a decompression bomb?)")
+            out.write(chunk)
+    return written
+
+
+def copy_directory(source: Path, dest: Path, limits: PackageLimits = PackageLimits()) -> None:
+    """Copy a package directory into the empty directory ``dest`` under ``limits``.
+
+    Raises:
+        SkillPackageError: symlinks, special files, or sizes beyond the limits.
+    """
+    count = total = 0
+    for root, dirs, files in os.walk(source, followlinks=False):
+        here = Path(root)
+        rel_dir = here.relative_to(source)
+        dirs[:] = [d for d in sorted(dirs) if not _skip_dir(d, here / d, rel_dir)]
+        for name in sorted(files):
+            path = here / name
+            rel = rel_dir / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise SkillPackageError(f"{rel} is a symbolic link; a skill package holds files only")
+            if not stat.S_ISREG(mode):
+                raise SkillPackageError(f"{rel} is not a regular file")
+            count += 1
+            total += path.lstat().st_size
+            _check_sizes(rel, path.lstat().st_size, count, total, limits)
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target, follow_symlinks=False)
+
+
+def _skip_dir(name: str, path: Path, rel_dir: Path) -> bool:
+    if path.is_symlink():
+        raise SkillPackageError(f"{rel_dir / name} is a symbolic link; a skill package holds files only")
+    return name in {"__pycache__", ".ipynb_checkpoints", ".git"}
+
+
+def _check_sizes(rel: Path, size: int, count: int, total: int, limits: PackageLimits) -> None:
+    if count > limits.max_members:
+        raise SkillPackageError(f"the package has more than {limits.max_members} files")
+    if size > limits.max_file_bytes:
+        raise SkillPackageError(f"{rel} is {size:,} bytes; the limit per file is {limits.max_file_bytes:,}")
+    if total > limits.max_total_bytes:
+        raise SkillPackageError(f"the package is larger than {limits.max_total_bytes:,} bytes")
+
+
+def package_root(extracted: Path) -> Path:
+    """The directory holding ``SKILL.md``: the top level, or its single folder.
+
+    Raises:
+        SkillPackageError: when neither holds a ``SKILL.md``.
+    """
+    if (extracted / "SKILL.md").is_file():
+        return extracted
+    entries = [p for p in extracted.iterdir() if not p.name.startswith(".")]
+    if len(entries) == 1 and entries[0].is_dir() and (entries[0] / "SKILL.md").is_file():
+        return entries[0]
+    raise SkillPackageError("the package has no SKILL.md at its top level or in a single top-level folder")

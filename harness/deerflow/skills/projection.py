@@ -1,0 +1,125 @@
+"""A thread's view of its skills: a copy of the enabled ones, rebuilt when they change.
+
+``/mnt/skills`` never shows the canonical skill trees.  Each thread gets
+``{thread}/skills/<name>/``, a copy of the skills enabled for its user, and
+that directory is what the file tools (``RunContext.services["skills_root"]``)
+and the sandbox providers (``ThreadPaths.skills_view``) mount read-only.  So:
+
+* a disabled skill is simply absent: no file tool, shell or kernel can read it;
+* nothing done in a sandbox can modify the canonical files (a copy, not a bind);
+* links are never copied as links: one pointing inside its skill is copied as
+  the file it points to, one leading out of its skill is rejected (skipped and
+  logged), so a skill cannot expose the host through its view.
+
+The view is rebuilt only when the enabled set or a file of it changes (a
+signature of names, sizes and modification times is kept in the thread's
+private ``sandbox-state``).  It is rebuilt *in place*, skill by skill (copy to
+a staging directory, then rename), because a running kernel or sandbox has the
+view directory itself bound: the directory must stay the same inode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.virtual_paths import state_dir
+from deerflow.skills.catalog import Skill
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE_FILE = "skills-view.json"
+
+
+def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
+    """Make ``paths.skills_view`` hold exactly ``skills`` (copies); returns the view.
+
+    Cheap when nothing changed: one stat walk of the enabled skills.
+    """
+    view = paths.skills_view
+    marker = state_dir(paths) / SIGNATURE_FILE
+    signature = skills_signature(skills)
+    if view.is_dir() and _read(marker) == signature:
+        return view
+    view.mkdir(parents=True, exist_ok=True)
+    wanted = {s.name: s for s in skills}
+    for child in view.iterdir():
+        if child.name not in wanted:
+            _remove(child)
+    for skill in skills:
+        _replace_copy(skill, view)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(signature, encoding="utf-8")
+    return view
+
+
+def skills_signature(skills: Sequence[Skill]) -> str:
+    """A digest of the skills' names, sources and every file's size and mtime."""
+    entries = []
+    for skill in sorted(skills, key=lambda s: s.name):
+        files = []
+        for root, dirs, names in os.walk(skill.root):
+            dirs.sort()
+            for name in sorted(names):
+                st = os.lstat(os.path.join(root, name))
+                files.append([os.path.relpath(os.path.join(root, name), skill.root), st.st_size, st.st_mtime_ns])
+        entries.append([skill.name, skill.source, str(skill.root), files])
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
+def _replace_copy(skill: Skill, view: Path) -> None:
+    staging = view.parent / f".skills-staging-{uuid.uuid4().hex}"
+    try:
+        copy_skill_tree(skill.root, staging)
+        final = view / skill.name
+        if final.exists() or final.is_symlink():
+            aside = view.parent / f".skills-old-{uuid.uuid4().hex}"
+            final.rename(aside)
+            _remove(aside)
+        staging.rename(final)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def copy_skill_tree(source: Path, dest: Path) -> None:
+    """Copy ``source`` to ``dest`` with links resolved inside ``source`` and escaping links rejected."""
+    real_root = Path(os.path.realpath(source))
+    dest.mkdir(parents=True)
+    for root, dirs, files in os.walk(source, followlinks=False):
+        here = Path(root)
+        rel = here.relative_to(source)
+        for name in sorted(dirs):
+            if (here / name).is_symlink():
+                logger.warning("skill %s: directory link %s not projected", source.name, rel / name)
+            else:
+                (dest / rel / name).mkdir()
+        for name in sorted(files):
+            path = here / name
+            real = Path(os.path.realpath(path))
+            if path.is_symlink() and not (real.is_relative_to(real_root) and real.is_file()):
+                logger.warning("skill %s: link %s leaves the skill; rejected", source.name, rel / name)
+                continue
+            if real.is_file():
+                shutil.copyfile(real, dest / rel / name)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None

@@ -1,0 +1,245 @@
+"""SkillScan: a deterministic review of a skill package before it becomes active.
+
+Run by the installer on every package (archive, directory, or a skill the
+agent wrote), after extraction and before the package is moved into place.
+It reads every file once and applies fixed rules; nothing is executed and no
+model is asked, so the same package always gets the same verdict.
+
+Findings are ``critical`` (the install is refused) or ``warning`` (installed,
+and the user is shown the finding).  Rules:
+
+==================  ========  ==================================================
+rule                severity  what it looks for
+==================  ========  ==================================================
+symlink             critical  any symbolic link in the package
+special_file        critical  FIFOs, sockets, devices
+nested_skill        critical  a ``SKILL.md`` below the package root
+executable          critical  ELF, PE, Mach-O (and fat/Java class), WebAssembly
+pipe_to_shell       critical  ``curl``/``wget`` piped or substituted into a shell
+reverse_shell       critical  ``/dev/tcp``, ``nc -e``, ``socat exec:``, pty/dup2 shells
+cloud_metadata      critical  169.254.169.254, metadata.google.internal & co.
+fork_bomb           critical  ``:(){ :|:& };:`` and ``while True: os.fork()``
+secret              critical  private keys and well-known token formats
+credential_access   critical  reading ``~/.ssh``, ``~/.aws/credentials``, ``/etc/shadow``
+destructive         critical  ``rm -rf /`` or of the home directory
+obfuscated_exec     critical  eval/exec of decoded, decompressed or downloaded data
+dynamic_exec        warning   eval/exec/compile of strings, ``__import__``
+possible_secret     warning   ``api_key = "..."``-style literals
+path_traversal      warning   ``../../`` in a file's text
+==================  ========  ==================================================
+
+This is defence in depth, not a security boundary: a determined author can
+phrase anything in a way no pattern matches.  The sandbox that runs the
+skill's code is the boundary.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from deerflow.skills.manifest import MANIFEST
+
+Severity = Literal["critical", "warning"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason for concern, located in the package (``line`` 0: the whole file)."""
+
+    rule: str
+    severity: Severity
+    path: str
+    line: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "severity": self.severity, "path": self.path,
+                "line": self.line, "message": self.message}
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"[{self.severity}] {self.rule} at {where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """The verdict on a package."""
+
+    findings: tuple[Finding, ...] = ()
+    files_scanned: int = 0
+
+    @property
+    def blocked(self) -> bool:
+        return any(f.severity == "critical" for f in self.findings)
+
+    @property
+    def critical(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "critical"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"blocked": self.blocked, "files_scanned": self.files_scanned,
+                "findings": [f.to_dict() for f in self.findings]}
+
+    def summary(self) -> str:
+        """One line per finding, most severe first."""
+        ordered = self.critical + self.warnings
+        return "\n".join(str(f) for f in ordered) if ordered else "no findings"
+
+
+@dataclass(frozen=True)
+class _Rule:
+    rule: str
+    severity: Severity
+    pattern: re.Pattern[str]
+    message: str
+
+
+def _r(rule: str, severity: Severity, pattern: str, message: str, flags: int = re.IGNORECASE) -> _Rule:
+    return _Rule(rule, severity, re.compile(pattern, flags), message)
+
+
+_SHELL = r"(?:sudo\s+)?(?:env\s+)?(?:ba|z|k|da|fi|tc)?sh\b"
+_STDIN_INTERPRETER = r"(?:sudo\s+)?(?:python[0-9.]*|perl|ruby|node)\s*-?\s*(?:$|[;&)])"
+_LINE_RULES: tuple[_Rule, ...] = (
+    _r("pipe_to_shell", "critical", rf"\b(?:curl|wget)\b[^\n|]*\|\s*(?:{_SHELL}|{_STDIN_INTERPRETER})",
+       "downloads code and pipes it straight into an interpreter"),
+    _r("pipe_to_shell", "critical", r"(?:ba|z)?sh\s+(?:-c\s+)?[\"']?(?:<\(|\$\()\s*(?:curl|wget)\b",
+       "runs a downloaded script through a shell"),
+    _r("reverse_shell", "critical", r"/dev/(?:tcp|udp)/", "opens a raw network socket from a shell"),
+    _r("reverse_shell", "critical", r"\bn(?:c|cat|etcat)\b[^\n]*\s-[a-z]*[ec]\s", "netcat with -e/-c (a remote shell)"),
+    _r("reverse_shell", "critical", r"\bsocat\b[^\n]*\b(?:exec|system):", "socat connecting a process to a socket"),
+    _r("reverse_shell", "critical", r"\bpty\.spawn\s*\(", "spawns an interactive pty (a remote shell pattern)"),
+    _r("reverse_shell", "critical", r"os\.dup2\s*\([^)]*fileno\s*\(", "redirects a socket onto stdin/stdout"),
+    _r("reverse_shell", "critical", r"\bmkfifo\b[^\n]*\bn(?:c|cat)\b", "a FIFO wired to netcat (a remote shell)"),
+    _r("reverse_shell", "critical", r"Net\.Sockets\.TCPClient", "a PowerShell TCP client shell"),
+    _r("cloud_metadata", "critical",
+       r"169\.254\.169\.254|169\.254\.170\.2|metadata\.google\.internal|100\.100\.100\.200"
+       r"|fd00:ec2::254|metadata\.azure\.com",
+       "reaches a cloud metadata service (instance credentials)"),
+    _r("fork_bomb", "critical", r"(\w+|:)\s*\(\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}\s*;\s*\1",
+       "a shell fork bomb"),
+    _r("fork_bomb", "critical", r"\bfork\s+while\s+fork\b", "a Perl fork bomb"),
+    _r("secret", "critical", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----", "contains a private key", 0),
+    _r("secret", "critical", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "contains an AWS access key id", 0),
+    _r("secret", "critical", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", "contains a GitHub token", 0),
+    _r("secret", "critical", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}\b", "contains an API secret key", 0),
+    _r("secret", "critical", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "contains a Slack token", 0),
+    _r("secret", "critical", r"\bAIza[0-9A-Za-z_-]{35}\b", "contains a Google API key", 0),
+    _r("credential_access", "critical",
+       r"~/\.ssh/|\$HOME/\.ssh/|\.aws/credentials|/etc/shadow|\.config/gcloud/|\.kube/config",
+       "reads credentials of the machine it runs on"),
+    _r("destructive", "critical", r"\brm\s+-[a-z]*(?:r[a-z]*f|f[a-z]*r)[a-z]*\s+(?:/|~/?|\$HOME/?)(?:\s|$|\*)",
+       "deletes the root or home directory"),
+    _r("obfuscated_exec", "critical",
+       r"(?<![\w.])(?:eval|exec)\s*\([^\n]*(?:b64decode|a85decode|decompress|fromhex|urlopen|requests\.get"
+       r"|codecs\.decode|\.decode\(\s*[\"']rot)",
+       "executes decoded, decompressed or downloaded code"),
+    _r("dynamic_exec", "warning", r"(?<![\w.])(?:eval|exec)\s*\(\s*[^)\s]",
+       "runs code built from a string (eval/exec)", 0),
+    _r("dynamic_exec", "warning", r"(?<![\w.])compile\s*\([^\n]*[\"'](?:exec|eval|single)[\"']",
+       "compiles a string into code", 0),
+    _r("dynamic_exec", "warning", r"\b__import__\s*\(", "imports a module by a computed name", 0),
+    _r("possible_secret", "warning",
+       r"\b(?:api[_-]?key|secret|token|passw(?:or)?d)\b\s*[:=]\s*[\"'][^\"'\s$]{16,}[\"']",
+       "a credential-like literal; use required-secrets and the environment instead"),
+    _r("path_traversal", "warning", r"\.\./\.\./", "climbs out of its directory with ../../"),
+)
+_TEXT_RULES: tuple[_Rule, ...] = (
+    _r("fork_bomb", "critical", r"while\s+(?:True|1)\s*:\s*\n?\s*os\.fork\s*\(\)", "a Python fork bomb", 0),
+)
+_MACHO = (b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+TEXT_PROBE = 8192
+
+
+def executable_kind(head: bytes) -> str | None:
+    """The executable format ``head`` (a file's first bytes) starts with, if any."""
+    if head.startswith(b"\x7fELF"):
+        return "an ELF executable"
+    if head[:4] in _MACHO:
+        return "a Mach-O (or Java class) binary"
+    if head.startswith(b"\x00asm"):
+        return "a WebAssembly module"
+    if head.startswith(b"MZ") and len(head) >= 64:
+        offset = int.from_bytes(head[60:64], "little")
+        if head[offset:offset + 4] == b"PE\x00\x00" or offset >= len(head):
+            return "a Windows PE executable"
+    return None
+
+
+def scan_text(path: str, text: str) -> list[Finding]:
+    """The content findings for one text file."""
+    findings: list[Finding] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for rule in _LINE_RULES:
+            if rule.pattern.search(line):
+                findings.append(Finding(rule.rule, rule.severity, path, number, rule.message))
+    for rule in _TEXT_RULES:
+        for match in rule.pattern.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            findings.append(Finding(rule.rule, rule.severity, path, line, rule.message))
+    return _dedupe(findings)
+
+
+def scan_file(path: str, data: bytes) -> list[Finding]:
+    """Findings for one file's bytes: executable formats, then text rules."""
+    kind = executable_kind(data[:4096])
+    if kind:
+        return [Finding("executable", "critical", path, 0, f"is {kind}")]
+    if b"\x00" in data[:TEXT_PROBE]:
+        return []  # other binary data (images, archives of data): nothing to read
+    return scan_text(path, data.decode("utf-8", errors="replace"))
+
+
+def scan_package(root: Path) -> ScanReport:
+    """Scan every entry below ``root`` (links are reported, never followed)."""
+    findings: list[Finding] = []
+    files = 0
+    for entry, rel in _walk(root):
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            findings.append(Finding("symlink", "critical", rel, 0, "is a symbolic link; packages hold files only"))
+        elif stat.S_ISDIR(mode):
+            continue
+        elif not stat.S_ISREG(mode):
+            findings.append(Finding("special_file", "critical", rel, 0, "is not a regular file"))
+        else:
+            files += 1
+            if entry.name.upper() == MANIFEST.upper() and "/" in rel:
+                findings.append(Finding("nested_skill", "critical", rel, 0,
+                                        "a SKILL.md below the package root (one package, one skill)"))
+            findings.extend(scan_file(rel, Path(entry.path).read_bytes()))
+    return ScanReport(tuple(findings), files)
+
+
+def _walk(root: Path) -> Iterator[tuple[os.DirEntry[str], str]]:
+    stack = [(root, "")]
+    while stack:
+        directory, prefix = stack.pop()
+        with os.scandir(directory) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            yield entry, rel
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), rel + "/"))
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str, int]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.path, f.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

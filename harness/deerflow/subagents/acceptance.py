@@ -1,0 +1,222 @@
+"""Acceptance criteria the harness checks itself, after a subagent ends.
+
+The lead may attach criteria to a delegation.  Three canonical forms are
+objective, so the harness checks them instead of believing the report:
+
+* ``file:<path> exists`` / ``file:<path> non-empty`` — the virtual path is
+  a file (of at least one byte);
+* ``file_written:<path>`` — the file exists and was created or changed while
+  the subagent ran (compared with a snapshot taken before it started);
+* ``tests_passed:<command>`` — the command, run in the thread's sandbox
+  through the provider's ``execute``, exits 0.
+
+Each criterion gets ``MET``, ``UNMET`` or ``UNVERIFIED`` (free text, a path
+outside the mounts, no sandbox that runs commands, a command the audit
+blocks): the harness never guesses.  The overall verdict is ``UNMET`` if any
+criterion is unmet, else ``UNVERIFIED`` if any is unverified, else ``MET``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.audit import audit_command
+from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.tools.errors import ToolFailure
+
+Verdict = Literal["MET", "UNMET", "UNVERIFIED"]
+CriterionKind = Literal["file", "file_written", "tests_passed", "free_text"]
+
+MAX_CRITERIA = 20
+MAX_CRITERION_CHARS = 1_000
+_FILE = re.compile(r"^file:\s*(?P<path>\S.*?)\s+(?P<cond>exists|non-empty)\s*$")
+_WRITTEN = re.compile(r"^file_written:\s*(?P<path>\S.*?)\s*$")
+_TESTS = re.compile(r"^tests_passed:\s*(?P<command>\S.*?)\s*$", re.S)
+_HASH_LIMIT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One parsed criterion (``free_text`` when it is not a canonical form)."""
+
+    text: str
+    kind: CriterionKind
+    path: str | None = None
+    condition: str | None = None
+    command: str | None = None
+
+
+def parse_criterion(text: str) -> Criterion:
+    """Recognise a canonical criterion; anything else is free text."""
+    stripped = text.strip()
+    if match := _FILE.match(stripped):
+        return Criterion(stripped, "file", path=match["path"], condition=match["cond"])
+    if match := _WRITTEN.match(stripped):
+        return Criterion(stripped, "file_written", path=match["path"])
+    if match := _TESTS.match(stripped):
+        return Criterion(stripped, "tests_passed", command=match["command"])
+    return Criterion(stripped, "free_text")
+
+
+def normalize_criteria(raw: Sequence[str] | str | None) -> list[str]:
+    """The criteria as a clean list (strings, stripped, bounded).
+
+    Raises:
+        ToolFailure: ``invalid_argument`` for too many or too long criteria.
+    """
+    if raw is None:
+        return []
+    items = [raw] if isinstance(raw, str) else list(raw)
+    cleaned = [str(c).strip() for c in items if str(c).strip()]
+    if len(cleaned) > MAX_CRITERIA:
+        raise ToolFailure(f"at most {MAX_CRITERIA} acceptance criteria per task", code="invalid_argument")
+    if any(len(c) > MAX_CRITERION_CHARS for c in cleaned):
+        raise ToolFailure(f"an acceptance criterion is longer than {MAX_CRITERION_CHARS} characters",
+                          code="invalid_argument")
+    return cleaned
+
+
+@dataclass(frozen=True)
+class CriterionResult:
+    criterion: str
+    kind: CriterionKind
+    verdict: Verdict
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"criterion": self.criterion, "kind": self.kind, "verdict": self.verdict, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class AcceptanceReport:
+    """Per-criterion verdicts and the overall one (None when there were no criteria)."""
+
+    results: tuple[CriterionResult, ...]
+
+    @property
+    def overall(self) -> Verdict | None:
+        verdicts = {r.verdict for r in self.results}
+        if not verdicts:
+            return None
+        if "UNMET" in verdicts:
+            return "UNMET"
+        return "UNVERIFIED" if "UNVERIFIED" in verdicts else "MET"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"overall": self.overall, "criteria": [r.to_dict() for r in self.results]}
+
+    def lines(self) -> list[str]:
+        return [f"- {r.criterion}: {r.verdict} ({r.reason})" for r in self.results]
+
+
+FileState = tuple[int, int, str] | None
+"""(size, mtime_ns, sha256 prefix) of a file, None when it does not exist."""
+
+
+def file_state(host: Path) -> FileState:
+    """What :func:`check_acceptance` compares for ``file_written``."""
+    try:
+        stat = host.stat()
+    except OSError:
+        return None
+    if not host.is_file():
+        return None
+    digest = ""
+    if stat.st_size <= _HASH_LIMIT:
+        digest = hashlib.sha256(host.read_bytes()).hexdigest()[:16]
+    return stat.st_size, stat.st_mtime_ns, digest
+
+
+def snapshot_targets(criteria: Sequence[str], vfs: VirtualFS) -> dict[str, FileState]:
+    """Before the subagent starts: the state of every ``file_written`` target."""
+    before: dict[str, FileState] = {}
+    for text in criteria:
+        parsed = parse_criterion(text)
+        if parsed.kind == "file_written" and parsed.path:
+            try:
+                before[parsed.path] = file_state(vfs.resolve(parsed.path, write=False))
+            except ToolFailure:
+                continue
+    return before
+
+
+@dataclass
+class AcceptanceContext:
+    """Where criteria are checked: the thread's files and sandbox."""
+
+    paths: ThreadPaths
+    vfs: VirtualFS
+    sandbox: SandboxProvider | None
+    before: Mapping[str, FileState]
+    command_timeout: float = 300.0
+
+
+async def check_acceptance(criteria: Sequence[str], ctx: AcceptanceContext) -> AcceptanceReport:
+    """Check every criterion (commands run one after the other, in the sandbox)."""
+    results = [await _check(parse_criterion(text), ctx) for text in criteria]
+    return AcceptanceReport(tuple(results))
+
+
+async def _check(criterion: Criterion, ctx: AcceptanceContext) -> CriterionResult:
+    if criterion.kind == "free_text":
+        return _result(criterion, "UNVERIFIED", "free text: the harness cannot check it; read the report")
+    if criterion.kind == "tests_passed":
+        return await _check_command(criterion, ctx)
+    assert criterion.path is not None
+    try:
+        host = ctx.vfs.resolve(criterion.path, write=False)
+    except ToolFailure as exc:
+        return _result(criterion, "UNVERIFIED", f"cannot check that path: {exc.message}")
+    if criterion.kind == "file":
+        return _check_file(criterion, host)
+    return _check_written(criterion, host, ctx.before.get(criterion.path, None))
+
+
+def _check_file(criterion: Criterion, host: Path) -> CriterionResult:
+    if not host.is_file():
+        return _result(criterion, "UNMET", "no such file" if not host.exists() else "not a regular file")
+    if criterion.condition == "non-empty" and host.stat().st_size == 0:
+        return _result(criterion, "UNMET", "the file is empty")
+    return _result(criterion, "MET", f"file has {host.stat().st_size} bytes")
+
+
+def _check_written(criterion: Criterion, host: Path, before: FileState) -> CriterionResult:
+    after = file_state(host)
+    if after is None:
+        return _result(criterion, "UNMET", "no such file")
+    if before is None:
+        return _result(criterion, "MET", "created during the task")
+    if after != before:
+        return _result(criterion, "MET", "changed during the task")
+    return _result(criterion, "UNMET", "the file existed before and was not changed")
+
+
+async def _check_command(criterion: Criterion, ctx: AcceptanceContext) -> CriterionResult:
+    command = criterion.command or ""
+    if ctx.sandbox is None or not ctx.sandbox.allows_bash:
+        return _result(criterion, "UNVERIFIED", "no sandbox that runs shell commands in this session")
+    verdict = audit_command(command)
+    if verdict.blocked:
+        return _result(criterion, "UNVERIFIED", "the command was blocked by the security audit: "
+                       + "; ".join(verdict.reasons))
+    result = await ctx.sandbox.aexecute(ctx.paths, command, timeout=ctx.command_timeout)
+    if result.timed_out:
+        return _result(criterion, "UNMET", f"timed out after {ctx.command_timeout:g}s")
+    if result.exit_code == 0:
+        return _result(criterion, "MET", "exit code 0")
+    return _result(criterion, "UNMET", f"exit code {result.exit_code}")
+
+
+def _result(criterion: Criterion, verdict: Verdict, reason: str) -> CriterionResult:
+    return CriterionResult(criterion.text, criterion.kind, verdict, reason)
+
+
+__all__ = ["AcceptanceContext", "AcceptanceReport", "Criterion", "CriterionResult", "Verdict", "check_acceptance",
+           "file_state", "normalize_criteria", "parse_criterion", "snapshot_targets"]

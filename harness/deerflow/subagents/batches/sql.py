@@ -1,0 +1,157 @@
+"""The SQL seam of durable batches: one small backend per database, portable SQL above it.
+
+The batch store (:mod:`.store`) writes plain SQL that both SQLite and
+PostgreSQL accept: ``TEXT``/``INTEGER``/``DOUBLE PRECISION`` columns, ``?``
+placeholders (rewritten to ``%s`` for drivers that use the ``format``
+paramstyle), no ``INSERT OR REPLACE``/``ON CONFLICT``, no ``RETURNING``.
+Concurrency control is the database's own: a claim is one
+``UPDATE ... WHERE status='pending'`` whose row count says who won.
+
+* :class:`SqliteBackend` — the default, a file under ``$DEERFLOW_HOME``;
+  WAL mode and one short connection per operation, so several processes
+  (the server, ``deerflow batches worker``) can share it.  ``synchronous=NORMAL``:
+  a committed claim or result survives a killed process (WAL); a power cut
+  may lose the last commits, never consistency — an item then simply runs
+  again once its lease expires.
+* :class:`PostgresBackend` — for multi-user deployments; needs the
+  optional ``psycopg`` driver (a clear error says so when it is missing).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from deerflow.config.paths import HomePaths
+from deerflow.config.schema import BatchesConfig
+from deerflow.errors import ConfigError
+
+Row = dict[str, Any]
+_PLACEHOLDER = re.compile(r"\?")
+
+
+class SqlBackend(ABC):
+    """Runs portable SQL (``?`` placeholders) on one database."""
+
+    name: str = "sql"
+
+    @abstractmethod
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A DB-API cursor inside one transaction (committed on success, rolled back on error)."""
+
+    def execute(self, cursor: Any, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; the affected row count."""
+        cursor.execute(self.translate(sql), tuple(params))
+        return int(cursor.rowcount or 0)
+
+    def query(self, cursor: Any, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Run a query; rows as dicts keyed by column name."""
+        cursor.execute(self.translate(sql), tuple(params))
+        names = [d[0] for d in cursor.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def translate(self, sql: str) -> str:
+        """Adapt placeholders to the driver (identity for ``?`` drivers)."""
+        return sql
+
+    def describe(self) -> str:
+        return self.name
+
+    def close(self) -> None:  # noqa: B027 - optional hook: backends without pooled connections keep it
+        """Release pooled connections (nothing to do for per-transaction connections)."""
+
+
+class SqliteBackend(SqlBackend):
+    """SQLite file in WAL mode, one connection per thread (safe across threads and processes).
+
+    Connections are kept open: closing the last connection of a WAL database
+    checkpoints it, which made a claim cost several milliseconds.
+    """
+
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[sqlite3.Connection] = []
+        self._connection().execute("PRAGMA journal_mode=WAL")
+
+    def _connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: survives a killed process; power loss may drop the tail
+            self._local.db = db
+            with self._lock:
+                self._open.append(db)
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        db = self._connection()
+        with db:
+            yield db.cursor()
+
+    def close(self) -> None:
+        """Close every connection this backend opened (idempotent)."""
+        with self._lock:
+            connections, self._open = self._open, []
+        for db in connections:
+            db.close()
+        self._local = threading.local()
+
+    def describe(self) -> str:
+        return f"sqlite:{self.path}"
+
+
+class PostgresBackend(SqlBackend):
+    """PostgreSQL through ``psycopg`` (the ``postgres`` extra); a connection per transaction."""
+
+    name = "postgres"
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise ConfigError("the postgres batch queue needs the psycopg driver: "
+                              "pip install 'deerflow-notebook[postgres]'", key="subagents.batches.backend") from None
+        self._psycopg = psycopg
+        self.url = url
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        with self._psycopg.connect(self.url) as conn, conn.transaction(), conn.cursor() as cursor:
+            yield cursor
+
+    def translate(self, sql: str) -> str:
+        return _PLACEHOLDER.sub("%s", sql)
+
+    def describe(self) -> str:
+        return "postgres"
+
+
+def open_backend(config: BatchesConfig, home: HomePaths) -> SqlBackend:
+    """The backend named by ``subagents.batches``.
+
+    Raises:
+        ConfigError: postgres without a URL or without its driver.
+    """
+    if config.backend == "postgres":
+        if not config.postgres_url:
+            raise ConfigError("the postgres batch queue needs subagents.batches.postgres_url",
+                              key="subagents.batches.postgres_url")
+        return PostgresBackend(config.postgres_url)
+    path = Path(config.sqlite_path).expanduser() if config.sqlite_path else home.home / "batches.db"
+    return SqliteBackend(path)
+
+
+__all__ = ["PostgresBackend", "Row", "SqlBackend", "SqliteBackend", "open_backend"]

@@ -1,0 +1,157 @@
+"""A subagent's graph: its tools, its middleware chain, its context.
+
+* **Tools** — the same assembly as the lead (:func:`get_available_tools`:
+  built-ins, config tools, MCP, the user's authorization policy) with the
+  subagent tools off and :data:`FORBIDDEN_CHILD_TOOLS` hidden, then narrowed
+  by the allowlist layers: the type's ``tools``, the type's ``skills`` and
+  the *parent's* active-skill allowlist (see :func:`parent_skill_allowlist`),
+  so a child can never do more than its parent's skill allows.
+* **Middlewares** (:func:`child_middlewares`, the order in one list):
+  dangling tool calls → receipts (outermost tool wrapper) → guard →
+  authorization → tool errors → output budget → limits → loop detection.
+  No clarification, title, uploads or summarization: a child's conversation
+  is one task, nobody answers questions, nothing is presented.
+* **Context** — a :class:`RunContext` with the thread's identity, files and
+  services (so the child uses the thread's sandbox and kernel), a
+  ``subagent`` run id, the ``autonomous`` interaction policy, and the
+  execution's :class:`ChildRun`; never the parent's delegation services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import replace
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.tools import BaseTool
+from langgraph.graph.state import CompiledStateGraph
+
+from deerflow.agents.interaction_policy import RunInteractionPolicy
+from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
+from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
+from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMiddleware
+from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
+from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from deerflow.config.schema import AppConfig
+from deerflow.models.factory import ResolvedModel
+from deerflow.runtime.context import RunContext
+from deerflow.skills.activation import active_skills
+from deerflow.skills.run import run_skills_of
+from deerflow.subagents.child_run import CHILD_RUN_SERVICE, ChildRun
+from deerflow.subagents.middlewares import (
+    ReceiptMiddleware,
+    SubagentLimitsMiddleware,
+    SubagentToolGuard,
+)
+from deerflow.subagents.registry import FORBIDDEN_CHILD_TOOLS, SubagentType
+from deerflow.tools.assembly import ToolSources, get_available_tools
+from deerflow.tools.authorization import ToolPolicy
+from deerflow.tools.builtins import builtin_sources
+
+SKILL_ALLOWLIST_KEY = "skill_allowed_tools"
+"""Run option (or host service) that pins the parent's skill allowlist explicitly.
+
+The parent's allowlist is normally derived from its conversation: the tool
+scope of the skills active in the current turn
+(:meth:`deerflow.skills.activation.ActiveSkills.scope`, see
+:func:`skill_scope_of`).  A host or custom integration may instead set
+``RunContext.options[SKILL_ALLOWLIST_KEY]`` to names or glob patterns.  The
+child's context carries the resulting tool names under the same key.
+"""
+
+DELEGATION_SERVICES = frozenset({"subagents", "batch_submitter"})
+"""Host services a child never receives (no nesting, no batch submission)."""
+
+ToolSourcesFactory = Callable[[AppConfig, ResolvedModel, RunContext], ToolSources]
+
+
+def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContext) -> ToolSources:
+    """The lead's built-in tool sources, on the thread's sandbox."""
+    return builtin_sources(config, model, sandbox=ctx.services.get("sandbox"))
+
+
+def parent_skill_allowlist(ctx: RunContext, state: Any = None) -> frozenset[str] | None:
+    """The parent's skill allowlist (None: no skill limits the parent).
+
+    An explicit :data:`SKILL_ALLOWLIST_KEY` wins; else the scope of the skills
+    active in the parent's current turn, when its state is known.
+    """
+    value = ctx.options.get(SKILL_ALLOWLIST_KEY, ctx.services.get(SKILL_ALLOWLIST_KEY))
+    if value is not None:
+        return frozenset([value] if isinstance(value, str) else value)
+    return skill_scope_of(ctx, state)
+
+
+def skill_scope_of(ctx: RunContext, state: Any) -> frozenset[str] | None:
+    """The ``allowed-tools`` scope of the parent's active skills (None: unrestricted)."""
+    skills = run_skills_of(ctx)
+    if skills is None or not isinstance(state, dict):
+        return None
+    scope = active_skills(state.get("messages", []), skills.by_name).scope()
+    return frozenset(scope.allowed) if scope.allowed is not None else None
+
+
+def allowlist_layers(kind: SubagentType, parent_skills: frozenset[str] | None) -> tuple[frozenset[str], ...]:
+    """The allowlists a child's tools must all pass (their intersection)."""
+    layers = [kind.tools, kind.skills, parent_skills]
+    return tuple(frozenset(layer) for layer in layers if layer is not None)
+
+
+def resolve_child_tools(
+    config: AppConfig, model: ResolvedModel, ctx: RunContext, *, sources: ToolSourcesFactory = default_tool_sources,
+) -> list[BaseTool]:
+    """The tools any child may be offered: the lead's assembly minus the forbidden tools.
+
+    Each child then keeps those its allowlist layers permit (:meth:`ChildRun.permits`).
+    """
+    return get_available_tools(
+        None, True, model.name, False, app_config=config, sources=sources(config, model, ctx),
+        user_id=ctx.user_id, hidden=FORBIDDEN_CHILD_TOOLS,
+    )
+
+
+def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware]:
+    """The child's middleware chain (first = outermost)."""
+    chain: list[AgentMiddleware] = [
+        DanglingToolCallsMiddleware(),
+        ReceiptMiddleware(),
+        SubagentToolGuard(),
+        ToolAuthorizationMiddleware(ToolPolicy.for_user(config.authorization, user_id)),
+        ToolErrorHandlingMiddleware(),
+        ToolOutputBudgetMiddleware(max_chars=config.tool_output.max_chars,
+                                   synopsis_chars=config.tool_output.synopsis_chars),
+        SubagentLimitsMiddleware(),
+    ]
+    if config.loop_detection.enabled:
+        chain.append(LoopDetectionMiddleware(config.loop_detection))
+    return chain
+
+
+def build_child_graph(
+    model: ResolvedModel, tools: list[BaseTool], system_prompt: str, middleware: list[AgentMiddleware],
+) -> CompiledStateGraph:
+    """Compile a child graph (no checkpointer: its conversation lives only as long as it runs)."""
+    return create_agent(model.model, tools, system_prompt=system_prompt, middleware=middleware,
+                        context_schema=RunContext, name="subagent")
+
+
+def child_context(parent: RunContext, child: ChildRun, *, config: AppConfig, model_name: str,
+                  skill_allowlist: Collection[str] | None) -> RunContext:
+    """The child's run context: the thread's files and sandbox, none of the delegation services."""
+    services: dict[str, Any] = {k: v for k, v in parent.services.items() if k not in DELEGATION_SERVICES}
+    services[CHILD_RUN_SERVICE] = child
+    options: dict[str, Any] = {"is_subagent": True, "parent_run_id": parent.run_id, "task_id": child.task_id}
+    if skill_allowlist is not None:
+        options[SKILL_ALLOWLIST_KEY] = sorted(skill_allowlist)
+    return replace(
+        parent, run_id=f"{parent.run_id or 'norun'}.sub.{child.task_id}", config=config, model_name=model_name,
+        interaction_mode="autonomous", interaction=RunInteractionPolicy(mode="autonomous", source="subagent"),
+        options=options, services=services,
+    )
+
+
+__all__ = ["DELEGATION_SERVICES", "SKILL_ALLOWLIST_KEY", "ToolSourcesFactory", "allowlist_layers",
+           "build_child_graph", "child_context", "child_middlewares", "default_tool_sources",
+           "parent_skill_allowlist", "resolve_child_tools", "skill_scope_of"]

@@ -1,0 +1,51 @@
+"""Installing delegation into a host (the run manager).
+
+A host opens one :class:`SubagentRuntime` (:func:`open_subagent_runtime`):
+its controller — and, with ``subagents.batches.enabled``, its SQL batch
+submitter and worker pool — are closed by the host's exit stack.  For each
+run, :func:`with_subagent_source` plugs the subagent tools into the run's
+:class:`ToolSources`; they are offered only when the run has
+``subagent_enabled``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+from deerflow.config.paths import HomePaths
+from deerflow.config.schema import AppConfig
+from deerflow.subagents.controller import SubagentController
+from deerflow.subagents.runtime import SUBAGENTS_SERVICE, SubagentRuntime
+from deerflow.subagents.tools import subagent_tools
+from deerflow.tools.assembly import ToolSources
+
+
+async def open_subagent_runtime(config: AppConfig, home: HomePaths, stack: AsyncExitStack, *,
+                                services: Mapping[str, Any], config_file: str | None = None) -> SubagentRuntime:
+    """The host's runtime; closed (children cancelled, batch workers stopped) with ``stack``.
+
+    ``services`` are the host's execution services (sandbox, kernels) batch items run with.
+    """
+    controller = SubagentController()
+    stack.push_async_callback(controller.aclose)
+    runtime = SubagentRuntime(controller, config_file=config_file)
+    if config.subagents.batches.enabled:
+        from deerflow.subagents.batches.submitter import open_batch_submitter
+
+        runtime.submitter = await open_batch_submitter(config, home, runtime, stack, services)
+    return runtime
+
+
+def with_subagent_source(sources: ToolSources, services: dict[str, Any], config: AppConfig) -> ToolSources:
+    """``sources`` with the subagent tools of the host's runtime (if it has one)."""
+    runtime = services.get(SUBAGENTS_SERVICE)
+    if isinstance(runtime, SubagentRuntime):
+        sandbox = services.get("sandbox")
+        bash = bool(sandbox is not None and sandbox.allows_bash)
+        sources.subagents = lambda: subagent_tools(runtime, config, bash_allowed=bash)
+    return sources
+
+
+__all__ = ["open_subagent_runtime", "with_subagent_source"]

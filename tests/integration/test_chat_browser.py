@@ -1,0 +1,153 @@
+"""DeerFlow in JupyterLab's chat panel, in a real browser against a real `jupyter lab`.
+
+A new chat from the launcher has DeerFlow picked (the installed server config makes it the
+default persona); the prompt streams a reply, a PNG written by the python tool is rendered
+inline, a clarification is answered with a message, and the run finishes in the same thread.
+The chat's stop button cancels a run, and a message sent meanwhile is refused, not queued.
+Screenshots go to ``test-output/`` (or ``$DEERFLOW_TEST_OUTPUT``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import httpx
+import pytest
+
+from fixtures.browser import browser_page
+from fixtures.jupyter_process import running_jupyter
+
+pytestmark = pytest.mark.integration
+
+OUTPUT = Path(os.environ.get("DEERFLOW_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output"))
+# A 48x32 PNG, one flat colour (written by the agent's python tool, decoded by the browser).
+PNG_B64 = ("iVBORw0KGgoAAAANSUhEUgAAADAAAAAgCAIAAADbtmxLAAAAOElEQVR4nO3OMREAMAgEMJxgDA/1v9UFz5C7CEj1m1MqPhASEhJK"
+           "D4SEhITSAyEhIaH0QEhIaNkHTbt8TBzVr14AAAAASUVORK5CYII=")
+CONFIG = f"""
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - text: "Let me draw a tiny chart for you."
+          tool_calls:
+            - name: python
+              args:
+                code: |
+                  import base64
+                  data = base64.b64decode("{PNG_B64}")
+                  open("/mnt/user-data/outputs/chart.png", "wb").write(data)
+        - tool_calls:
+            - name: present_files
+              args: {{filepaths: [/mnt/user-data/outputs/chart.png]}}
+        - tool_calls:
+            - name: ask_clarification
+              args:
+                question: "Which colour should the next chart use?"
+                options: [red, blue]
+        - "Noted: the next chart will be blue."
+"""
+
+
+SLOW = """
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - text: "Starting the slow part."
+          tool_calls:
+            - name: wait
+              args: {seconds: 300}
+        - "never reached"
+tools:
+  - {name: wait, group: test, use: "fixtures.slow_tools:wait"}
+"""
+
+
+@contextmanager
+def lab_with_chat(tmp_path: Path, config_text: str) -> Iterator[tuple[Any, Any, Any, Path]]:
+    """A `jupyter lab` on ``config_text`` and a page on a new chat: (lab, page, input box, root dir)."""
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    work = tmp_path / "lab"
+    work.mkdir()
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text)
+    settings = tmp_path / "lab-settings"
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false"}')  # no "get news?" toast over the chat input
+    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(config), "OPENAI_API_KEY": "",
+           "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
+    with running_jupyter(work, app="lab", env=env, timeout=120) as lab, browser_page() as page:
+        page.set_default_timeout(90_000)
+        page.goto(f"{lab.url}lab?reset&token={lab.token}")
+        page.locator(".jp-LauncherCard", has_text="Chat").click()
+        box = page.locator(".jp-chat-input-container textarea[role=combobox]")
+        box.wait_for()
+        yield lab, page, box, work
+
+
+def chat_thread(root: Path) -> str:
+    """The DeerFlow thread the chat file remembers."""
+    return json.loads((root / "untitled.chat").read_text())["metadata"]["deerflow_thread_id"]
+
+
+def send(box: Any, text: str) -> None:
+    box.fill(text)
+    box.press("Enter")
+
+
+def test_deerflow_in_the_jupyterlab_chat(tmp_path: Path):
+    with lab_with_chat(tmp_path, CONFIG) as (lab, page, box, root):
+        # the installed config makes DeerFlow the persona a new chat talks to
+        assert page.locator(".jp-jai-personaControls-persona").inner_text() == "DeerFlow"
+        send(box, "@DeerFlow Please draw me a tiny chart")
+        chat = page.locator(".jp-chat-messages-container")
+        chat.get_by_text("Let me draw a tiny chart for you.").wait_for()
+        image = chat.locator(".jp-chat-rendered-message img").first
+        image.wait_for()
+        assert image.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [48, 32]
+        chat.get_by_text("Which colour should the next chart use?").wait_for()
+        chat.get_by_text("Waiting for your answer").wait_for()
+        page.screenshot(path=str(OUTPUT / "chat-clarification.png"), full_page=True)
+
+        send(box, "2")  # the second option
+        chat.get_by_text("Noted: the next chart will be blue.").wait_for()
+        chat.get_by_text("Run finished").wait_for()
+        page.screenshot(path=str(OUTPUT / "chat-finished.png"), full_page=True)
+
+        # the caption links to the authenticated artifact endpoint, which serves the PNG
+        href = chat.locator("a", has_text="chart.png").first.get_attribute("href")
+        assert href is not None and "/deerflow/api/threads/" in href
+        assert page.request.get(urljoin(lab.url, href)).body() == base64.b64decode(PNG_B64)
+
+        # the chat file remembers its thread; the thread holds the prompt and the chosen option
+        state = httpx.get(f"{lab.api}/threads/{chat_thread(root)}/state", headers=lab.headers, timeout=30).json()
+        humans = [m["content"] for m in state["values"]["messages"] if m["type"] == "human"]
+        assert humans == ["Please draw me a tiny chart", "blue"]
+
+
+def test_the_stop_button_cancels_the_run_and_a_second_message_is_refused(tmp_path: Path):
+    with lab_with_chat(tmp_path, SLOW) as (lab, page, box, root):
+        send(box, "Do the slow thing")
+        chat = page.locator(".jp-chat-messages-container")
+        chat.get_by_text("Starting the slow part.").wait_for()
+        chat.get_by_text("wait").first.wait_for()
+        send(box, "And one more thing")
+        chat.get_by_text("was not sent to the agent").wait_for()
+        stop = page.locator(".jp-jai-stopButton")
+        page.wait_for_function("button => !button.disabled", arg=stop.element_handle())
+        stop.click()
+        chat.get_by_text("The run was cancelled").wait_for()
+        page.screenshot(path=str(OUTPUT / "chat-stopped.png"), full_page=True)
+        runs = httpx.get(f"{lab.api}/threads/{chat_thread(root)}/runs", headers=lab.headers, timeout=30).json()
+        # one run (the refused message never started one), cancelled: "interrupted" in LangGraph's words
+        assert [r["status"] for r in runs] == ["interrupted"]

@@ -1,0 +1,269 @@
+"""DeerFlow's persona in a real in-memory chat (YChat + router + persona manager) on the scripted model."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from jupyterlab_chat.models import FileAttachment
+
+from deerflow_jupyter.chat.session import BUSY_REPLY, THREAD_KEY, derived_thread_id
+from deerflow_jupyter.host import HarnessHost
+from fixtures.chat_harness import OWNER, ChatRig, make_chat, open_rig, scripted_config
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+CLARIFY = """
+      turns:
+        - text: "I need a few details first."
+          tool_calls:
+            - name: ask_clarification
+              id: ask_1
+              args:
+                question: "How should I analyse the sales data?"
+                context: "There are two CSV files and no stated period."
+                fields:
+                  - {name: dataset, label: Dataset, type: text, required: true, placeholder: sales.csv}
+                  - {name: metrics, label: Metrics, type: multi_select, options: [revenue, margin, cost], required: true}
+                  - {name: start, label: Start date, type: date, required: true}
+                  - {name: notes, label: Notes, type: textarea}
+        - "Analysis finished with the chosen settings."
+"""
+
+SLOW = """
+      turns:
+        - text: "This will take a while."
+          tool_calls:
+            - name: wait
+              args: {seconds: 60}
+        - "never reached"
+"""
+TWO_TURNS = "      turns:\n        - \"First answer.\"\n        - \"Second answer.\"\n"
+SLOW_TOOLS = "tools:\n  - {name: wait, group: test, use: 'fixtures.slow_tools:wait'}\n"
+
+
+@pytest.fixture
+def root(tmp_path: Path, deerflow_home: Path) -> Path:
+    root = tmp_path / "root"
+    root.mkdir()
+    return root
+
+
+async def rig_for(script: str | None, tmp_path: Path, root: Path, monkeypatch, *, extra: str = "",
+                  chat=None) -> ChatRig:
+    config = scripted_config(tmp_path, script, extra=extra) if script else None
+    host = HarnessHost(config_path=str(config) if config else None)
+    return await open_rig(chat or make_chat(), root=root, host=host, monkeypatch=monkeypatch)
+
+
+async def thread_messages(rig: ChatRig) -> list:
+    manager = await rig.host.manager()
+    thread_id = rig.chat.get_metadata()[THREAD_KEY]
+    return (await manager.thread_values(thread_id, OWNER))["messages"]
+
+
+async def test_a_run_streams_into_few_messages_with_tool_lines_artifact_and_summary(tmp_path, root, monkeypatch):
+    rig = await rig_for(None, tmp_path, root, monkeypatch)  # the default offline model: quickstart script
+    rig.send("Write me a report")
+    await rig.until_said("Run finished")
+    bodies = rig.bodies()
+    # the streamed paragraphs and the tool calls before the artifact share one message
+    first = bodies[0]
+    assert "I'll start by writing down a plan in the workspace." in first
+    assert "Let me read the plan back to check it." in first
+    assert "✓ **write_file** `/mnt/user-data/workspace/plan.md`" in first
+    assert "✓ **read_file**" in first
+    assert len([b for b in bodies if "I'll start by writing" in b]) == 1
+    # the presented report: a caption with the authenticated download link, then rendered markdown
+    thread_id = rig.chat.get_metadata()[THREAD_KEY]
+    url = f"/lab-base/deerflow/api/threads/{thread_id}/artifacts/report.md"
+    assert any(f"[report.md]({url})" in b for b in bodies)
+    rich = [m for m in rig.replies() if m.mime_model]
+    assert len(rich) == 1 and rich[0].mime_model["data"]["text/markdown"].startswith("# Report")
+    # the text after the artifact comes below it, then the summary
+    later = bodies.index(next(b for b in bodies if b.startswith("Done.")))
+    assert later > rig.replies().index(rich[0])
+    summary = bodies[-1]
+    assert "**Files changed:** 2 created" in summary
+    assert f"[`/mnt/user-data/outputs/report.md`]({url})" in summary
+    assert "`/mnt/user-data/workspace/plan.md`" in summary
+    assert f"_✓ Run finished · thread `{thread_id}`_" in summary
+    # the thread is the chat's own and belongs to the server's owner
+    manager = await rig.host.manager()
+    assert thread_id == derived_thread_id(rig.chat.get_id())
+    assert manager.thread(thread_id, OWNER).metadata.get("chat_path") == "test.chat"
+    await rig.host.close()
+
+
+async def test_an_image_artifact_is_an_inline_png(tmp_path, root, monkeypatch):
+    script = """
+      turns:
+        - tool_calls:
+            - name: present_files
+              args: {filepaths: [/mnt/user-data/outputs/dot.png]}
+        - "Here is the chart."
+"""
+    rig = await rig_for(script, tmp_path, root, monkeypatch)
+    manager = await rig.host.manager()
+    thread = manager.create_thread(OWNER, thread_id=derived_thread_id(rig.chat.get_id()))
+    paths = manager.home.thread(OWNER, thread.thread_id).ensure()
+    (paths.outputs / "dot.png").write_bytes(PNG)
+    rig.send("Plot it")
+    await rig.until_said("Run finished")
+    images = [m for m in rig.replies() if m.mime_model and "image/png" in m.mime_model["data"]]
+    assert len(images) == 1
+    assert base64.b64decode(images[0].mime_model["data"]["image/png"]) == PNG
+    assert any("📎 **[dot.png](/lab-base/deerflow/api/threads/" in b for b in rig.bodies())
+    await rig.host.close()
+
+
+async def test_clarification_round_trip_with_a_follow_up_for_missing_fields(tmp_path, root, monkeypatch):
+    rig = await rig_for(CLARIFY, tmp_path, root, monkeypatch)
+    rig.send("Analyse the sales data")
+    await rig.until_said("Waiting for your answer")
+    question = next(b for b in rig.bodies() if "❓" in b)
+    assert "**❓ How should I analyse the sales data?**" in question
+    assert "> There are two CSV files and no stated period." in question
+    assert "- **Metrics** *(required)* — any of: revenue / margin / cost" in question
+    assert "Start date: …" in question
+
+    rig.send("Dataset: sales.csv")
+    follow_up = (await rig.until_said("I still need"))[-1]
+    assert "**Metrics**" in follow_up and "**Start date**" in follow_up and "**Dataset** *(" not in follow_up
+    await rig.idle()
+    manager = await rig.host.manager()
+    thread_id = rig.chat.get_metadata()[THREAD_KEY]
+    assert len(manager.store.list_runs(thread_id, OWNER)) == 1  # the incomplete answer started nothing
+
+    rig.send("metrics: revenue, margin\nstart date: 2024-01-31")
+    await rig.until_said("Run finished")
+    assert any("Analysis finished with the chosen settings." in b for b in rig.bodies())
+    humans = [m.content for m in await thread_messages(rig) if m.type == "human"]
+    assert humans[-1] == "Dataset: sales.csv\nMetrics: revenue, margin\nStart date: 2024-01-31"
+    await rig.host.close()
+
+
+async def test_the_stop_button_cancels_the_run_and_a_second_message_is_refused(tmp_path, root, monkeypatch):
+    rig = await rig_for(SLOW, tmp_path, root, monkeypatch, extra=SLOW_TOOLS)
+    rig.send("Do the slow thing")
+    await rig.until_said("⏳ **wait**")
+    rig.send("And another thing")
+    await rig.until_said(BUSY_REPLY)
+    assert rig.persona.processing  # what the persona manager's cancel handler checks
+    await rig.persona.cancel_response()
+    summary = (await rig.until_said("Stopped"))[-1]
+    assert "**⏹ Stopped.** The run was cancelled" in summary
+    assert any("⏹ **wait** — stopped" in b for b in rig.bodies())  # the tool line no longer says running
+    manager = await rig.host.manager()
+    runs = manager.store.list_runs(rig.chat.get_metadata()[THREAD_KEY], OWNER)
+    assert [r.status for r in runs] == ["cancelled"]  # the refused message never ran
+    await rig.idle()
+    await rig.host.close()
+
+
+async def test_slash_commands_reach_the_harness_unchanged(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    rig.send("@DeerFlow /deep-research Write a report about /tmp")
+    await rig.until_said("Run finished")
+    humans = [m.content for m in await thread_messages(rig) if m.type == "human"]
+    assert humans == ["/deep-research Write a report about /tmp"]
+    # the harness decides what a slash command means, and its refusal is shown as it is
+    rig.send("/no-such-skill please")
+    refusal = (await rig.until_said("/no-such-skill is not an enabled skill"))[-1]
+    assert refusal.startswith("⚠️ ") and "Traceback" not in refusal
+    await rig.host.close()
+
+
+async def test_attachments_become_thread_uploads_the_agent_is_told_about(tmp_path, root, monkeypatch):
+    script = """
+      turns:
+        - text: "Reading it."
+          expect: "/mnt/user-data/uploads/sales.csv"
+          tool_calls:
+            - name: read_file
+              args: {path: /mnt/user-data/uploads/sales.csv}
+        - "It has two rows."
+"""
+    (root / "data").mkdir()
+    (root / "data" / "sales.csv").write_text("month,revenue\njan,1\nfeb,2\n")
+    rig = await rig_for(script, tmp_path, root, monkeypatch)
+    attachment = rig.chat.set_attachment(FileAttachment(value="data/sales.csv", mimetype="text/csv"))
+    rig.send("What is in this file?", attachments=[attachment])
+    await rig.until_said("Run finished")
+    bodies = rig.bodies()
+    assert "📎 `sales.csv` added to the thread's uploads" in bodies[0]
+    assert "It has two rows." in "\n".join(bodies)
+    manager = await rig.host.manager()
+    uploads = manager.home.thread(OWNER, rig.chat.get_metadata()[THREAD_KEY]).uploads
+    assert (uploads / "sales.csv").read_text() == "month,revenue\njan,1\nfeb,2\n"
+    await rig.host.close()
+
+
+async def test_an_attachment_outside_the_root_is_refused_and_nothing_runs(tmp_path, root, monkeypatch):
+    (tmp_path / "secret.txt").write_text("nope")
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    attachment = rig.chat.set_attachment(FileAttachment(value="../secret.txt"))
+    rig.send("Read this", attachments=[attachment])
+    reply = (await rig.until_said("not a file under the Jupyter root"))[-1]
+    assert "nothing was sent" in reply
+    await rig.idle()
+    manager = await rig.host.manager()
+    assert manager.store.list_runs(rig.chat.get_metadata()[THREAD_KEY], OWNER) == []
+    await rig.host.close()
+
+
+async def test_the_chat_keeps_its_thread_across_a_server_restart(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    rig.send("Hello")
+    await rig.until_said("Run finished")
+    thread_id = rig.chat.get_metadata()[THREAD_KEY]
+    saved = rig.chat.get()
+    await rig.host.close()
+
+    restarted = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch, chat=make_chat(content=saved))
+    restarted.send("Now add a chart")
+    await restarted.until_said("Run finished", count=2)
+    assert any("Second answer." in b for b in restarted.bodies())
+    assert restarted.chat.get_metadata()[THREAD_KEY] == thread_id
+    manager = await restarted.host.manager()
+    assert [t.thread_id for t in manager.store.list_threads(OWNER)] == [thread_id]
+    assert len(manager.store.list_runs(thread_id, OWNER)) == 2
+    await restarted.host.close()
+
+
+async def test_a_chat_whose_thread_is_gone_continues_in_a_new_one_and_says_so(tmp_path, root, monkeypatch):
+    chat = make_chat(content=json.dumps({"metadata": {"id": "c1", THREAD_KEY: "deleted-thread"}}))
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch, chat=chat)
+    rig.send("hello")
+    await rig.until_said("Run finished")
+    assert rig.chat.get_metadata()[THREAD_KEY] == "chat-c1"
+    assert "(`deleted-thread`) no longer exists; continuing in thread `chat-c1`" in rig.bodies()[0]
+    await rig.host.close()
+
+
+async def test_at_deerflow_reaches_it_when_no_persona_is_picked(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    rig.send("@DeerFlow hi", to_persona=None, mentions=[rig.persona.id])
+    await rig.until_said("Run finished")
+    assert any("First answer." in b for b in rig.bodies())
+    rig.send("nobody is addressed here", to_persona=None)
+    rig.send("@DeerFlow again", to_persona=None)  # typed as text: the chat input offers no bots to mention
+    await rig.until_said("Run finished", count=2)
+    humans = [m.content for m in await thread_messages(rig) if m.type == "human"]
+    assert humans == ["hi", "again"]
+    await rig.host.close()
+
+
+async def test_only_a_leading_at_deerflow_is_removed_from_the_prompt():
+    from jupyterlab_chat.models import Message
+
+    from deerflow_jupyter.chat.persona import incoming
+
+    chat = make_chat()
+
+    def body(text: str) -> str:
+        return incoming(Message(body=text, id="m", time=0.0, sender="jo"), chat).text
+    assert body("@DeerFlow: @DeerFlow /deep-research x") == "/deep-research x"
+    assert body("ask @DeerFlow about @DeerFlowers") == "ask @DeerFlow about @DeerFlowers"

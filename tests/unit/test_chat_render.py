@@ -1,0 +1,189 @@
+"""A run's events as chat messages: coalesced streaming, tool lines, artifacts, the closing summary."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+from deerflow.runtime import events as ev
+from deerflow.tools.errors import ToolFailure
+from deerflow_jupyter.chat.artifacts import MAX_INLINE_IMAGE_BYTES, artifact_view
+from deerflow_jupyter.chat.render import RunRenderer
+
+RUN = {"run_id": "r1", "thread_id": "chat-1"}
+
+
+class RecordingChat:
+    """A ChatSurface that keeps every message and counts the writes."""
+
+    def __init__(self) -> None:
+        self.messages: dict[str, dict[str, Any]] = {}
+        self.writes = 0
+        self.status: str | None = None
+        self.settings: dict[str, Any] = {}
+
+    chat_id = "c1"
+    chat_path = "test.chat"
+
+    def post(self, markdown: str) -> str:
+        self.writes += 1
+        message_id = f"m{len(self.messages)}"
+        self.messages[message_id] = {"body": markdown}
+        return message_id
+
+    def edit(self, message_id: str, markdown: str) -> None:
+        self.writes += 1
+        self.messages[message_id]["body"] = markdown
+
+    def post_mime(self, bundle: Mapping[str, Any], *, fallback: str) -> str:
+        message_id = self.post(fallback)
+        self.messages[message_id]["mime"] = dict(bundle)
+        return message_id
+
+    def set_status(self, text: str | None) -> None:
+        self.status = text
+
+    def load_setting(self, key: str) -> Any:
+        return self.settings.get(key)
+
+    def store_setting(self, key: str, value: Any) -> None:
+        self.settings[key] = value
+
+    def bodies(self) -> list[str]:
+        return [m["body"] for m in self.messages.values()]
+
+
+def renderer(chat: RecordingChat, artifacts: dict[str, bytes] | None = None) -> RunRenderer:
+    files = artifacts or {}
+
+    def view(path: str):
+        name = path.rsplit("/", 1)[-1]
+        return artifact_view(path, url=f"/files/{name}", read=lambda: files[name])
+
+    return RunRenderer(chat, thread_id="chat-1", artifact=view, link=lambda rel: f"/files/{rel}")
+
+
+def delta(text: str, message_id: str = "a1") -> ev.MessageDelta:
+    return ev.MessageDelta(**RUN, message_id=message_id, text=text)
+
+
+def test_streamed_deltas_coalesce_into_one_message_pushed_on_flush():
+    chat = RecordingChat()
+    view = renderer(chat)
+    for word in ["The ", "answer ", "is ", "forty-two. "] * 5:
+        view.handle(delta(word))
+    assert chat.writes == 0  # nothing pushed per delta
+    view.flush()
+    view.flush()  # nothing changed: no second write
+    assert chat.writes == 1
+    assert chat.bodies() == [("The answer is forty-two. " * 5).strip()]
+    view.handle(delta("More."))
+    view.flush()
+    assert chat.writes == 2 and len(chat.messages) == 1
+    assert chat.bodies()[0].endswith("forty-two. More.")
+
+
+def test_tool_lines_turn_from_running_to_done_or_failed_in_place():
+    chat = RecordingChat()
+    view = renderer(chat)
+    view.handle(ev.Message(**RUN, message_id="a1", text="Working on it."))
+    view.handle(ev.ToolCall(**RUN, call_id="t1", name="write_file", args={"path": "/mnt/user-data/outputs/a.md"}))
+    assert chat.bodies() == ["Working on it.\n\n⏳ **write_file** `/mnt/user-data/outputs/a.md`"]
+    assert chat.status == "is running write_file…"
+    view.handle(ev.ToolResult(**RUN, call_id="t1", name="write_file", text="ok"))
+    view.handle(ev.ToolCall(**RUN, call_id="t2", name="bash", args={"command": "ls\nrm -rf x"}))
+    view.handle(ev.ToolResult(**RUN, call_id="t2", name="bash", status="error", text="permission denied\nmore"))
+    assert chat.bodies() == ["Working on it.\n\n✓ **write_file** `/mnt/user-data/outputs/a.md`  \n"
+                             "✗ **bash** `ls` — permission denied"]
+
+
+def test_an_artifact_closes_the_segment_and_later_text_comes_below_it():
+    chat = RecordingChat()
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 20
+    view = renderer(chat, {"chart.png": png, "notes.csv": b"a,b\n1,2\n"})
+    view.handle(ev.Message(**RUN, message_id="a1", text="Here it is."))
+    view.handle(ev.Artifact(**RUN, path="/mnt/user-data/outputs/chart.png", name="chart.png"))
+    view.handle(ev.Artifact(**RUN, path="/mnt/user-data/outputs/notes.csv", name="notes.csv"))
+    view.handle(ev.Message(**RUN, message_id="a2", text="Anything else?"))
+    messages = list(chat.messages.values())
+    assert messages[0]["body"] == "Here it is.\n\n📎 **[chart.png](/files/chart.png)** · 28 B"
+    assert base64.b64decode(messages[1]["mime"]["image/png"]) == png
+    assert messages[2] == {"body": "📎 **[notes.csv](/files/notes.csv)** · 8 B"}  # link only, no inline CSV
+    assert messages[3]["body"] == "Anything else?"
+
+
+def test_the_summary_lists_changes_warns_about_undelivered_outputs_and_says_how_it_ended():
+    chat = RecordingChat()
+    view = renderer(chat)
+    view.handle(ev.WorkspaceChanges(**RUN, changes={
+        "created": [{"path": "/mnt/user-data/outputs/r.md"}], "modified": [],
+        "deleted": [{"path": "/mnt/user-data/outputs/old.md"}], "counts": {"created": 1, "deleted": 1}}))
+    view.handle(ev.Notice(**RUN, kind="undelivered",
+                          text="this run wrote 1 output file(s) but presented none of them: r.md"))
+    view.handle(ev.RunFinished(**RUN, status="success"))
+    assert chat.bodies()[-1] == (
+        "**Files changed:** 1 created, 1 deleted\n"
+        "- ➕ [`/mnt/user-data/outputs/r.md`](/files/r.md)\n"
+        "- ➖ `/mnt/user-data/outputs/old.md`\n\n"
+        "⚠️ **Not delivered:** this run wrote 1 output file(s) but presented none of them: r.md\n\n"
+        "_✓ Run finished · thread `chat-1`_")
+    assert chat.status is None
+
+
+def test_cancelled_and_failed_runs_end_with_a_clear_line():
+    chat = RecordingChat()
+    renderer(chat).handle(ev.RunFinished(**RUN, status="cancelled"))
+    renderer(chat).handle(ev.RunFinished(**RUN, status="error", error="model unreachable"))
+    assert chat.bodies() == ["**⏹ Stopped.** The run was cancelled · thread `chat-1`",
+                             "**✗ The run failed:** model unreachable · thread `chat-1`"]
+
+
+def test_a_clarification_is_its_own_message_without_a_tool_line():
+    chat = RecordingChat()
+    view = renderer(chat)
+    request = {"question": "Which one?", "input_mode": "free_text"}
+    view.handle(ev.ToolCall(**RUN, call_id="c", name="ask_clarification", args={"question": "Which one?"}))
+    view.handle(ev.Clarification(**RUN, call_id="c", request=request, text="Which one?"))
+    view.handle(ev.ToolResult(**RUN, call_id="c", name="ask_clarification", text="Which one?"))
+    view.handle(ev.RunFinished(**RUN, status="interrupted"))
+    assert chat.bodies() == ["**❓ Which one?**\n\n_Reply with your answer in your next message._",
+                             "_⏸ Waiting for your answer · thread `chat-1`_"]
+    assert view.clarification == request
+
+
+def test_artifact_views_inline_only_what_is_safe_and_small():
+    def view(name: str, data: bytes | Exception):
+        def read() -> bytes:
+            if isinstance(data, Exception):
+                raise data
+            return data
+        return artifact_view(f"/mnt/user-data/outputs/{name}", url=f"/a/{name}", read=read)
+
+    assert view("r.md", b"# Title").bundle == {"text/markdown": "# Title"}
+    assert view("page.html", b"<script>x</script>").bundle is None
+    assert view("logo.svg", b"<svg/>").bundle is None
+    big = view("huge.png", b"0" * (MAX_INLINE_IMAGE_BYTES + 1))
+    assert big.bundle is None and "too large to show here" in big.caption
+    gone = view("gone.png", ToolFailure("not an output file", code="not_found"))
+    assert gone.bundle is None and gone.caption == "📎 [gone.png](/a/gone.png) — could not be read: not an output file"
+
+
+def test_a_tool_call_left_running_is_marked_when_the_run_is_stopped():
+    chat = RecordingChat()
+    view = renderer(chat, {"a.png": b"\x89PNG"})
+    view.handle(ev.ToolCall(**RUN, call_id="t1", name="wait", args={}))
+    view.handle(ev.Artifact(**RUN, path="/mnt/user-data/outputs/a.png", name="a.png"))  # closes that segment
+    view.handle(ev.ToolCall(**RUN, call_id="t2", name="bash", args={"command": "sleep 100"}))
+    view.handle(ev.RunFinished(**RUN, status="cancelled"))
+    bodies = chat.bodies()
+    assert bodies[0].startswith("⏹ **wait** — stopped  \n📎")
+    assert "⏹ **bash** `sleep 100` — stopped" in bodies
+
+
+def test_artifact_links_point_at_the_authenticated_endpoint_under_the_base_url():
+    from deerflow_jupyter.chat.surface import ServerLink
+
+    link = ServerLink(manager=None, user_id="u", base_url="/user/jo")  # type: ignore[arg-type]
+    assert link.artifact_url("chat-1", "screenshots/front page.png") == \
+        "/user/jo/deerflow/api/threads/chat-1/artifacts/screenshots/front%20page.png"
