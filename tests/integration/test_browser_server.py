@@ -40,7 +40,7 @@ def jp_server_config(deerflow_home: Path, tmp_path: Path, site):
     return {
         "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True},
                       "identity_provider_class": "fixtures.jupyter_identity.TwoUsers"},
-        "DeerFlowExtension": {"config_path": str(cfg), "home": str(deerflow_home), "single_user": False},
+        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home), "single_user": False},
     }
 
 

@@ -22,7 +22,7 @@ def jp_server_config(deerflow_home: Path, tmp_path: Path):
                    "    script: quickstart\n")
     return {
         "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
-        "DeerFlowExtension": {"config_path": str(cfg), "home": str(deerflow_home), "owner": "owner"},
+        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home), "owner": "owner"},
     }
 
 
