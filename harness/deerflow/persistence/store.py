@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from deerflow.persistence.sqlite import SqliteStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -74,25 +74,10 @@ class RunRecord:
     result: dict[str, Any] = field(default_factory=dict)
 
 
-class MetadataStore:
+class MetadataStore(SqliteStore):
     """Threads, runs and run events of one ``$DEERFLOW_HOME``."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30)
-        db.row_factory = sqlite3.Row
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+    schema = _SCHEMA
 
     # -- threads -----------------------------------------------------------------
     def create_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any] | None = None) -> ThreadRecord:

@@ -22,13 +22,11 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from deerflow.errors import NotFoundError
+from deerflow.persistence.sqlite import SqliteStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -112,25 +110,10 @@ class ScheduleRun:
         return asdict(self)
 
 
-class ScheduleStore:
+class ScheduleStore(SqliteStore):
     """Schedules of one ``$DEERFLOW_HOME`` database (safe across threads and processes)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30)
-        db.row_factory = sqlite3.Row
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+    schema = _SCHEMA
 
     # -- schedules ----------------------------------------------------------------
     def add(self, *, user_id: str, cron: str, timezone: str, prompt: str, agent_name: str | None,
