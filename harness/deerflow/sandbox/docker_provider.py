@@ -21,6 +21,9 @@ Design:
   A timeout kills the shim; the supervisor sees its stdin close and kills
   the command's process group, and the provider also kills that group from
   its pid file (the engine does not stop exec'd processes by itself).
+* **One output stream.**  Without a tty the engine relays stdout and stderr
+  as separate streams and loses their order, so each command runs with its
+  stderr merged into stdout inside the container (``sh -c 'exec "$@" 2>&1'``).
 * **Kernels over ipc.**  A running container cannot gain mounts, so kernel
   runtime directories are created inside the thread's run directory, bound
   at ``/run/deerflow``; ZMQ's ipc sockets cross the bind mount.  This needs
@@ -76,6 +79,9 @@ logger = logging.getLogger(__name__)
 
 _HOST_ENV = ("PATH", "HOME", "LANG")
 _KILL_GROUP = "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGKILL)"
+# A non-tty exec delivers stdout and stderr as two streams that the engine reads
+# concurrently, so their relative order is lost; commands merge them inside.
+_MERGE_STDERR = ("/bin/sh", "-c", 'exec "$@" 2>&1', "sh")
 
 
 class DockerUnavailable(ConfigError):
@@ -270,7 +276,8 @@ class DockerSandboxProvider(SandboxProvider):
         ]  # fmt: skip
 
     def _command(self, paths: ThreadPaths, slot: _Slot, command: str, exec_id: str) -> Launch:
-        argv = self.exec_argv(slot, [self.shell, "-c", command], pidfile=f"{RUN_VIEW}/exec/{exec_id}.pid")
+        argv = self.exec_argv(slot, [*_MERGE_STDERR, self.shell, "-c", command],
+                              pidfile=f"{RUN_VIEW}/exec/{exec_id}.pid")
         return Launch(argv=argv, env=self._host_env(), cwd=paths.workspace)
 
     def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
