@@ -109,7 +109,10 @@ def test_a_timeout_kills_the_command_and_what_it_started(provider: DockerSandbox
                                                          paths: ThreadPaths) -> None:
     result = provider.execute(paths, "sleep 300 & sleep 300", timeout=2)
     assert result.timed_out
-    left = provider.execute(paths, "grep -l sleep /proc/[0-9]*/cmdline 2>/dev/null | grep -v self || true")
+    # Exactly `sleep 300`: the container's keep-alive loop runs `sleep 3600`, and this very
+    # command's shell (and its supervisor) have "sleep 300" inside a longer command line.
+    left = provider.execute(paths, "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null"
+                            " | grep -x 'sleep 300 ' || true")
     assert left.output.strip() == ""
 
 
