@@ -22,7 +22,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from deerflow.errors import UserError
-from deerflow_kernel.markup import esc, human_size, markdown_bundle, sandboxed_iframe
+from deerflow_kernel.markup import esc, human_size, icon, markdown_bundle, sandboxed_iframe
 
 MAX_INLINE_BYTES = 5 * 1024 * 1024
 MAX_TEXT_CHARS = 20_000
@@ -86,7 +86,7 @@ def artifact_card(path: str, read: Callable[[], bytes], *, url: str | None = Non
 
 def _card(name: str, path: str, size: int | None, url: str | None, body: widgets.Widget) -> widgets.VBox:
     link = f' · <a href="{esc(url)}" target="_blank" download="{esc(name)}">download</a>' if url else ""
-    title = widgets.HTML(f"📄 <b>{esc(name)}</b> <span style='color:#777'>{esc(path)} · "
+    title = widgets.HTML(f"{icon('file-o')} <b>{esc(name)}</b> <span style='color:#777'>{esc(path)} · "
                          f"{human_size(size)}</span>{link}")
     return widgets.VBox([title, body], layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0"))
 

@@ -26,7 +26,7 @@ import ipywidgets as widgets
 
 from deerflow.agents.clarification_reply import validate_form
 from deerflow.errors import UserError
-from deerflow_kernel.markup import esc, hidden
+from deerflow_kernel.markup import esc, hidden, icon
 
 Answer = str | dict[str, Any]
 _FORM_PREFIX = "the reply does not fit the clarification form: "
@@ -119,7 +119,7 @@ class ClarificationForm(widgets.VBox):
             border="1px solid #f0ad4e", padding="8px", margin="6px 0"))
 
     def _children(self) -> list[widgets.Widget]:
-        head = "❓ <b>The agent needs your input</b>"
+        head = f"{icon('question-circle', '#f0ad4e')} <b>The agent needs your input</b>"
         context = self.request.get("context")
         head += f"<div style='color:#555'>{esc(context)}</div>" if context else ""
         head += f"<div style='margin:4px 0'>{esc(self.request.get('question', ''))}</div>"

@@ -46,6 +46,13 @@ def esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+def icon(name: str, color: str | None = None) -> str:
+    """A Font Awesome 4 icon (JupyterLab loads the font for ipywidgets): unlike emoji, it renders without an
+    emoji font installed."""
+    style = f" style='color:{color}'" if color else ""
+    return f"<i class='fa fa-{name}'{style}></i>"
+
+
 def human_size(size: int | None) -> str:
     if size is None:
         return "?"

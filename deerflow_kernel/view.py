@@ -28,11 +28,12 @@ from deerflow.runtime import events as ev
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
 from deerflow_kernel.form import Answer, ClarificationForm
-from deerflow_kernel.markup import esc, first_line, hidden, human_size, markdown_bundle
+from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
 
 TEXT_PUSH_SECONDS = 0.1
-_STATUS = {"success": "✓ done", "interrupted": "⏸ waiting for your answer", "cancelled": "■ cancelled",
-           "error": "✗ failed"}
+_STATUS = {"success": "done", "interrupted": "waiting for your answer", "cancelled": "cancelled", "error": "failed"}
+_STATUS_ICONS = {"success": icon("check", "#2e7d32"), "interrupted": icon("pause-circle", "#f0ad4e"),
+                 "cancelled": icon("stop"), "error": icon("times", "#c00")}
 _TODO_MARKS = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
 
 
@@ -223,15 +224,16 @@ class RunView(widgets.VBox):
         self.transcript.children = (*self.transcript.children, widget)
 
     def _notice(self, text: str) -> None:
-        self.notices.value += f"<div style='color:#777;font-size:90%'>ⓘ {esc(text)}</div>"
+        self.notices.value += f"<div style='color:#777;font-size:90%'>{icon('info-circle')} {esc(text)}</div>"
         hidden(self.notices, False)
 
     def _set_header(self, error: str | None = None) -> None:
-        status = _STATUS.get(self.status, f"◐ {self.status}…")
+        label = _STATUS.get(self.status, f"{self.status}…")
+        status = f"{_STATUS_ICONS.get(self.status, icon('circle-o-notch fa-spin'))} {label}"
         thread = f" · thread <code>{esc(self.thread_id[:12])}</code>" if self.thread_id else ""
         model = f" · model {esc(self._model)}" if self._model else ""
         problem = f" <span style='color:#c00'>{esc(error)}</span>" if error else ""
-        self.header.value = f"🦌 <b>DeerFlow</b>{thread}{model} · <b>{status}</b>{problem}"
+        self.header.value = f"<b>DeerFlow</b>{thread}{model} · <b>{status}</b>{problem}"
 
     def summary_markdown(self) -> str:
         """A markdown transcript of the view so far (the static fallback)."""
@@ -297,9 +299,9 @@ def transcript_markdown(events: list[Any]) -> str:
         elif isinstance(e, ev.ToolResult):
             lines.append(f"  - {'✓' if e.status == 'success' else '✗'} {first_line(e.text, 100)}")
         elif isinstance(e, ev.Clarification):
-            lines.append(f"**❓ {e.request.get('question', '')}**")
+            lines.append(f"**Question:** {e.request.get('question', '')}")
         elif isinstance(e, ev.Artifact):
-            lines.append(f"- 📄 artifact: `{e.path}`")
+            lines.append(f"- artifact: `{e.path}`")
         elif isinstance(e, ev.Error):
             lines.append(f"**✗ {e.kind} error:** {e.message}")
         elif isinstance(e, ev.RunFinished):
