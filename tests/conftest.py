@@ -26,4 +26,5 @@ def deerflow_home(tmp_path, monkeypatch) -> Path:
     return home
 
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+# fixtures.postgres: one throwaway PostgreSQL cluster per session, started only when a test asks.
+pytest_plugins = ["pytest_jupyter.jupyter_server", "fixtures.postgres"]

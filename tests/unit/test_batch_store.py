@@ -1,4 +1,8 @@
-"""The SQL batch queue: atomic claims, leases, owner-only results, durable cancel, portable SQL."""
+"""The SQL batch queue: atomic claims, leases, owner-only results, durable cancel, portable SQL.
+
+Each behaviour runs over SQLite and over a real PostgreSQL (``batch_db``: a fresh database in the
+session's throwaway cluster, skipped when PostgreSQL is not installed).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 
 from deerflow.subagents.batches.sql import SqliteBackend
 from deerflow.subagents.batches.store import BatchStore, ItemSpec
+from fixtures.batch_databases import BatchDatabase, batch_db_fixture  # noqa: F401  (registers the fixture)
 
 SQLITE_ONLY = re.compile(r"INSERT OR|ON CONFLICT|RETURNING|AUTOINCREMENT|PRAGMA|datetime\(|\bIIF\b", re.I)
 
@@ -33,33 +38,69 @@ class RecordingBackend(SqliteBackend):
         return super().query(cursor, sql, params)
 
 
-def make(tmp_path: Path, items: int = 10) -> tuple[BatchStore, str]:
-    store = BatchStore(SqliteBackend(tmp_path / "q.db"))
+def make(db: BatchDatabase, home: Path, items: int = 10) -> tuple[BatchStore, str]:
+    store = BatchStore(db.backend(home))
     batch = store.create(user_id="alice", thread_id="t", run_id="r", label="l", model_name=None,
                          items=[ItemSpec(f"item {n}", "general-purpose") for n in range(items)])
     return store, batch.batch_id
 
 
-def test_concurrent_workers_never_claim_the_same_item(tmp_path):
-    store, _ = make(tmp_path, items=60)
+def race_to_claim(db: BatchDatabase, home: Path, workers: int = 6) -> list[tuple[str, int]]:
+    """Workers with their own connections (like separate processes) claim until nothing is left."""
     claims: list[tuple[str, int]] = []
     lock = threading.Lock()
+    start = threading.Barrier(workers)
 
-    def worker(name: str) -> None:
-        while claimed := store.claim(name, lease_seconds=60):
-            with lock:
-                claims.extend((c.batch.batch_id, c.index) for c in claimed)
+    def worker(name: str, limit: int) -> None:
+        own = BatchStore(db.backend(home))
+        try:
+            start.wait()
+            while claimed := own.claim(name, lease_seconds=60, limit=limit):
+                with lock:
+                    claims.extend((c.batch.batch_id, c.index) for c in claimed)
+        finally:
+            own.close()
 
-    threads = [threading.Thread(target=worker, args=(f"w{n}",)) for n in range(6)]
+    threads = [threading.Thread(target=worker, args=(f"w{n}", 1 + n % 3)) for n in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return claims
+
+
+def test_concurrent_workers_never_claim_the_same_item(batch_db, tmp_path):
+    store, batch_id = make(batch_db, tmp_path, items=60)
+    claims = race_to_claim(batch_db, tmp_path)
     assert len(claims) == 60 and len(set(claims)) == 60
+    with store.backend.transaction() as cur:  # every worker died: all leases expired at once
+        store.backend.execute(cur, "UPDATE subagent_batch_items SET lease_expires = 0")
+    again = race_to_claim(batch_db, tmp_path)
+    assert sorted(again) == sorted(claims)  # each item taken over exactly once
+    rows = list(store.items(batch_id, "alice"))
+    assert {(r["status"], r["attempts"]) for r in rows} == {("running", 2)}
 
 
-def test_only_the_lease_holder_finishes_and_a_finished_item_is_never_claimed_again(tmp_path):
-    store, batch_id = make(tmp_path, items=1)
+def test_several_processes_can_create_the_schema_at_once(batch_db, tmp_path):
+    start, errors = threading.Barrier(8), []
+
+    def open_store() -> None:
+        start.wait()
+        try:
+            BatchStore(batch_db.backend(tmp_path)).close()
+        except Exception as exc:  # the assertion below shows it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_only_the_lease_holder_finishes_and_a_finished_item_is_never_claimed_again(batch_db, tmp_path):
+    store, batch_id = make(batch_db, tmp_path, items=1)
     (item,) = store.claim("a", lease_seconds=0.05)
     time.sleep(0.1)  # the lease expires: worker "a" counts as dead
     (again,) = store.claim("b", lease_seconds=60)
@@ -72,8 +113,8 @@ def test_only_the_lease_holder_finishes_and_a_finished_item_is_never_claimed_aga
     assert counts.execution["completed"] == 1 and counts.acceptance["UNMET"] == 1  # UNMET: finished, not retried
 
 
-def test_cancel_is_owner_scoped_and_stops_pending_items_for_good(tmp_path):
-    store, batch_id = make(tmp_path, items=5)
+def test_cancel_is_owner_scoped_and_stops_pending_items_for_good(batch_db, tmp_path):
+    store, batch_id = make(batch_db, tmp_path, items=5)
     (running,) = store.claim("w", lease_seconds=0.05)
     assert store.cancel(batch_id, "mallory") == -1 and store.get(batch_id, "mallory") is None
     assert store.cancel(batch_id, "alice") == 4
@@ -108,16 +149,33 @@ def test_every_statement_is_portable_sql(tmp_path):
 
 @pytest.mark.parametrize("bad", [[], [{"prompt": "", "subagent_type": "general-purpose"}],
                                  [{"prompt": "x", "subagent_type": "nope"}]])
-def test_a_bad_submission_writes_nothing(tmp_path, bad):
+def test_a_bad_submission_writes_nothing(batch_db, tmp_path, bad):
     from deerflow.config.paths import ThreadPaths
     from deerflow.config.schema import AppConfig
     from deerflow.runtime.context import RunContext
     from deerflow.subagents.batches.submitter import BatchSubmitter
     from deerflow.tools.errors import ToolFailure
 
-    store = BatchStore(SqliteBackend(tmp_path / "q.db"))
+    store = BatchStore(batch_db.backend(tmp_path))
     context = RunContext(user_id="u", thread_id="t", run_id="r", paths=ThreadPaths(tmp_path / "t"),
                          config=AppConfig())
     with pytest.raises(ToolFailure):
         BatchSubmitter(store, max_items=5).submit(context, bad, label="l", known_types=["general-purpose"])
     assert store.list("u") == []
+
+
+def test_a_postgres_connection_the_server_dropped_is_replaced(postgres_url):
+    import psycopg
+
+    from deerflow.subagents.batches.sql import PostgresBackend
+
+    store = BatchStore(PostgresBackend(postgres_url))
+    batch = store.create(user_id="u", thread_id="t", run_id="r", label="l", model_name=None,
+                         items=[ItemSpec("p", "general-purpose")])
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                      "AND pid <> pg_backend_pid()")
+    with pytest.raises(psycopg.OperationalError):
+        store.get(batch.batch_id, "u")  # the operation that meets the dropped connection fails...
+    assert store.get(batch.batch_id, "u") == batch  # ...the next one reconnects
+    store.close()

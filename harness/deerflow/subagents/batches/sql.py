@@ -8,13 +8,16 @@ Concurrency control is the database's own: a claim is one
 ``UPDATE ... WHERE status='pending'`` whose row count says who won.
 
 * :class:`SqliteBackend` — the default, a file under ``$DEERFLOW_HOME``;
-  WAL mode and one short connection per operation, so several processes
+  WAL mode and a connection per thread, so several processes
   (the server, ``deerflow batches worker``) can share it.  ``synchronous=NORMAL``:
   a committed claim or result survives a killed process (WAL); a power cut
   may lose the last commits, never consistency — an item then simply runs
   again once its lease expires.
 * :class:`PostgresBackend` — for multi-user deployments; needs the
   optional ``psycopg`` driver (a clear error says so when it is missing).
+  At the default ``READ COMMITTED`` level two claims of one row serialize on
+  its row lock and the second re-checks its ``WHERE`` against the committed
+  row, so it matches nothing; the schema is created under an advisory lock.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import re
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from deerflow.errors import ConfigError
 
 Row = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\?")
+_SCHEMA_LOCK = 0x64656572  # any constant shared by every process creating the batch schema
 
 
 class SqlBackend(ABC):
@@ -61,11 +65,48 @@ class SqlBackend(ABC):
         """Adapt placeholders to the driver (identity for ``?`` drivers)."""
         return sql
 
+    def lock_schema(self, cursor: Any) -> None:  # noqa: B027 - optional hook: SQLite's DDL needs no lock
+        """Serialize schema creation with other processes for the rest of this transaction."""
+
     def describe(self) -> str:
         return self.name
 
     def close(self) -> None:  # noqa: B027 - optional hook: backends without pooled connections keep it
         """Release pooled connections (nothing to do for per-transaction connections)."""
+
+
+class _ThreadConnections:
+    """One open connection per thread, reopened when it was closed, all closed by :meth:`close`.
+
+    Opening a connection is the expensive part of a short transaction (a WAL
+    checkpoint for SQLite, a new server process for PostgreSQL), and a
+    connection must not be shared by two threads at once; the worker runs its
+    store calls on a small thread pool, so a connection per thread is a handful.
+    """
+
+    def __init__(self, connect: Callable[[], Any], *, usable: Callable[[Any], bool] = lambda _: True) -> None:
+        self._connect = connect
+        self._usable = usable
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[Any] = []
+
+    def get(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or not self._usable(conn):
+            conn = self._connect()
+            self._local.conn = conn
+            with self._lock:
+                self._open.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection opened so far (idempotent)."""
+        with self._lock:
+            connections, self._open = self._open, []
+        for conn in connections:
+            conn.close()
+        self._local = threading.local()
 
 
 class SqliteBackend(SqlBackend):
@@ -80,41 +121,35 @@ class SqliteBackend(SqlBackend):
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._open: list[sqlite3.Connection] = []
-        self._connection().execute("PRAGMA journal_mode=WAL")
+        self._connections = _ThreadConnections(self._connect)
+        self._connections.get().execute("PRAGMA journal_mode=WAL")
 
-    def _connection(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL: survives a killed process; power loss may drop the tail
-            self._local.db = db
-            with self._lock:
-                self._open.append(db)
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL: survives a killed process; power loss may drop the tail
         return db
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        db = self._connection()
+        db = self._connections.get()
         with db:
             yield db.cursor()
 
     def close(self) -> None:
         """Close every connection this backend opened (idempotent)."""
-        with self._lock:
-            connections, self._open = self._open, []
-        for db in connections:
-            db.close()
-        self._local = threading.local()
+        self._connections.close()
 
     def describe(self) -> str:
         return f"sqlite:{self.path}"
 
 
 class PostgresBackend(SqlBackend):
-    """PostgreSQL through ``psycopg`` (the ``postgres`` extra); a connection per transaction."""
+    """PostgreSQL through ``psycopg`` (the ``postgres`` extra), one connection per thread.
+
+    Connections run in autocommit mode with an explicit transaction around each
+    operation.  A connection the server dropped is replaced on the thread's next
+    operation (the operation that saw it drop fails once).
+    """
 
     name = "postgres"
 
@@ -124,16 +159,31 @@ class PostgresBackend(SqlBackend):
         except ImportError:
             raise ConfigError("the postgres batch queue needs the psycopg driver: "
                               "pip install 'deerflow-notebook[postgres]'", key="subagents.batches.backend") from None
-        self._psycopg = psycopg
         self.url = url
+        self._connections = _ThreadConnections(lambda: psycopg.connect(url, autocommit=True),
+                                               usable=lambda conn: not conn.closed)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
-        with self._psycopg.connect(self.url) as conn, conn.transaction(), conn.cursor() as cursor:
+        conn = self._connections.get()
+        with conn.transaction(), conn.cursor() as cursor:
             yield cursor
 
+    def close(self) -> None:
+        """Close every connection this backend opened (idempotent)."""
+        self._connections.close()
+
     def translate(self, sql: str) -> str:
-        return _PLACEHOLDER.sub("%s", sql)
+        return _PLACEHOLDER.sub("%s", sql.replace("%", "%%"))
+
+    def lock_schema(self, cursor: Any) -> None:
+        """Take a transaction-scoped advisory lock.
+
+        ``CREATE TABLE IF NOT EXISTS`` is not atomic in PostgreSQL: two processes
+        creating the schema at once (a server and a worker on a fresh database)
+        would otherwise fail with a unique violation in the system catalog.
+        """
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
 
     def describe(self) -> str:
         return "postgres"

@@ -116,6 +116,7 @@ class BatchStore:
     def __init__(self, backend: SqlBackend) -> None:
         self.backend = backend
         with backend.transaction() as cur:
+            backend.lock_schema(cur)
             for statement in _SCHEMA:
                 backend.execute(cur, statement)
 
