@@ -277,3 +277,37 @@ def test_cancelling_the_parent_run_cancels_its_running_subagent(deerflow_home, t
         assert controller.active == 0  # the child did not outlive its parent
     assert events[-1].type == "run_finished" and events[-1].status == "cancelled"
     assert len(child_calls(log, "SLOW")) == 1  # it never got to answer again
+
+
+def test_a_child_uses_the_runs_mcp_tools_and_its_type_allowlist_narrows_them(deerflow_home, tmp_path):
+    from fixtures.mcp_servers import stdio_entry, write_extensions
+
+    write_extensions(tmp_path / "extensions_config.json", {"test": stdio_entry()})
+    script = f"""
+        turns:
+          - tool_calls: [{task_call("MCP-CHILD echo")}, {task_call("NARROW-CHILD echo", subagent_type="reader")}]
+          - "Both reported."
+        conversations:
+          - match: MCP-CHILD
+            turns:
+              - tool_calls: [{{name: test_echo, args: {{text: "hello from the child"}}}}]
+              - "Echoed [r1]."
+          - match: NARROW-CHILD
+            turns:
+              - tool_calls: [{{name: test_echo, args: {{text: "not allowed"}}}}]
+              - "Could not echo."
+    """
+    extra = "tool_search:\n  enabled: true\n"
+    types = "enabled: true\ntypes:\n  reader:\n    description: reads files\n    prompt: You read files.\n    tools: [read_file, ls]"
+    client, log = make_client(tmp_path, script, extra=extra, subagents=types)
+    with client:
+        result = client.chat("go")
+        ledger = client.thread(result.thread_id).values["delegations"]
+    assert result.status == "success"
+    offered = set(child_calls(log, "MCP-CHILD")[0]["tools"])
+    assert "test_echo" in offered and "tool_search" not in offered  # full schemas, no deferred catalog
+    echo = next(m["text"] for m in child_calls(log, "MCP-CHILD")[1]["messages"] if m["type"] == "tool")
+    assert echo == "[r1] echo: hello from the child"  # the real MCP server answered, under receipt r1
+    mcp_entry = next(d for d in ledger if "MCP-CHILD" in str(d))
+    assert [(r["tool"], r["status"]) for r in mcp_entry["receipt_log"]] == [("test_echo", "ok")]
+    assert "test_echo" not in set(child_calls(log, "NARROW-CHILD")[0]["tools"])

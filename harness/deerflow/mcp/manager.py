@@ -367,6 +367,9 @@ def _notice(kind: str, text: str, **data: Any) -> dict[str, Any]:
 MCP_SERVICE = "mcp"
 """Key of the MCP manager in ``RunManager.services`` (and so in ``RunContext.services``)."""
 
+MCP_RUN_SERVICE = "mcp_run"
+"""Key of the run's :class:`McpRunTools` in ``RunContext.services`` (its subagents use the same MCP tools)."""
+
 
 def open_mcp(loaded: LoadedConfig, home: HomePaths) -> McpManager:
     """The MCP manager of a host, from ``config.yaml`` settings; nothing starts yet."""

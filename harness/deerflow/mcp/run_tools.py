@@ -18,6 +18,7 @@ from langchain_core.tools import BaseTool
 
 from deerflow.mcp.deferral import DeferredCatalog
 from deerflow.mcp.tasks import TaskService
+from deerflow.tools.builtins.tool_search import TOOL_SEARCH
 
 
 @dataclass
@@ -43,6 +44,15 @@ class McpRunTools:
     def source(self) -> list[BaseTool]:
         """What ``ToolSources.mcp`` returns."""
         return list(self.tools)
+
+    def child_source(self) -> list[BaseTool]:
+        """The MCP tools a subagent of this run is offered: all but ``tool_search``.
+
+        A child has no tool-search middleware and a short conversation of its own,
+        so it gets every tool's full schema instead of a deferred catalog; its
+        subagent type's ``tools`` allowlist narrows them like any other tool.
+        """
+        return [t for t in self.tools if t.name != TOOL_SEARCH]
 
     def bind(self, offered: Sequence[BaseTool]) -> None:
         """Narrow the deferred catalog to the tools the agent really offers.

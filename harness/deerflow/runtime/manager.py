@@ -35,7 +35,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, UserError
-from deerflow.mcp.manager import MCP_SERVICE, open_mcp, prepare_mcp_run
+from deerflow.mcp.manager import MCP_RUN_SERVICE, MCP_SERVICE, open_mcp, prepare_mcp_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import MetadataStore, RunRecord, ThreadRecord
@@ -251,7 +251,8 @@ class RunManager:
             paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
             options=options, services={**self.services, **project_run_skills(
-                skills, self.home.thread(user_id, thread.thread_id))},
+                skills, self.home.thread(user_id, thread.thread_id)),
+                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {})},
         )
         self.store.create_run(record)
         live = LiveRun(record)

@@ -1,7 +1,8 @@
 """A subagent's graph: its tools, its middleware chain, its context.
 
 * **Tools** — the same assembly as the lead (:func:`get_available_tools`:
-  built-ins, config tools, MCP, the user's authorization policy) with the
+  built-ins, config tools, the parent run's MCP tools without ``tool_search``,
+  the user's authorization policy) with the
   subagent tools off and :data:`FORBIDDEN_CHILD_TOOLS` hidden, then narrowed
   by the allowlist layers: the type's ``tools``, the type's ``skills`` and
   the *parent's* active-skill allowlist (see :func:`parent_skill_allowlist`),
@@ -35,6 +36,7 @@ from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMidd
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from deerflow.config.schema import AppConfig
+from deerflow.mcp.manager import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel
 from deerflow.runtime.context import RunContext
 from deerflow.skills.activation import active_skills
@@ -68,8 +70,12 @@ ToolSourcesFactory = Callable[[AppConfig, ResolvedModel, RunContext], ToolSource
 
 
 def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContext) -> ToolSources:
-    """The lead's built-in tool sources, on the thread's sandbox."""
-    return builtin_sources(config, model, sandbox=ctx.services.get("sandbox"))
+    """The lead's built-in tool sources, on the thread's sandbox, plus the parent run's MCP tools."""
+    sources = builtin_sources(config, model, sandbox=ctx.services.get("sandbox"))
+    mcp_run = ctx.services.get(MCP_RUN_SERVICE)
+    if mcp_run is not None:
+        sources = replace(sources, mcp=mcp_run.child_source)
+    return sources
 
 
 def parent_skill_allowlist(ctx: RunContext, state: Any = None) -> frozenset[str] | None:

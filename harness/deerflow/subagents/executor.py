@@ -38,6 +38,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.config.schema import AppConfig
 from deerflow.errors import UserError
+from deerflow.mcp.manager import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.models.script_format import ModelError
 from deerflow.runtime.context import RunContext
@@ -209,7 +210,9 @@ class SubagentExecutor:
         return PreparedJob(job, kind, child, graph, context, acceptance)
 
     def _available_tools(self, config: AppConfig, model: ResolvedModel, parent: RunContext) -> list[BaseTool]:
-        key = (id(config), model.name, id(model.model), id(parent.services.get("sandbox")), parent.user_id)
+        mcp_run = parent.services.get(MCP_RUN_SERVICE)  # its tools are the catalog's: stable across runs
+        mcp_ids = tuple(id(t) for t in mcp_run.tools) if mcp_run is not None else ()
+        key = (id(config), model.name, id(model.model), id(parent.services.get("sandbox")), parent.user_id, mcp_ids)
         if key not in self._tools:
             self._tools[key] = resolve_child_tools(config, model, parent, sources=self.tool_sources)
         return self._tools[key]
