@@ -1,7 +1,8 @@
 """Durable batches: a real worker process killed mid-way, restart, cancellation, export, ownership.
 
 Items run as scripted subagents whose model waits ``latency`` seconds per answer (like a
-provider) and logs every call, so the tests can tell how often each item really ran.
+provider) and logs every call, so the tests can tell how often each item really ran.  Every test
+runs over SQLite and over a real PostgreSQL (``batch_db``; skipped when PostgreSQL is missing).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
+import re
 import subprocess
 import sys
 import textwrap
@@ -30,13 +31,14 @@ from deerflow.subagents.batches.submitter import BatchSubmitter, item_runner
 from deerflow.subagents.batches.worker import BatchWorker
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.runtime import SubagentRuntime
+from fixtures.batch_databases import BatchDatabase, batch_db_fixture  # noqa: F401  (registers the fixture)
 from fixtures.logging_model import read_log
 
 TESTS = Path(__file__).resolve().parents[1]
 OUT = "/mnt/user-data/outputs"
 
 
-def write_config(tmp_path: Path, *, latency: float) -> tuple[Path, Path]:
+def write_config(tmp_path: Path, db: BatchDatabase, *, latency: float) -> tuple[Path, Path]:
     log = tmp_path / "calls.jsonl"
     script = f"""
         turns: ["lead"]
@@ -53,7 +55,7 @@ def write_config(tmp_path: Path, *, latency: float) -> tuple[Path, Path]:
         "models:\n  - name: scripted\n    use: fixtures.logging_model:LoggingScriptedModel\n"
         f"    log: {log}\n    latency: {latency}\n    script: |\n"
         f"{textwrap.indent(textwrap.dedent(script).strip(), ' ' * 6)}\n"
-        "subagents:\n  enabled: true\n  poll_interval: 0.1\n  batches:\n    enabled: true\n")
+        "subagents:\n  enabled: true\n  poll_interval: 0.1\n  batches:\n    enabled: true\n" + db.config_yaml())
     return config, log
 
 
@@ -65,15 +67,6 @@ def submit(home: Path, config: Path, items: list[dict[str, Any]], *, user: str =
                          config=loaded.config, model_name="scripted")
     status = submitter.submit(context, items, label="test batch", known_types=["general-purpose"])
     return submitter, status.record.batch_id
-
-
-def rows(home: Path) -> dict[int, dict[str, Any]]:
-    db = sqlite3.connect(home / "batches.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return {r["item_index"]: dict(r) for r in db.execute("SELECT * FROM subagent_batch_items")}
-    finally:
-        db.close()
 
 
 def runs_per_item(log: Path) -> dict[str, int]:
@@ -102,17 +95,17 @@ def wait_for(predicate: Any, *, timeout: float = 90.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_killed_worker_resumes_on_restart_and_every_item_ends_exactly_once(deerflow_home, tmp_path):
-    config, log = write_config(tmp_path, latency=0.3)
+def test_a_killed_worker_resumes_on_restart_and_every_item_ends_exactly_once(batch_db, deerflow_home, tmp_path):
+    config, log = write_config(tmp_path, batch_db, latency=0.3)
     items = [{"prompt": f"ITEM-{n:02d} do it", "subagent_type": "general-purpose"} for n in range(20)]
     _, batch_id = submit(deerflow_home, config, items)
     first = worker_process(config, deerflow_home)
     try:
-        wait_for(lambda: sum(r["status"] == "completed" for r in rows(deerflow_home).values()) >= 5)
+        wait_for(lambda: sum(r["status"] == "completed" for r in batch_db.item_rows(deerflow_home).values()) >= 5)
     finally:
         first.kill()  # SIGKILL: no cleanup, leases left behind
         first.wait(timeout=30)
-    at_kill = rows(deerflow_home)
+    at_kill = batch_db.item_rows(deerflow_home)
     done_before = {i for i, r in at_kill.items() if r["status"] == "completed"}
     running_at_kill = {i for i, r in at_kill.items() if r["status"] == "running"}
     assert 5 <= len(done_before) < 20
@@ -120,7 +113,7 @@ def test_a_killed_worker_resumes_on_restart_and_every_item_ends_exactly_once(dee
     second = worker_process(config, deerflow_home, "--until-idle")
     output, _ = second.communicate(timeout=180)
     assert second.returncode == 0, output
-    after = rows(deerflow_home)
+    after = batch_db.item_rows(deerflow_home)
     assert {r["status"] for r in after.values()} == {"completed"}
     for index in done_before:  # a finished item is never run again
         assert after[index]["attempts"] == 1 and after[index]["finished_at"] == at_kill[index]["finished_at"]
@@ -130,6 +123,21 @@ def test_a_killed_worker_resumes_on_restart_and_every_item_ends_exactly_once(dee
     assert set(runs) == {f"ITEM-{n:02d}" for n in range(20)}
     assert all(r["lease_owner"] is None for r in after.values()) and batch_id
 
+
+
+def test_two_worker_processes_share_the_queue_and_run_every_item_once(batch_db, deerflow_home, tmp_path):
+    config, log = write_config(tmp_path, batch_db, latency=0.5)
+    items = [{"prompt": f"ITEM-{n:02d} do it", "subagent_type": "general-purpose"} for n in range(16)]
+    submit(deerflow_home, config, items)
+    # a long lease: only the atomic claim keeps the two processes apart, never an expiry
+    workers = [worker_process(config, deerflow_home, "--lease", "60", "--until-idle") for _ in range(2)]
+    outputs = [w.communicate(timeout=180)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    finished = [int(m.group(1)) for out in outputs if (m := re.search(r"worker done: (\d+) items finished", out))]
+    assert sum(finished) == 16 and len(finished) == 2 and min(finished) > 0, outputs  # both claimed, none twice
+    after = batch_db.item_rows(deerflow_home)
+    assert {(r["status"], r["attempts"]) for r in after.values()} == {("completed", 1)}
+    assert runs_per_item(log) == {f"ITEM-{n:02d}": 1 for n in range(16)}
 
 async def _worker(config: Path, home: Path, stack: AsyncExitStack, *, concurrency: int = 2) -> BatchWorker:
     loaded = load_config(config)
@@ -144,18 +152,18 @@ async def _worker(config: Path, home: Path, stack: AsyncExitStack, *, concurrenc
     return worker
 
 
-async def test_cancelling_a_batch_is_durable_and_starts_no_new_item(deerflow_home, tmp_path):
-    config, log = write_config(tmp_path, latency=0.2)
+async def test_cancelling_a_batch_is_durable_and_starts_no_new_item(batch_db, deerflow_home, tmp_path):
+    config, log = write_config(tmp_path, batch_db, latency=0.2)
     items = [{"prompt": f"ITEM-{n:02d}", "subagent_type": "general-purpose"} for n in range(12)]
     submitter, batch_id = submit(deerflow_home, config, items)
     async with AsyncExitStack() as stack:
         await _worker(config, deerflow_home, stack)
         await asyncio.to_thread(wait_for, lambda: submitter.status(batch_id, "alice").counts.execution["completed"] >= 2)
         submitter.cancel(batch_id, "alice")
-        at_cancel = rows(deerflow_home)
+        at_cancel = batch_db.item_rows(deerflow_home)
         await asyncio.to_thread(wait_for, lambda: not submitter.status(batch_id, "alice").counts.execution["running"])
         await asyncio.sleep(0.5)  # give a wrongly-started item every chance to appear
-        final = rows(deerflow_home)
+        final = batch_db.item_rows(deerflow_home)
     never_started = {i for i, r in at_cancel.items() if r["attempts"] == 0}
     assert never_started and all(final[i]["status"] == "cancelled" and final[i]["attempts"] == 0
                                  for i in never_started)
@@ -167,8 +175,8 @@ async def test_cancelling_a_batch_is_durable_and_starts_no_new_item(deerflow_hom
     assert reopened.status(batch_id, "alice").record.cancel_requested  # durable: another process sees it
 
 
-async def test_export_matches_the_database_and_verdicts_stay_apart_from_execution(deerflow_home, tmp_path):
-    config, log = write_config(tmp_path, latency=0.0)
+async def test_export_matches_the_database_and_verdicts_stay_apart_from_execution(batch_db, deerflow_home, tmp_path):
+    config, log = write_config(tmp_path, batch_db, latency=0.0)
     items = [
         {"prompt": "WRITE the file", "subagent_type": "general-purpose",
          "acceptance_criteria": [f"file:{OUT}/ok.md non-empty"]},
@@ -182,7 +190,7 @@ async def test_export_matches_the_database_and_verdicts_stay_apart_from_executio
         await _worker(config, deerflow_home, stack)
         await asyncio.to_thread(wait_for, lambda: submitter.status(batch_id, "alice").done)
     exported = [json.loads(line) for line in submitter.export_lines(batch_id, "alice")]
-    db = rows(deerflow_home)
+    db = batch_db.item_rows(deerflow_home)
     assert [e["item_index"] for e in exported] == sorted(db)
     for entry in exported:
         row = db[entry["item_index"]]
@@ -199,8 +207,8 @@ async def test_export_matches_the_database_and_verdicts_stay_apart_from_executio
     assert len(runs_per_item(log)) == 4
 
 
-def test_another_user_cannot_read_export_or_cancel_the_batch(deerflow_home, tmp_path):
-    config, _ = write_config(tmp_path, latency=0.0)
+def test_another_user_cannot_read_export_or_cancel_the_batch(batch_db, deerflow_home, tmp_path):
+    config, _ = write_config(tmp_path, batch_db, latency=0.0)
     submitter, batch_id = submit(deerflow_home, config, [{"prompt": "ITEM-1", "subagent_type": "general-purpose"}])
     for action in (lambda: submitter.status(batch_id, "mallory"), lambda: list(submitter.export_lines(batch_id, "mallory")),
                    lambda: submitter.cancel(batch_id, "mallory")):
