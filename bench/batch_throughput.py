@@ -1,4 +1,4 @@
-"""Durable batch throughput, and what the SQLite queue costs per item.
+"""Durable batch throughput, and what the SQL queue costs per item (SQLite and PostgreSQL).
 
 1. **Throughput** — N items (default 100), each a scripted subagent whose model waits
    ``--latency`` seconds per answer (default 0.2 s, like a provider round trip) and then
@@ -7,7 +7,9 @@
    (speed-up / concurrency; goal: near-linear up to 16).  The ideal wall time is
    ``N / concurrency * latency``.
 2. **Queue overhead** — the same store with a runner that does nothing: submission
-   (one transaction for all items) and claim + finish per item, in milliseconds.
+   (one transaction for all items) and claim + finish per item, in milliseconds; on SQLite
+   and, side by side, on a throwaway local PostgreSQL cluster (the tests' own,
+   ``tests/fixtures/postgres.py``: unix socket; skipped, saying why, without PostgreSQL).
 
     .venv/bin/python bench/batch_throughput.py [--items 100] [--latency 0.2] [--concurrency 1,4,16]
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -26,13 +30,16 @@ from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.acceptance import AcceptanceReport
-from deerflow.subagents.batches.sql import SqliteBackend
+from deerflow.subagents.batches.sql import PostgresBackend, SqlBackend, SqliteBackend
 from deerflow.subagents.batches.store import BatchStore, ClaimedItem, ItemSpec
 from deerflow.subagents.batches.submitter import BatchSubmitter, item_runner
 from deerflow.subagents.batches.worker import BatchWorker
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.outcome import SubagentOutcome
 from deerflow.subagents.runtime import SubagentRuntime
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from fixtures.postgres import PostgresUnavailable, throwaway_cluster
 
 SCRIPT = """
 turns: ["lead"]
@@ -78,10 +85,10 @@ async def throughput(items: int, latency: float, concurrency: int) -> float:
         return elapsed
 
 
-async def queue_overhead(items: int) -> tuple[float, float]:
+async def queue_overhead(items: int, backend: Callable[[], SqlBackend]) -> tuple[float, float]:
     """(submit ms per item, claim+finish ms per item) with a runner that does nothing."""
-    with tempfile.TemporaryDirectory() as tmp:
-        store = BatchStore(SqliteBackend(Path(tmp) / "batches.db"))
+    store = BatchStore(backend())
+    try:
         specs = [ItemSpec(f"item {n}", "general-purpose") for n in range(items)]
         start = time.perf_counter()
         store.create(user_id="bench", thread_id="t", run_id="r", label="q", model_name=None, items=specs)
@@ -95,6 +102,23 @@ async def queue_overhead(items: int) -> tuple[float, float]:
         start = time.perf_counter()
         await worker.run(until_idle=True)
         return submit_ms, (time.perf_counter() - start) * 1000 / items
+    finally:
+        store.close()
+
+
+async def queue_overheads(items: int) -> None:
+    """Print the queue overhead on SQLite, then on a throwaway PostgreSQL (if it can run here)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        results = {"SQLite": await queue_overhead(items, lambda: SqliteBackend(Path(tmp) / "batches.db"))}
+    try:
+        with throwaway_cluster() as cluster:
+            url = cluster.create_database()
+            results["PostgreSQL"] = await queue_overhead(items, lambda: PostgresBackend(url))
+    except PostgresUnavailable as exc:
+        print(f"PostgreSQL queue: skipped ({exc})")
+    for name, (submit_ms, cycle_ms) in results.items():
+        print(f"{name + ' queue:':<18} submit {submit_ms:.3f} ms/item (one transaction), "
+              f"claim + finish {cycle_ms:.2f} ms/item")
 
 
 async def main() -> None:
@@ -114,8 +138,7 @@ async def main() -> None:
         ideal = args.items / level * args.latency
         print(f"{level:>11} {elapsed:>8.2f} {ideal:>8.2f} {args.items / elapsed:>8.1f} {speedup:>8.1f}x "
               f"{speedup / level:>9.0%}")
-    submit_ms, cycle_ms = await queue_overhead(args.items * 5)
-    print(f"SQLite queue: submit {submit_ms:.3f} ms/item (one transaction), claim + finish {cycle_ms:.2f} ms/item")
+    await queue_overheads(args.items * 5)
 
 
 if __name__ == "__main__":
