@@ -2,7 +2,8 @@
 
 The run manager hosted by the server installs the SQL batch submitter and its worker; the lead's
 ``batch_task`` returns at once and the items finish in the background.  Alice reads progress and
-exports JSONL over the API; Bob gets a 404 for every batch route.
+exports JSONL over the API; Bob gets a 404 for every batch route.  The server's queue is SQLite,
+then a real PostgreSQL (``batch_db``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from tornado.httpclient import HTTPClientError
+
+from fixtures.batch_databases import BatchDatabase, batch_db_fixture  # noqa: F401  (registers the fixture)
 
 pytestmark = pytest.mark.integration
 
@@ -43,11 +46,11 @@ conversations:
 
 
 @pytest.fixture
-def jp_server_config(deerflow_home: Path, tmp_path: Path):
+def jp_server_config(deerflow_home: Path, tmp_path: Path, batch_db: BatchDatabase):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("models:\n  - name: scripted\n    use: deerflow.models.scripted:ScriptedChatModel\n"
                    f"    script: |\n{textwrap.indent(SCRIPT.strip(), ' ' * 6)}\n"
-                   "subagents:\n  enabled: true\n  batches:\n    enabled: true\n")
+                   "subagents:\n  enabled: true\n  batches:\n    enabled: true\n" + batch_db.config_yaml())
     return {
         "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True},
                       "identity_provider_class": "fixtures.jupyter_identity.TwoUsers"},
