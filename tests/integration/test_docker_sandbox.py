@@ -1,50 +1,72 @@
-"""The Docker provider against a real engine (skipped when none is reachable).
+"""The Docker provider against a real engine (skipped, with the reason, when none is reachable).
 
-The image defaults to ``python:3.11-slim`` (override with
-``DEERFLOW_TEST_DOCKER_IMAGE``); it must already be present, since tests
-cannot reach the internet.  The server's interpreter is bound into it
-(``python_mode="host"``), so the kernel has ipykernel without installing it.
+The engine is the one the environment names (``DOCKER_HOST``).  The image
+defaults to ``python:3.11-slim`` (override with ``DEERFLOW_TEST_DOCKER_IMAGE``);
+it must already be present, since tests cannot pull.  Without a registry:
+
+    tests/fixtures/docker/start_dockerd.sh /tmp/deerflow-dockerd
+    export DOCKER_HOST=unix:///tmp/deerflow-dockerd/docker.sock
+    tests/fixtures/docker/build_sandbox_image.sh deerflow-sandbox:test
+    export DEERFLOW_TEST_DOCKER_IMAGE=deerflow-sandbox:test
+
+(``.ci/run`` does this.)  The server's interpreter is bound into the image
+(``python_mode="host"``), so the kernel has ipykernel without installing it;
+the ``image`` mode test needs ``python3`` with ipykernel in the image.
+
+The "outside" is an HTTP server on the host's address on the engine's default
+bridge: what an ``open`` container reaches, and an ``isolated`` one must not.
 """
 
 from __future__ import annotations
 
 import http.server
+import ipaddress
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
 from deerflow.sandbox.kernel_pool import KernelPool
+from deerflow.sandbox.network_policy import CallScope
 
 docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install '.[docker]')")
-from docker.errors import DockerException, ImageNotFound  # noqa: E402
+from docker.errors import ContainerError, DockerException, ImageNotFound, NotFound  # noqa: E402
 from requests.exceptions import RequestException  # noqa: E402
 
 from deerflow.sandbox.docker_provider import DockerSandboxProvider  # noqa: E402
-from deerflow.sandbox.factory import make_egress_proxy  # noqa: E402
+from deerflow.sandbox.factory import make_egress_proxy, make_provider  # noqa: E402
 
 IMAGE = os.environ.get("DEERFLOW_TEST_DOCKER_IMAGE", "python:3.11-slim")
+FETCH = "python -c \"import urllib.request; print(urllib.request.urlopen('http://{host}:{port}/', timeout=3).read().decode())\""
 
 
 def _engine_problem() -> str | None:
+    where = os.environ.get("DOCKER_HOST") or "the default socket (set DOCKER_HOST)"
     try:
         client = docker.from_env()
         client.ping()
-    except (DockerException, RequestException):
-        return "no Docker engine reachable"
+    except (DockerException, RequestException) as exc:
+        return f"no Docker engine reachable at {where}: {type(exc).__name__}"
     try:
         client.images.get(IMAGE)
     except ImageNotFound:
-        return f"the test image {IMAGE} is not present (tests cannot pull)"
+        return (f"the test image {IMAGE} is not present (tests cannot pull; build one with "
+                "tests/fixtures/docker/build_sandbox_image.sh and set DEERFLOW_TEST_DOCKER_IMAGE)")
     return None
 
 
 PROBLEM = _engine_problem()
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(PROBLEM is not None, reason=PROBLEM or "")]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Any:
+    return docker.from_env()
 
 
 @pytest.fixture
@@ -59,8 +81,18 @@ def provider() -> Iterator[DockerSandboxProvider]:
     sandbox.close()
 
 
+@pytest.fixture(scope="module")
+def gateway(engine: Any) -> str:
+    """The host's address on the default bridge (what a bridged container routes to)."""
+    try:
+        config = engine.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    except (NotFound, LookupError):
+        pytest.skip("the engine has no default bridge network")
+    return config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+
+
 @pytest.fixture
-def host_server() -> Iterator[int]:
+def host_server(gateway: str) -> Iterator[int]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             body = b"outside-page"
@@ -72,11 +104,22 @@ def host_server() -> Iterator[int]:
         def log_message(self, *args: object) -> None:
             return
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    try:
+        server = http.server.ThreadingHTTPServer((gateway, 0), Handler)
+    except OSError as exc:  # the engine is not on this host
+        pytest.skip(f"cannot listen on the bridge address {gateway}: {exc}")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
+
+
+def _engine_containers(engine: Any, sandbox: DockerSandboxProvider) -> list[Any]:
+    """The provider's containers as the engine lists them (running or not)."""
+    return engine.containers.list(all=True, filters={"label": f"deerflow.provider={sandbox.instance}"})
+
+
+# -- files, reuse, output -----------------------------------------------------------------
 
 
 def test_files_written_in_the_container_appear_in_the_thread(provider: DockerSandboxProvider,
@@ -91,6 +134,13 @@ def test_files_written_in_the_container_appear_in_the_thread(provider: DockerSan
     assert (paths.uploads / "data.csv").read_text() == "a,b\n"
 
 
+def test_stdout_and_stderr_arrive_in_the_order_they_were_written(provider: DockerSandboxProvider,
+                                                                  paths: ThreadPaths) -> None:
+    result = provider.execute(paths, "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done; exit 3")
+    assert result.output == "".join(f"out{i}\nerr{i}\n" for i in range(1, 6))
+    assert result.exit_code == 3
+
+
 def test_the_container_is_reused_by_its_thread(provider: DockerSandboxProvider, paths: ThreadPaths) -> None:
     first = provider.execute(paths, "hostname; cat /proc/1/cgroup | tail -1")
     second = provider.execute(paths, "hostname; cat /proc/1/cgroup | tail -1")
@@ -98,11 +148,11 @@ def test_the_container_is_reused_by_its_thread(provider: DockerSandboxProvider, 
     assert len(provider.containers()) == 1
 
 
-def test_isolated_containers_cannot_reach_the_host(provider: DockerSandboxProvider, paths: ThreadPaths,
-                                                   host_server: int) -> None:
-    fetch = f"python -c \"import urllib.request; urllib.request.urlopen('http://172.17.0.1:{host_server}', timeout=3)\""
-    result = provider.execute(paths, fetch)
-    assert result.exit_code != 0 and "outside-page" not in result.output
+def test_the_root_filesystem_is_read_only_and_capabilities_are_dropped(provider: DockerSandboxProvider,
+                                                                        paths: ThreadPaths) -> None:
+    result = provider.execute(paths, "touch /etc/x 2>&1; touch /tmp/x && echo tmp-ok; grep CapEff /proc/self/status")
+    assert "Read-only file system" in result.output and "tmp-ok" in result.output
+    assert "CapEff:\t0000000000000000" in result.output
 
 
 def test_a_timeout_kills_the_command_and_what_it_started(provider: DockerSandboxProvider,
@@ -116,6 +166,9 @@ def test_a_timeout_kills_the_command_and_what_it_started(provider: DockerSandbox
     assert left.output.strip() == ""
 
 
+# -- kernels ------------------------------------------------------------------------------
+
+
 def test_the_python_kernel_runs_in_the_container(provider: DockerSandboxProvider, paths: ThreadPaths) -> None:
     with KernelPool(provider) as kernels:
         cell = kernels.run_sync(paths, "import os\nopen('k.txt', 'w').write('from kernel')\nos.getcwd()")
@@ -124,17 +177,98 @@ def test_the_python_kernel_runs_in_the_container(provider: DockerSandboxProvider
     assert (paths.workspace / "agent.ipynb").exists()
 
 
-def test_allowlist_containers_go_out_through_the_proxy(paths: ThreadPaths, host_server: int) -> None:
-    egress = make_egress_proxy(SandboxConfig(network="allowlist", allowed_hosts=["allowed.test"],
-                                             egress_hosts={"allowed.test": "127.0.0.1"}))
-    sandbox = DockerSandboxProvider(image=IMAGE, network="allowlist", egress=egress)
+def test_in_image_mode_the_kernel_is_the_images_python(engine: Any, paths: ThreadPaths) -> None:
     try:
-        from deerflow.sandbox.network_policy import CallScope
-
-        with egress.scope(paths.root, CallScope("run-1", True)) as handle:
-            result = sandbox.execute(paths, "python -c \"import urllib.request; print(urllib.request.urlopen("
-                                     f"'http://allowed.test:{host_server}/', timeout=5).read().decode())\"")
+        engine.containers.run(IMAGE, ["python3", "-c", "import ipykernel"], remove=True, network_mode="none")
+    except ContainerError:
+        pytest.skip(f"the test image {IMAGE} has no python3 with ipykernel")
+    sandbox = DockerSandboxProvider(image=IMAGE, python_mode="image")
+    try:
+        with KernelPool(sandbox) as kernels:
+            cell = kernels.run_sync(paths, "import sys\nprint(sys.executable)")
     finally:
         sandbox.close()
-    assert "outside-page" in result.output, result.output
-    assert handle.report.targets("allowed") == [f"allowed.test:{host_server}"]
+    assert cell.error is None and "/opt/deerflow" not in cell.text and "python" in cell.text
+
+
+# -- network ------------------------------------------------------------------------------
+
+
+def test_isolated_containers_cannot_reach_the_host(provider: DockerSandboxProvider, paths: ThreadPaths,
+                                                   gateway: str, host_server: int) -> None:
+    result = provider.execute(paths, FETCH.format(host=gateway, port=host_server))
+    assert result.exit_code != 0 and "outside-page" not in result.output
+
+
+def test_open_containers_are_on_the_bridge(paths: ThreadPaths, gateway: str, host_server: int) -> None:
+    sandbox = DockerSandboxProvider(image=IMAGE, network="open")
+    try:
+        result = sandbox.execute(paths, FETCH.format(host=gateway, port=host_server))
+    finally:
+        sandbox.close()
+    assert result.exit_code == 0 and "outside-page" in result.output, result.output
+
+
+def test_allowlist_containers_go_out_through_the_proxy(paths: ThreadPaths, gateway: str, host_server: int) -> None:
+    egress = make_egress_proxy(SandboxConfig(network="allowlist", allowed_hosts=["allowed.test"],
+                                             egress_hosts={"allowed.test": gateway, "other.test": gateway}))
+    sandbox = DockerSandboxProvider(image=IMAGE, network="allowlist", egress=egress)
+    try:
+        with egress.scope(paths.root, CallScope("run-1", True)) as allowed:
+            command = sandbox.execute(paths, FETCH.format(host="allowed.test", port=host_server))
+            with KernelPool(sandbox) as kernels:
+                cell = kernels.run_sync(paths, "import urllib.request\nurllib.request.urlopen("
+                                        f"'http://allowed.test:{host_server}/', timeout=5).read()")
+        direct = sandbox.execute(paths, FETCH.format(host=gateway, port=host_server).replace(
+            "urllib.request.urlopen", "urllib.request.build_opener(urllib.request.ProxyHandler({})).open"))
+        with egress.scope(paths.root, CallScope("run-1", False, "unattended")) as denied:
+            other = sandbox.execute(paths, FETCH.format(host="other.test", port=host_server))
+    finally:
+        sandbox.close()
+    assert "outside-page" in command.output, command.output
+    assert cell.error is None and "outside-page" in cell.text
+    assert allowed.report.targets("allowed") == [f"allowed.test:{host_server}"]
+    assert direct.exit_code != 0 and "outside-page" not in direct.output
+    assert other.exit_code != 0 and "outside-page" not in other.output
+    assert denied.report.targets("denied") == [f"other.test:{host_server}"]
+
+
+# -- limits and the pool ------------------------------------------------------------------
+
+
+def test_configured_limits_bind_the_container(engine: Any, paths: ThreadPaths) -> None:
+    sandbox = make_provider(SandboxConfig(use="docker", image=IMAGE, memory_limit="128m", cpu_limit=0.5,
+                                          pids_limit=64, warm_pool_size=1))
+    spawn = ("python -c \"import subprocess\nprocs = []\ntry:\n    for _ in range(200): "
+             "procs.append(subprocess.Popen(['sleep', '30']))\nexcept OSError:\n    print('refused', len(procs))\n"
+             "for p in procs: p.kill()\"")
+    try:
+        hog = sandbox.execute(paths, "python -c \"b = bytearray(512 * 2**20); b[::4096] = b'x' * len(b[::4096])\"")
+        forks = sandbox.execute(paths, spawn)
+        (container,) = _engine_containers(engine, sandbox)
+        host_config = container.attrs["HostConfig"]
+    finally:
+        sandbox.close()
+    assert hog.exit_code == 137, hog.output  # SIGKILL from the memory cgroup
+    assert forks.output.startswith("refused"), forks.output
+    assert int(forks.output.split()[1]) < 64
+    assert (host_config["Memory"], host_config["MemorySwap"]) == (128 * 2**20, 128 * 2**20)
+    assert (host_config["NanoCpus"], host_config["PidsLimit"]) == (500_000_000, 64)
+
+
+def test_idle_containers_beyond_the_warm_pool_are_removed(engine: Any, tmp_path: Path) -> None:
+    threads = [ThreadPaths(tmp_path / "users" / "u" / "threads" / name).ensure() for name in ("a", "b")]
+    pooled = DockerSandboxProvider(image=IMAGE, warm_pool_size=1)
+    unpooled = DockerSandboxProvider(image=IMAGE, warm_pool_size=0)
+    try:
+        for thread in threads:
+            pooled.execute(thread, "true")
+        (kept,) = _engine_containers(engine, pooled)
+        unpooled.execute(threads[0], "true")
+        left_unpooled = _engine_containers(engine, unpooled)
+    finally:
+        pooled.close()
+        unpooled.close()
+    assert kept.labels["deerflow.thread"] == pooled._key_hash(threads[1]) and kept.status == "running"
+    assert left_unpooled == []
+    assert _engine_containers(engine, pooled) == []
