@@ -1,15 +1,18 @@
-"""The in-container halves of Docker execution, run on the host: the supervisor and the exec relay.
+"""The halves of Docker execution that need no engine: the supervisor and the exec shim.
 
-These need no engine: the supervisor is plain Python that the provider runs
-inside every container (and inside bwrap in allowlist mode), and the exec
-shim's frame relay reads the Engine API's multiplexed stream format.
+The supervisor is plain Python that the provider runs inside every container
+(and inside bwrap in allowlist mode); the exec shim's frame relay reads the
+Engine API's multiplexed stream format, and its standard-library client is
+checked against a fake engine on a unix socket.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import signal
 import socket
+import socketserver
 import struct
 import subprocess
 import sys
@@ -18,12 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from deerflow.sandbox.docker_exec import relay
+from deerflow.sandbox import docker_exec
+from deerflow.sandbox.docker_exec import PlainEngine, relay
 from deerflow.sandbox.egress_bridge import supervisor_source
 
 pytestmark = pytest.mark.integration
 
 SUPERVISOR = [sys.executable, str(supervisor_source())]
+# The shim by path, with no site-packages: its plain path needs the standard library only.
+SHIM = f"import runpy, sys; sys.argv[0] = 'docker_exec'; runpy.run_path({docker_exec.__file__!r}, run_name='__main__')"
 
 
 def _running(pid: int) -> bool:
@@ -110,3 +116,77 @@ def test_the_exec_relay_splits_the_engines_stream_into_stdout_and_stderr() -> No
     stdout, stderr = io.BytesIO(), io.BytesIO()
     relay(ours, stdout=stdout, stderr=stderr)
     assert (stdout.getvalue(), stderr.getvalue()) == (b"out-1 out-2", b"err-1")
+
+
+# -- the exec shim's own Engine API client ----------------------------------------------
+
+
+class FakeEngine(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """Just enough of the Engine API for one exec: create, start (hijacked), inspect."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path, frames: list[tuple[int, bytes]], exit_code: int) -> None:
+        self.frames, self.exit_code = frames, exit_code
+        self.requests: list[tuple[str, str, dict[str, object]]] = []
+        self.stdin_closed = threading.Event()
+        super().__init__(str(path), FakeEngineHandler)
+
+
+class FakeEngineHandler(socketserver.StreamRequestHandler):
+    server: FakeEngine
+
+    def handle(self) -> None:
+        method, path, _ = self.rfile.readline().decode().split(" ", 2)
+        length = 0
+        while (line := self.rfile.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self.server.requests.append((method, path, body))
+        if path.endswith("/start"):
+            self.wfile.write(b"HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\n"
+                             b"Connection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+            for stream, data in self.server.frames:
+                self.wfile.write(struct.pack(">BxxxL", stream, len(data)) + data)
+            self.wfile.flush()
+            self.request.shutdown(socket.SHUT_WR)  # the command ended; its stdin stays ours
+            if self.rfile.read() == b"":
+                self.server.stdin_closed.set()
+            return
+        if path.endswith("/exec"):
+            reply: dict[str, object] = {"Id": "exec-1"}
+        else:
+            reply = {"Running": False, "ExitCode": self.server.exit_code}
+        data = json.dumps(reply).encode()
+        self.wfile.write(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+
+
+def test_the_exec_shim_speaks_the_engine_api_without_the_sdk(tmp_path: Path) -> None:
+    sock = tmp_path / "docker.sock"
+    engine = FakeEngine(sock, [(1, b"out "), (2, b"err"), (1, b"more")], exit_code=3)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    env = {"PATH": "/usr/bin:/bin", "DOCKER_HOST": f"unix://{sock}"}
+    result = subprocess.run([sys.executable, "-S", "-c", SHIM, "--container", "c1", "--workdir", "/w", "--",
+                             "bash", "-c", "x"], env=env, capture_output=True, timeout=30)
+    engine.shutdown()
+    engine.server_close()
+    assert (result.returncode, result.stdout, result.stderr) == (3, b"out more", b"err")
+    assert [(m, p) for m, p, _ in engine.requests] == [
+        ("POST", "/containers/c1/exec"), ("POST", "/exec/exec-1/start"), ("GET", "/exec/exec-1/json")]
+    assert engine.requests[0][2] == {"Cmd": ["bash", "-c", "x"], "AttachStdin": True, "AttachStdout": True,
+                                     "AttachStderr": True, "Tty": False, "WorkingDir": "/w"}
+    assert engine.stdin_closed.wait(5)  # the exec's stdin ends when the shim does
+
+
+@pytest.mark.parametrize(("env", "plain"), [
+    ({}, True),
+    ({"DOCKER_HOST": "unix:///tmp/d.sock"}, True),
+    ({"DOCKER_HOST": "tcp://127.0.0.1:2375"}, True),
+    ({"DOCKER_HOST": "tcp://127.0.0.1:2376", "DOCKER_TLS_VERIFY": "1"}, False),
+    ({"DOCKER_HOST": "ssh://user@host"}, False),
+])
+def test_engines_needing_tls_or_ssh_go_through_the_sdk(env: dict[str, str], plain: bool) -> None:
+    assert (PlainEngine.from_env(env) is not None) == plain
