@@ -38,6 +38,7 @@ docker = pytest.importorskip("docker", reason="the docker SDK is not installed (
 from docker.errors import ContainerError, DockerException, ImageNotFound, NotFound  # noqa: E402
 from requests.exceptions import RequestException  # noqa: E402
 
+from deerflow.sandbox import docker_exec  # noqa: E402
 from deerflow.sandbox.docker_provider import DockerSandboxProvider  # noqa: E402
 from deerflow.sandbox.factory import make_egress_proxy, make_provider  # noqa: E402
 
@@ -141,6 +142,20 @@ def test_stdout_and_stderr_arrive_in_the_order_they_were_written(provider: Docke
     assert result.exit_code == 3
 
 
+@pytest.mark.parametrize("client", ["plain", "sdk"])
+def test_the_exec_shim_relays_output_and_status_with_either_client(
+    provider: DockerSandboxProvider, paths: ThreadPaths, client: str, monkeypatch: pytest.MonkeyPatch,
+    capfdbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    container = provider.acquire(paths, lease=False).container
+    if client == "sdk":  # what TLS or ssh engines use
+        monkeypatch.setattr(docker_exec.PlainEngine, "from_env", classmethod(lambda cls, env=None: None))
+    code = docker_exec.main(["--container", container.id, "--workdir", "/tmp", "--",
+                             "sh", "-c", "pwd; echo oops >&2; head -c 100000 /dev/zero | tr '\\0' x; exit 4"])
+    out, err = capfdbinary.readouterr()
+    assert (code, out, err) == (4, b"/tmp\n" + b"x" * 100000, b"oops\n")
+
+
 def test_the_container_is_reused_by_its_thread(provider: DockerSandboxProvider, paths: ThreadPaths) -> None:
     first = provider.execute(paths, "hostname; cat /proc/1/cgroup | tail -1")
     second = provider.execute(paths, "hostname; cat /proc/1/cgroup | tail -1")
@@ -175,6 +190,24 @@ def test_the_python_kernel_runs_in_the_container(provider: DockerSandboxProvider
     assert cell.error is None and "/mnt/user-data/workspace" in cell.text
     assert (paths.workspace / "k.txt").read_text() == "from kernel"
     assert (paths.workspace / "agent.ipynb").exists()
+
+
+def test_a_runaway_cell_is_interrupted_or_its_kernel_replaced_in_the_container(
+    provider: DockerSandboxProvider, paths: ThreadPaths
+) -> None:
+    kernels_alive = ("for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done 2>/dev/null"
+                     " | grep -c '^[^ ]*python[^ ]* -m ipykernel_launcher' || true")
+    with KernelPool(provider) as kernels:
+        kernels.run_sync(paths, "x = 41")
+        slow = kernels.run_sync(paths, "import time\ntime.sleep(60)", timeout=2)
+        kept = kernels.run_sync(paths, "x + 1")
+        stubborn = kernels.run_sync(paths, "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                    "while True: time.sleep(0.1)", timeout=2)
+        fresh = kernels.run_sync(paths, "'x' in dir()")
+        alive = provider.execute(paths, kernels_alive).output.strip()
+    assert slow.recovery == "interrupted" and kept.text.strip() == "42"
+    assert stubborn.recovery == "restarted" and fresh.text.strip() == "False"
+    assert alive == "1"  # the replaced kernel is gone from the container, not just from the host
 
 
 def test_in_image_mode_the_kernel_is_the_images_python(engine: Any, paths: ThreadPaths) -> None:
