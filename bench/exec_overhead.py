@@ -1,4 +1,4 @@
-"""Execution overhead: local vs bwrap, side by side.
+"""Execution overhead: local vs bwrap (vs docker), side by side.
 
 Measures, for each provider:
 
@@ -8,17 +8,24 @@ Measures, for each provider:
 * ``pool warm``    — the same without the LangChain tool layer;
 * ``kernel cold``  — first cell of a new thread (kernel launch + ``1+1``);
   goal ≤ 1.5 s;
-* ``bash true``    — one ``true`` command (process or bwrap sandbox start);
-  goal ≤ 100 ms for bwrap.
+* ``bash true``    — one ``true`` command (process or bwrap sandbox start;
+  docker: an exec into the thread's running container); goal ≤ 100 ms for bwrap;
+* ``bash first``   — the first command of a new thread (docker: includes
+  starting its container).
+
+The docker column is measured when ``--docker-image`` (or the environment's
+``DEERFLOW_TEST_DOCKER_IMAGE``) names an image present on the engine that
+``DOCKER_HOST`` names; its warm pool keeps the measured threads' containers.
 
 Run::
 
-    .venv/bin/python bench/exec_overhead.py [--warm 200] [--cold 5] [--bash 50]
+    .venv/bin/python bench/exec_overhead.py [--warm 200] [--cold 5] [--bash 50] [--docker-image IMG]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -91,7 +98,25 @@ def measure(
         bash_paths = _thread(root, f"{provider.name}-bash")
         provider.execute(bash_paths, "true")
         results["bash true"] = _timings(lambda: provider.execute(bash_paths, "true"), bash)
+        first_paths = iter([_thread(root, f"{provider.name}-first-{i}") for i in range(cold)])
+        results["bash first"] = _timings(lambda: provider.execute(next(first_paths), "true"), cold)
     return results
+
+
+def docker_provider(image: str | None) -> SandboxProvider | None:
+    """The docker provider on ``image``, or ``None`` (with the reason printed) if unavailable."""
+    if not image:
+        print("no --docker-image: not measuring the docker provider")
+        return None
+    try:
+        from deerflow.sandbox.docker_provider import DockerSandboxProvider, connect_docker
+
+        client = connect_docker()
+        client.images.get(image)
+    except Exception as exc:  # any reason: print it and skip the column
+        print(f"docker provider not measured: {exc}")
+        return None
+    return DockerSandboxProvider(client=client, image=image, warm_pool_size=4)
 
 
 def main() -> None:
@@ -99,18 +124,27 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=200, help="warm python calls")
     parser.add_argument("--cold", type=int, default=5, help="cold kernel starts")
     parser.add_argument("--bash", type=int, default=50, help="bash commands")
+    parser.add_argument("--docker-image", default=os.environ.get("DEERFLOW_TEST_DOCKER_IMAGE"),
+                        help="measure the docker provider on this (present) image")
     args = parser.parse_args()
     providers: list[SandboxProvider] = [LocalSandboxProvider(allow_host_bash=True)]
     if find_bwrap():
         providers.append(BwrapSandboxProvider())
     else:
-        print("bwrap not installed: measuring the local provider only")
+        print("bwrap not installed: not measuring the bwrap provider")
+    docker = docker_provider(args.docker_image)
+    if docker is not None:
+        providers.append(docker)
     with tempfile.TemporaryDirectory(prefix="deerflow-bench-") as tmp:
-        table = {
-            p.name: measure(p, Path(tmp), warm=args.warm, cold=args.cold, bash=args.bash)
-            for p in providers
-        }
-    metrics = ["python warm", "pool warm", "kernel cold", "bash true"]
+        try:
+            table = {
+                p.name: measure(p, Path(tmp), warm=args.warm, cold=args.cold, bash=args.bash)
+                for p in providers
+            }
+        finally:
+            if docker is not None:
+                docker.close()  # its containers, before their thread directories go
+    metrics = ["python warm", "pool warm", "kernel cold", "bash true", "bash first"]
     names = list(table)
     print(f"{'metric':<12} | " + " | ".join(f"{n:<28}" for n in names) + " | goal")
     for metric in metrics:
