@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
 SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp")
-_VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent"}
+_VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
 _FLAGS = {"--new", "--plan", "--subagents", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")
 
@@ -47,6 +47,7 @@ class RunOptions:
     record: str | None = None
     replay: str | None = None
     agent: str | None = None
+    refs: list[str] = field(default_factory=list)
 
     def run_options(self) -> dict[str, Any]:
         """The harness run options (``configurable``) these flags mean."""
@@ -54,6 +55,7 @@ class RunOptions:
             "model_name": self.model, "interaction_mode": self.mode,
             "is_plan_mode": True if self.plan else None, "subagent_enabled": True if self.subagents else None,
             "record": _absolute(self.record), "replay": _absolute(self.replay), "agent_name": self.agent,
+            "referenced_threads": list(dict.fromkeys(self.refs)) or None,
         }
         return {k: v for k, v in options.items() if v is not None}
 
@@ -86,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan", action="store_true", help="plan mode (the agent keeps a todo list)")
     parser.add_argument("--subagents", action="store_true", help="let the agent delegate to subagents")
     parser.add_argument("--mode", choices=MODES, help="interaction mode (in-process only)")
+    parser.add_argument("--ref", dest="refs", metavar="T", action="append", default=[],
+                        help="let the agent read your other thread T for this run (read_conversation); repeatable")
     parser.add_argument("--with", dest="with_vars", metavar="VAR", nargs="+", action="extend", default=[],
                         help="upload notebook variables (DataFrame, path, bytes, dict/list) to the thread")
     cassette = parser.add_mutually_exclusive_group()

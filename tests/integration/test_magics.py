@@ -156,6 +156,28 @@ def test_the_notebook_keeps_a_current_thread_until_new_or_thread_switches(shell,
     assert re.search(rf"^  {third.thread_id}  fresh start$", listed, re.M)
 
 
+def test_ref_lets_one_run_read_another_thread_of_the_notebook(shell, tmp_path, monkeypatch):
+    source = run(shell, "%deerflow --new --model chat Note that the herd moved north").result
+    config = tmp_path / "with-reader.yaml"  # a model that knows the thread id; the home stays the same
+    monkeypatch.setenv("DEERFLOW_CONFIG", str(config))
+    config.write_text(CONFIG.replace("models:\n", f"""models:
+  - name: reader
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{{name: read_conversation, args: {{thread_id: {source.thread_id}}}}}]
+        - text: Read it.
+""", 1))
+    read = run(shell, f"%%deerflow --new --model reader --ref {source.thread_id}\nWhat did it say?").result
+    assert read.status == "success" and read.text == "Read it."
+    messages = session_of(shell).backend().client.thread(read.thread_id).messages
+    page = next(m for m in messages if m.type == "tool")
+    assert page.status == "success" and "Note that the herd moved north" in page.content
+    unread = run(shell, "%%deerflow --new --model reader\nAnd without --ref?").result
+    tool = next(m for m in session_of(shell).backend().client.thread(unread.thread_id).messages if m.type == "tool")
+    assert tool.status == "error" and "herd" not in tool.content
+
+
 def test_a_clarification_ends_the_run_and_reply_continues_it(shell, capsys):
     asked = run(shell, "%deerflow --model ask Research something").result
     assert asked.status == "interrupted" and asked.waiting

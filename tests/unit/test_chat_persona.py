@@ -267,3 +267,62 @@ async def test_only_a_leading_at_deerflow_is_removed_from_the_prompt():
         return incoming(Message(body=text, id="m", time=0.0, sender="jo"), chat).text
     assert body("@DeerFlow: @DeerFlow /deep-research x") == "/deep-research x"
     assert body("ask @DeerFlow about @DeerFlowers") == "ask @DeerFlow about @DeerFlowers"
+
+
+async def test_a_message_naming_another_chat_lets_the_agent_read_that_conversation(tmp_path, root, monkeypatch):
+    import asyncio
+
+    (root / "research").mkdir()
+    first_chat, second_chat = make_chat("research/first.chat"), make_chat("second.chat")
+    await asyncio.sleep(0)  # the documents create their ids
+    first_thread = derived_thread_id(first_chat.get_id())
+    script = f"""
+      turns: ["unused"]
+      conversations:
+        - match: "Where do deer go"
+          turns: ["Deer move to sheltered conifer stands in deep snow."]
+        - match: "Summarise what we found"
+          turns:
+            - tool_calls:
+                - name: read_conversation
+                  args: {{thread_id: {first_thread}}}
+            - "Summary written."
+            - tool_calls:
+                - name: read_conversation
+                  args: {{thread_id: {first_thread}}}
+            - "I cannot read it without a reference."
+"""
+    first = await rig_for(script, tmp_path, root, monkeypatch, chat=first_chat)
+    first.send("Where do deer go in deep snow?")
+    await first.until_said("Run finished")
+    second = await open_rig(second_chat, root=root, host=first.host, monkeypatch=monkeypatch)
+    second.send("Summarise what we found in first.chat")
+    await second.until_said("Run finished")
+    manager = await first.host.manager()
+    thread = await manager.thread_values(derived_thread_id(second_chat.get_id()), OWNER)
+    read = [m for m in thread["messages"] if m.type == "tool" and m.name == "read_conversation"]
+    assert len(read) == 1 and "sheltered conifer stands" in read[0].content
+    # without a reference in the message, the next run is not offered the tool
+    second.send("And read it again")
+    await second.until_said("Run finished", count=2)
+    thread = await manager.thread_values(derived_thread_id(second_chat.get_id()), OWNER)
+    refused = [m for m in thread["messages"] if m.type == "tool" and m.name == "read_conversation"][-1]
+    assert refused.status == "error" and "conifer" not in refused.content
+    await first.host.close()
+
+
+async def test_an_unknown_thread_reference_is_refused_with_a_reply(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    rig.send("Compare with thread:no-such-thread please")
+    await rig.until_said("no-such-thread")
+    assert not any("First answer." in b for b in rig.bodies())  # nothing ran
+    await rig.host.close()
+
+
+def test_references_are_thread_ids_and_chat_names_not_urls_or_emails():
+    from deerflow_jupyter.chat.references import CHAT_REF, THREAD_REF
+
+    text = ("see thread:abc-1, notes/a.chat and b.chat; not https://x.org/c.chat, ann@d.chat, "
+            "e.chatty or xthread:zzz")
+    assert THREAD_REF.findall(text) == ["abc-1"]
+    assert CHAT_REF.findall(text) == ["notes/a.chat", "b.chat"]

@@ -39,6 +39,12 @@ def test_cell_options_parse_and_map_to_run_options(tmp_path, monkeypatch):
                                   "subagent_enabled": True, "record": str(tmp_path / "run.jsonl")}
 
 
+def test_ref_is_repeatable_and_grants_the_named_threads(tmp_path):
+    opts = parse_cell_line("--ref a1 --ref b2 --ref a1")
+    assert opts.run_options() == {"referenced_threads": ["a1", "b2"]}
+    assert split_line("--ref a1 compare --ref")[0].refs == ["a1"]
+
+
 @pytest.mark.parametrize(("line", "message"), [
     ("--record a --replay b", "not allowed with argument --record"),
     ("--thread t --new", "not allowed with argument --thread"),

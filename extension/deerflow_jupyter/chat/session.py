@@ -24,6 +24,9 @@ artifacts are the ones ``deerflow threads`` and ``%deerflow --thread`` see.
   reply instead of running without the file.
 * **Slash commands** are not interpreted here: the text reaches the harness as
   typed.
+* **Other conversations** the message references (``thread:ID``, another
+  chat's file name; :mod:`~deerflow_jupyter.chat.references`) are granted to
+  this run's ``read_conversation``, and to nothing else.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
 from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
+from deerflow_jupyter.chat.references import referenced_threads
 from deerflow_jupyter.chat.render import RunRenderer
 from deerflow_jupyter.chat.surface import ChatSurface, IncomingMessage, ServerLink
 
@@ -117,8 +121,9 @@ class ChatSession:
             if self._stop_requested:
                 self.surface.post("**⏹ Stopped** before the run started.")
                 return
-            live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id,
-                                                  user_id=self.server.user_id))
+            refs = referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
+            live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.server.user_id,
+                                                  options={"referenced_threads": refs} if refs else {}))
         except UserError as exc:
             self.surface.post(f"⚠️ {md_escape(exc)}")
             return
