@@ -122,3 +122,28 @@ def test_script_exhaustion_is_a_clear_run_error(deerflow_home):
     assert "script" in (second.error or "").lower()
     errors = [e for e in second.events if isinstance(e, ev.Error)]
     assert errors and "Traceback" not in errors[0].message
+
+
+async def test_a_service_that_fails_to_open_closes_the_ones_opened_before_it(deerflow_home, tmp_path, monkeypatch):
+    from deerflow.config.loader import load_config
+    from deerflow.config.paths import HomePaths
+    from deerflow.runtime import manager as manager_module
+
+    closed: list[str] = []
+    real_open = manager_module.open_checkpointer
+
+    async def tracked_checkpointer(storage, *, default_path, stack):
+        saver = await real_open(storage, default_path=default_path, stack=stack)
+        stack.callback(closed.append, "checkpointer")
+        return saver
+
+    async def broken_subagents(*args, **kwargs):
+        raise RuntimeError("subagent runtime cannot start")
+
+    monkeypatch.setattr(manager_module, "open_checkpointer", tracked_checkpointer)
+    monkeypatch.setattr(manager_module, "open_subagent_runtime", broken_subagents)
+    config = tmp_path / "config.yaml"
+    config.write_text("{}\n")
+    with pytest.raises(RuntimeError, match="subagent runtime cannot start"):
+        await manager_module.RunManager.open(loaded=load_config(config), home=HomePaths(deerflow_home))
+    assert closed == ["checkpointer"]  # the stack was closed, not left to the garbage collector

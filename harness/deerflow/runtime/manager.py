@@ -93,21 +93,25 @@ class RunManager:
         """Open the host's services; ``plugins`` already loaded by the host (else loaded here, once)."""
         install_inline_trace_bookkeeping()
         stack = AsyncExitStack()
-        browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
-        store = MetadataStore(home.database)
-        store.mark_interrupted_runs()
-        saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
-        manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
-        manager.plugins = plugins if plugins is not None else load_plugins(
-            loaded.config.plugins, home=home.home, base_dir=loaded.path.parent if loaded.path else None)
-        manager.services.update(open_execution_services(loaded.config, stack))
-        manager.services.update(browsing)
-        manager.services[SKILLS_LIBRARY_SERVICE] = SkillLibrary.from_config(loaded, home)
-        manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
-        manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
-            loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
-        manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
-        stack.push_async_callback(mcp.aclose)
+        try:
+            browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
+            store = MetadataStore(home.database)
+            store.mark_interrupted_runs()
+            saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
+            manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
+            manager.plugins = plugins if plugins is not None else load_plugins(
+                loaded.config.plugins, home=home.home, base_dir=loaded.path.parent if loaded.path else None)
+            manager.services.update(open_execution_services(loaded.config, stack))
+            manager.services.update(browsing)
+            manager.services[SKILLS_LIBRARY_SERVICE] = SkillLibrary.from_config(loaded, home)
+            manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
+            manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
+                loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+            manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
+            stack.push_async_callback(mcp.aclose)
+        except BaseException:
+            await stack.aclose()  # a later service failed: close the earlier ones (browser, kernels...)
+            raise
         return manager
 
     async def close(self) -> None:
