@@ -72,12 +72,29 @@ tools:
 """
 
 
+ATTACHED = """
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - expect: /mnt/user-data/uploads/sales.csv
+          tool_calls: [{name: read_file, args: {path: /mnt/user-data/uploads/sales.csv}}]
+        - expect: "Oslo,3"
+          text: "The attached sales.csv has rows for Oslo and Lima."
+"""
+
+
 @contextmanager
-def lab_with_chat(tmp_path: Path, config_text: str) -> Iterator[tuple[Any, Any, Any, Path]]:
-    """A `jupyter lab` on ``config_text`` and a page on a new chat: (lab, page, input box, root dir)."""
+def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None = None
+                  ) -> Iterator[tuple[Any, Any, Any, Path]]:
+    """A `jupyter lab` on ``config_text`` (``files`` in its root) and a page on a new chat:
+    (lab, page, input box, root dir)."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     work = tmp_path / "lab"
     work.mkdir()
+    for name, text in (files or {}).items():
+        (work / name).write_text(text)
     config = tmp_path / "config.yaml"
     config.write_text(config_text)
     settings = tmp_path / "lab-settings"
@@ -151,3 +168,20 @@ def test_the_stop_button_cancels_the_run_and_a_second_message_is_refused(tmp_pat
         runs = httpx.get(f"{lab.api}/threads/{chat_thread(root)}/runs", headers=lab.headers, timeout=30).json()
         # one run (the refused message never started one), cancelled: "interrupted" in LangGraph's words
         assert [r["status"] for r in runs] == ["interrupted"]
+
+
+def test_a_file_attached_in_the_chat_becomes_an_upload_the_agent_reads(tmp_path: Path):
+    table = "city,n\nOslo,3\nLima,5\n"
+    with lab_with_chat(tmp_path, ATTACHED, files={"sales.csv": table}) as (lab, page, box, root):
+        page.locator(".jp-chat-attach-button").click()  # JupyterLab's file dialog, on the server's files
+        dialog = page.locator(".jp-Dialog")
+        dialog.locator(".jp-DirListing-item", has_text="sales.csv").click()
+        dialog.locator("button.jp-mod-accept").click()
+        page.locator(".jp-chat-attachment", has_text="sales.csv").wait_for()
+        send(box, "@DeerFlow What is in the attached file?")
+        chat = page.locator(".jp-chat-messages-container")
+        chat.get_by_text("The attached sales.csv has rows for Oslo and Lima.").wait_for()
+        chat.get_by_text("Run finished").wait_for()
+        page.screenshot(path=str(OUTPUT / "chat-attachment.png"), full_page=True)
+        uploads = httpx.get(f"{lab.api}/threads/{chat_thread(root)}/uploads", headers=lab.headers, timeout=30)
+        assert [(f["name"], f["size"]) for f in uploads.json()] == [("sales.csv", len(table))]
