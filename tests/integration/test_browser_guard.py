@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,45 @@ async def test_a_missing_browser_is_refused_at_startup(tmp_path: Path) -> None:
     manager = BrowserSessionManager(BrowserConfig(enabled=True, executable_path=str(broken)))
     with pytest.raises(ConfigError, match="the browser could not be started"):
         await manager.start()
+
+
+def test_cdp_with_opt_in_drives_an_existing_browser_and_leaves_it_running(tmp_path: Path) -> None:
+    """The opt-in path: attach to a Chromium someone else started, browse, detach without killing it."""
+    import shutil
+    import subprocess
+    import time
+    import urllib.request
+
+    from fixtures.browser import CHROMIUM_ARGS
+    from fixtures.jupyter_process import free_port
+
+    need_chromium()
+    chromium = next(p for p in (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")) if p)
+    port = free_port()
+    proc = subprocess.Popen([chromium, *CHROMIUM_ARGS, f"--remote-debugging-port={port}",
+                             "--remote-debugging-address=127.0.0.1", f"--user-data-dir={tmp_path / 'profile'}",
+                             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cdp = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{cdp}/json/version", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        config = BrowserConfig(enabled=True, cdp_url=cdp, allow_unguarded_cdp=True, allow_private_addresses=True)
+        with serve({"/": html("<h1>Attached</h1><p>Driven over CDP.</p>")}) as web, \
+                running_manager(config) as manager:
+            assert not manager.guarded
+            runtime = tool_runtime(tmp_path, {"browser": manager}, thread_id="cdp")
+            page = asyncio.run(call("browser_navigate", runtime, url=f"http://127.0.0.1:{web.port}/"))
+            assert "Driven over CDP." in page.content
+        assert proc.poll() is None  # detaching left the operator's browser running
+        targets = json.loads(urllib.request.urlopen(f"{cdp}/json/list", timeout=5).read())
+        assert not any("127.0.0.1" in t.get("url", "") for t in targets)  # our pages were closed
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
