@@ -97,7 +97,8 @@ class AsyncDeerFlowClient:
 
     @property
     def config(self) -> Any:
-        return self._loaded.config
+        """The config in force (an edited file is picked up by the next run)."""
+        return (self._manager.loaded if self._manager is not None else self._loaded).config
 
     async def manager(self) -> RunManager:
         if self._manager is None:

@@ -147,3 +147,33 @@ async def test_a_service_that_fails_to_open_closes_the_ones_opened_before_it(dee
     with pytest.raises(RuntimeError, match="subagent runtime cannot start"):
         await manager_module.RunManager.open(loaded=load_config(config), home=HomePaths(deerflow_home))
     assert closed == ["checkpointer"]  # the stack was closed, not left to the garbage collector
+
+
+def test_an_edited_config_applies_from_the_next_run_and_a_broken_edit_refuses_runs(deerflow_home, tmp_path):
+    from deerflow.errors import ConfigError
+
+    def model(name: str) -> str:
+        return (f"  - name: {name}\n    use: deerflow.models.scripted:ScriptedChatModel\n"
+                f"    script: |\n      turns: [\"from the {name} model\"]\n")
+
+    config = tmp_path / "config.yaml"
+    config.write_text("models:\n" + model("first"))
+    with DeerFlowClient(config_path=config) as client:
+        before = client.chat("hello")
+        assert before.text == "from the first model" and not before.notices
+        # a model added and a sandbox setting changed while the host runs
+        config.write_text("models:\n" + model("first") + model("second") + "sandbox:\n  command_timeout: 42\n")
+        edited = client.chat("again", model_name="second")
+        assert edited.text == "from the second model"
+        notes = [n.text for n in edited.notices if n.kind == "config_reloaded"]
+        assert len(notes) == 1 and "except sandbox, which take effect when the server" in notes[0]
+        assert [m.name for m in client.config.models] == ["first", "second"]
+        config.write_text("models: [\n" + model("first"))  # a typo
+        with pytest.raises(ConfigError, match=r"config\.yaml"):
+            client.chat("refused", before.thread_id)
+        assert len(client.thread(before.thread_id).messages) == 2  # nothing ran, nothing written
+        config.write_text("models:\n" + model("first"))
+        fixed = client.chat("fixed")  # a new thread: the script plays one turn per thread
+        assert fixed.status == "success" and [n.kind for n in fixed.notices].count("config_reloaded") == 1
+        unchanged = client.chat("no edit")
+        assert unchanged.status == "success" and "config_reloaded" not in [n.kind for n in unchanged.notices]

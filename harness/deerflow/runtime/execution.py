@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,8 @@ async def _ignore_raw(mode: str, chunk: Any) -> None:
 
 
 async def execute_run(
-    lead: LeadAgent, context: RunContext, prompt: str, publish: Publish, publish_raw: PublishRaw = _ignore_raw
+    lead: LeadAgent, context: RunContext, prompt: str, publish: Publish, publish_raw: PublishRaw = _ignore_raw,
+    *, notes: Sequence[Mapping[str, str]] = (),
 ) -> Outcome:
     """Run the lead agent on ``prompt`` and publish every event; never raises for run failures.
 
@@ -59,7 +60,7 @@ async def execute_run(
     outputs went unpresented, a ``notice``; the delivery receipt rides on the outcome.
     """
     watch = DeliveryWatch(context.paths)
-    outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch)
+    outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch, notes)
     settled = watch.settle(outcome.projector)
     for event in settled.events:
         await publish(event)
@@ -69,13 +70,15 @@ async def execute_run(
 
 async def _stream_run(
     lead: LeadAgent, context: RunContext, prompt: str, publish: Publish, publish_raw: PublishRaw,
-    watch: DeliveryWatch,
+    watch: DeliveryWatch, notes: Sequence[Mapping[str, str]],
 ) -> Outcome:
     projector = Projector(run_id=context.run_id, thread_id=context.thread_id)
     await publish(projector.make(
         ev.RunStarted, model=lead.model.name, offline=lead.model.offline, notice=lead.model.notice,
         interaction_mode=context.interaction_mode,
     ))
+    for note in notes:  # the host's notes about this run (an edited config picked up...)
+        await publish(projector.make(ev.Notice, kind=note["kind"], text=note["text"]))
     inputs = {"messages": [HumanMessage(content=prompt)]}
     try:
         await watch.start()

@@ -9,6 +9,7 @@ every run (status, timestamps, error, events) so it survives a restart.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import time
 import uuid
@@ -28,6 +29,7 @@ from deerflow.browser.service import open_browsing_services
 from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths, check_id
 from deerflow.config.schema import AppConfig
+from deerflow.config.watch import ConfigWatch
 from deerflow.custom_agents import (
     AgentStore,
     apply_agent_commands,
@@ -54,6 +56,8 @@ from deerflow.subagents.runtime import SUBAGENTS_SERVICE
 from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class RunRequest:
@@ -78,6 +82,7 @@ class RunManager:
     def __init__(self, *, loaded: LoadedConfig, home: HomePaths, store: MetadataStore,
                  checkpointer: BaseCheckpointSaver, stack: AsyncExitStack) -> None:
         self.loaded = loaded
+        self._config_watch = ConfigWatch(loaded)  # an edited config.yaml applies from the next run
         self.home = home
         self.store = store
         self.checkpointer = checkpointer
@@ -212,6 +217,7 @@ class RunManager:
         prompt = request.prompt.strip()
         if not prompt:
             raise UserError("the prompt is empty: say what the agent should do")
+        config_note = self._refresh_config()  # an invalid edit refuses the run (ConfigError)
         user_id = check_id(request.user_id, kind="user")
         if request.thread_id:
             self.thread(request.thread_id, user_id)
@@ -262,14 +268,29 @@ class RunManager:
         live = LiveRun(record)
         self._live[record.run_id] = live
         self._active_by_thread[thread.thread_id] = record.run_id
-        live.task = asyncio.create_task(self._run(live, lead, context, prompt))
+        notes = [{"kind": "config_reloaded", "text": config_note}] if config_note else []
+        live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes))
         return live
 
-    async def _run(self, live: LiveRun, lead: Any, context: RunContext, prompt: str) -> None:
+    def _refresh_config(self) -> str | None:
+        """Use an edited config file from this run on; the note to show, if it changed.
+
+        Raises:
+            ConfigError: the edited file is invalid (nothing runs until it is fixed).
+        """
+        change = self._config_watch.check()
+        if change is None:
+            return None
+        self.loaded = change.loaded
+        logger.info("%s", change.note())
+        return change.note()
+
+    async def _run(self, live: LiveRun, lead: Any, context: RunContext, prompt: str,
+                   notes: list[dict[str, str]]) -> None:
         outcome = None
         publish = self.plugins.observe(live.publish)  # plugin observers see every event
         try:
-            outcome = await execute_run(lead, context, prompt, publish, live.publish_raw)
+            outcome = await execute_run(lead, context, prompt, publish, live.publish_raw, notes=notes)
         finally:
             projector = outcome.projector if outcome else None
             status = outcome.status if outcome else "cancelled"
