@@ -215,7 +215,7 @@ def test_in_image_mode_the_kernel_is_the_images_python(engine: Any, paths: Threa
         engine.containers.run(IMAGE, ["python3", "-c", "import ipykernel"], remove=True, network_mode="none")
     except ContainerError:
         pytest.skip(f"the test image {IMAGE} has no python3 with ipykernel")
-    sandbox = DockerSandboxProvider(image=IMAGE, python_mode="image")
+    sandbox = make_provider(SandboxConfig(use="docker", image=IMAGE, docker_python="image"))
     try:
         with KernelPool(sandbox) as kernels:
             cell = kernels.run_sync(paths, "import sys\nprint(sys.executable)")

@@ -98,6 +98,10 @@ class SandboxConfig(_Section):
     cpu_limit: float | None = None
     pids_limit: int | None = Field(default=512, ge=1)
     warm_pool_size: int = Field(default=0, ge=0)
+    docker_python: Literal["host", "image"] = Field(
+        default="host", description="docker: 'host' binds the server's Python read-only into the container "
+        "(same packages; needs a glibc image as new as the host's); 'image' uses the image's python3, which "
+        "must have ipykernel.")
 
 
 class SkillsConfig(_Section):

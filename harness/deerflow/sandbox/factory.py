@@ -101,6 +101,7 @@ def _make_docker(config: SandboxConfig, *, skills_dir: Path | None) -> SandboxPr
             network=config.network,
             limits=limits,
             warm_pool_size=config.warm_pool_size,
+            python_mode=config.docker_python,
             egress=egress,
             command_timeout=config.command_timeout,
             skills_dir=skills_dir,
