@@ -305,3 +305,15 @@ def test_idle_containers_beyond_the_warm_pool_are_removed(engine: Any, tmp_path:
     assert kept.labels["deerflow.thread"] == pooled._key_hash(threads[1]) and kept.status == "running"
     assert left_unpooled == []
     assert _engine_containers(engine, pooled) == []
+
+
+def test_without_a_warm_pool_the_container_goes_when_its_kernel_stops(engine: Any, paths: ThreadPaths) -> None:
+    sandbox = DockerSandboxProvider(image=IMAGE, warm_pool_size=0)
+    try:
+        with KernelPool(sandbox) as kernels:
+            assert kernels.run_sync(paths, "print(6 * 7)").text.strip() == "42"
+            running = _engine_containers(engine, sandbox)
+            kernels.shutdown_thread(paths)
+            assert len(running) == 1 and _engine_containers(engine, sandbox) == []
+    finally:
+        sandbox.close()

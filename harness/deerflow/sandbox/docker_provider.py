@@ -235,6 +235,14 @@ class DockerSandboxProvider(SandboxProvider):
             slot.idle_since = time.monotonic()
             self._trim()
 
+    def kernel_stopped(self, paths: ThreadPaths) -> None:
+        """The thread's kernel is gone: its container is idle now, and beyond the warm pool it goes."""
+        with self._lock:
+            slot = self._slots.get(paths.root)
+            if slot is not None and not slot.busy:
+                slot.idle_since = time.monotonic()
+                self._trim()
+
     def containers(self) -> dict[Path, Any]:
         """The running containers by thread root (for tests and diagnostics)."""
         with self._lock:

@@ -285,6 +285,7 @@ class ThreadKernel:
             if self._runtime_dir is not None:
                 shutil.rmtree(self._runtime_dir, ignore_errors=True)
                 self._runtime_dir = None
+                self.provider.kernel_stopped(self.paths)
 
 
 def _write_kernel_view(km: AsyncKernelManager, runtime_dir: Path, view: str) -> None:

@@ -136,6 +136,12 @@ class SandboxProvider(ABC):
         del paths
         return Path(tempfile.mkdtemp(prefix="dfk-"))
 
+    def kernel_stopped(self, paths: ThreadPaths) -> None:  # noqa: B027 - optional hook, nothing to do by default
+        """A kernel of the thread stopped and its runtime directory is gone.
+
+        Providers that keep something running for kernels (a container) may let it go now.
+        """
+
     def vfs(self, paths: ThreadPaths) -> VirtualFS:
         """The thread's virtual filesystem (the mount table shared with the file tools).
 
