@@ -26,13 +26,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from langchain.tools import ToolRuntime
+from timing import summary, timings
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
@@ -46,19 +44,8 @@ from deerflow.tools.builtins.exec_tools import exec_tools
 GOALS = {"python warm": 0.020, "kernel cold": 1.5, "bash true": 0.100}
 
 
-def _timings(fn: Callable[[], object], n: int) -> list[float]:
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
 
 
-def _summary(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"{statistics.median(ordered) * 1000:8.1f} ms (p95 {p95 * 1000:7.1f})"
 
 
 def _thread(root: Path, name: str) -> ThreadPaths:
@@ -88,18 +75,18 @@ def measure(
         pool.run_sync(paths, "1+1")
         for _ in range(20):  # warm-up
             tool.invoke({"code": "1+1", "runtime": runtime})
-        results["python warm"] = _timings(
+        results["python warm"] = timings(
             lambda: tool.invoke({"code": "1+1", "runtime": runtime}), warm
         )
-        results["pool warm"] = _timings(lambda: pool.run_sync(paths, "1+1"), warm)
+        results["pool warm"] = timings(lambda: pool.run_sync(paths, "1+1"), warm)
         cold_paths = iter([_thread(root, f"{provider.name}-cold-{i}") for i in range(cold)])
-        results["kernel cold"] = _timings(lambda: pool.run_sync(next(cold_paths), "1+1"), cold)
+        results["kernel cold"] = timings(lambda: pool.run_sync(next(cold_paths), "1+1"), cold)
     if provider.allows_bash:
         bash_paths = _thread(root, f"{provider.name}-bash")
         provider.execute(bash_paths, "true")
-        results["bash true"] = _timings(lambda: provider.execute(bash_paths, "true"), bash)
+        results["bash true"] = timings(lambda: provider.execute(bash_paths, "true"), bash)
         first_paths = iter([_thread(root, f"{provider.name}-first-{i}") for i in range(cold)])
-        results["bash first"] = _timings(lambda: provider.execute(next(first_paths), "true"), cold)
+        results["bash first"] = timings(lambda: provider.execute(next(first_paths), "true"), cold)
     return results
 
 
@@ -148,7 +135,7 @@ def main() -> None:
     names = list(table)
     print(f"{'metric':<12} | " + " | ".join(f"{n:<28}" for n in names) + " | goal")
     for metric in metrics:
-        cells = [_summary(table[n][metric]) if metric in table[n] else "-" for n in names]
+        cells = [summary(table[n][metric], digits=1) if metric in table[n] else "-" for n in names]
         goal = f"<= {GOALS[metric] * 1000:g} ms" if metric in GOALS else ""
         print(f"{metric:<12} | " + " | ".join(f"{c:<28}" for c in cells) + f" | {goal}")
     print(f"samples: warm={args.warm} cold={args.cold} bash={args.bash}")

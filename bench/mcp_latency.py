@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from langchain.tools import ToolRuntime
+from timing import summary
 
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
@@ -45,10 +46,6 @@ SERVERS = {
 }
 
 
-def _summary(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"{statistics.median(ordered) * 1000:9.3f} ms (p95 {p95 * 1000:9.3f})"
 
 
 def _runtime(home: HomePaths, thread: str) -> ToolRuntime:
@@ -97,7 +94,7 @@ async def main(cold: int, warm: int, checks: int, server: str) -> None:
                           ("cache check", check_samples), ("prepare_run", prepare_samples)]:
         goal = GOALS.get(name)
         verdict = "" if goal is None else ("  OK" if statistics.median(samples) <= goal else "  OVER GOAL")
-        print(f"  {name:<16} {_summary(samples)}  n={len(samples)}{verdict}")
+        print(f"  {name:<16} {summary(samples, digits=3, width=9)}  n={len(samples)}{verdict}")
     print(f"  sessions opened by the warm manager: {opened} (1 = the session was reused)")
 
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import statistics
 import tempfile
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
+
+from timing import summary, timings
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
@@ -63,19 +62,8 @@ def _server() -> tuple[http.server.ThreadingHTTPServer, int]:
     return server, server.server_address[1]
 
 
-def _timings(fn: Callable[[], object], n: int) -> list[float]:
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
 
 
-def _summary(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"{statistics.median(ordered) * 1000:8.2f} ms (p95 {p95 * 1000:7.2f})"
 
 
 def measure(provider: BwrapSandboxProvider, paths: ThreadPaths, host: str, port: int,
@@ -86,8 +74,8 @@ def measure(provider: BwrapSandboxProvider, paths: ThreadPaths, host: str, port:
     fetch = f"python -c \"import urllib.request; urllib.request.urlopen('{url}').read()\""
     provider.execute(paths, fetch)  # warm-up
     results = {
-        "command true": _timings(lambda: provider.execute(paths, "true"), commands),
-        "command + 1 GET": _timings(lambda: provider.execute(paths, fetch), commands),
+        "command true": timings(lambda: provider.execute(paths, "true"), commands),
+        "command + 1 GET": timings(lambda: provider.execute(paths, fetch), commands),
     }
     loop = provider.execute(paths, f"python loop.py {url} {requests}", timeout=600)
     results["GET in a loop"] = [float(s) for s in loop.output.split()]
@@ -124,7 +112,7 @@ def main() -> None:
     names = list(table)
     print(f"{'metric':<16} | " + " | ".join(f"{n:<28}" for n in names))
     for metric in ("command true", "command + 1 GET", "GET in a loop"):
-        print(f"{metric:<16} | " + " | ".join(f"{_summary(table[n][metric]):<28}" for n in names))
+        print(f"{metric:<16} | " + " | ".join(f"{summary(table[n][metric]):<28}" for n in names))
     print(f"samples: commands={args.commands} requests={args.requests}")
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +10,7 @@ import pytest
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
+from fixtures.web_server import serve, text
 
 pytestmark = [
     pytest.mark.integration,
@@ -39,24 +38,8 @@ def provider() -> Iterator[BwrapSandboxProvider]:
 @pytest.fixture
 def host_server() -> Iterator[str]:
     """An HTTP server on the host's loopback answering ``host-only-page``."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"host-only-page"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    with serve({"/": text("host-only-page")}) as web:
+        yield web.url("/")
 
 
 def test_only_system_dirs_and_virtual_mounts_are_visible(

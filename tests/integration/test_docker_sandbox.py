@@ -19,11 +19,10 @@ bridge: what an ``open`` container reaches, and an ``isolated`` one must not.
 
 from __future__ import annotations
 
-import http.server
 import ipaddress
 import os
-import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
 from deerflow.sandbox.kernel_pool import KernelPool
 from deerflow.sandbox.network_policy import CallScope
+from fixtures.web_server import serve, text
 
 docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install '.[docker]')")
 from docker.errors import ContainerError, DockerException, ImageNotFound, NotFound  # noqa: E402
@@ -94,25 +94,13 @@ def gateway(engine: Any) -> str:
 
 @pytest.fixture
 def host_server(gateway: str) -> Iterator[int]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = b"outside-page"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    try:
-        server = http.server.ThreadingHTTPServer((gateway, 0), Handler)
-    except OSError as exc:  # the engine is not on this host
-        pytest.skip(f"cannot listen on the bridge address {gateway}: {exc}")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    """An HTTP server on the host's bridge address answering ``outside-page``; its port."""
+    with ExitStack() as stack:
+        try:
+            web = stack.enter_context(serve({"/": text("outside-page")}, host=gateway))
+        except OSError as exc:  # the engine is not on this host
+            pytest.skip(f"cannot listen on the bridge address {gateway}: {exc}")
+        yield web.port
 
 
 def _engine_containers(engine: Any, sandbox: DockerSandboxProvider) -> list[Any]:

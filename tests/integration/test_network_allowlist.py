@@ -6,12 +6,10 @@ with ``egress_hosts`` so the proxy resolves them without DNS.
 
 from __future__ import annotations
 
-import http.server
 import socket
 import socketserver
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from deerflow.sandbox.factory import make_egress_proxy
 from deerflow.sandbox.kernel_pool import KernelPool
 from deerflow.sandbox.network_policy import Allowlist, CallScope, NetworkGate
 from deerflow.tools.builtins.exec_tools import exec_tools
+from fixtures.web_server import WebServer, serve, text
 
 pytestmark = pytest.mark.integration
 needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap (bwrap) is not installed")
@@ -35,36 +34,11 @@ needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap (bwrap
 CURL = "curl -sS --max-time 5 {flags} http://{host}:{port}/page"
 
 
-@dataclass
-class Outside:
-    """A loopback HTTP server standing in for the internet; records what reached it."""
-
-    port: int
-    requests: list[dict[str, str]] = field(default_factory=list)
-
-
 @pytest.fixture
-def outside() -> Iterator[Outside]:
-    record = Outside(0)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            record.requests.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
-            body = b"outside-page"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    record.port = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield record
-    server.shutdown()
-    server.server_close()
+def outside() -> Iterator[WebServer]:
+    """A loopback HTTP server standing in for the internet; ``requests`` records what reached it."""
+    with serve({"/page": text("outside-page")}) as web:
+        yield web
 
 
 @pytest.fixture
@@ -160,16 +134,16 @@ def test_an_allowed_name_pointing_at_a_private_address_is_refused(
 
 
 def test_plain_http_is_forwarded_with_the_url_host_and_without_proxy_credentials(
-    proxy: EgressProxy, paths: ThreadPaths, outside: Outside
+    proxy: EgressProxy, paths: ThreadPaths, outside: WebServer
 ) -> None:
     head = (f"GET http://allowed.test:{outside.port}/page?q=1 HTTP/1.1\r\nHost: other.test\r\n"
             "Proxy-Authorization: Basic c2VjcmV0\r\n\r\n").encode()
     with proxy.scope(paths.root, CallScope("run-1", True)):
         reply = _ask_proxy(proxy, paths, head)
     assert reply.startswith(b"HTTP/1.") and reply.endswith(b"outside-page")
-    (request,) = outside.requests
-    assert request["path"] == "/page?q=1" and request["host"] == f"allowed.test:{outside.port}"
-    assert "proxy-authorization" not in request
+    ((_, path, headers),) = outside.requests
+    assert path == "/page?q=1" and headers["Host"] == f"allowed.test:{outside.port}"
+    assert "proxy-authorization" not in {k.lower() for k in headers}
 
 
 # -- bubblewrap sandboxes ---------------------------------------------------------------
@@ -189,7 +163,7 @@ def _runtime(context: RunContext, notices: list[dict[str, object]]) -> ToolRunti
 
 @needs_bwrap
 def test_an_allowed_host_is_reachable_over_http_connect_and_from_the_kernel(
-    sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: Outside
+    sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: WebServer
 ) -> None:
     with KernelPool(sandbox) as kernels:
         context = RunContext(user_id="u", thread_id="t1", run_id="run-1", paths=paths, config=AppConfig(),
@@ -212,7 +186,7 @@ def test_an_allowed_host_is_reachable_over_http_connect_and_from_the_kernel(
 
 @needs_bwrap
 def test_the_sandbox_still_has_no_direct_network(
-    sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: Outside
+    sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: WebServer
 ) -> None:
     result = sandbox.execute(paths, f"curl -sS --max-time 3 --noproxy '*' http://127.0.0.1:{outside.port}/page")
     assert result.exit_code != 0 and "outside-page" not in result.output
@@ -231,7 +205,7 @@ def test_files_written_in_an_allowlist_sandbox_appear_in_the_workspace(
 
 @needs_bwrap
 def test_a_subagent_is_refused_without_asking_even_in_an_interactive_run(
-    sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: Outside
+    sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: WebServer
 ) -> None:
     context = RunContext(user_id="u", thread_id="t1", run_id="run-1", paths=paths, config=AppConfig(),
                          options={"is_subagent": True}, services={"sandbox": sandbox})
@@ -280,7 +254,7 @@ def _notices(result: object, kind: str) -> list[ev.Notice]:
 
 @needs_bwrap
 def test_an_approved_host_is_reachable_in_the_next_run_only(
-    deerflow_home: Path, tmp_path: Path, outside: Outside
+    deerflow_home: Path, tmp_path: Path, outside: WebServer
 ) -> None:
     turns = (_fetch_turn("f1", outside.port) + _fetch_turn("f2", outside.port) + '        - "Fetched it."\n'
              + _fetch_turn("f3", outside.port))
@@ -306,7 +280,7 @@ def test_an_approved_host_is_reachable_in_the_next_run_only(
 
 @needs_bwrap
 def test_a_denied_host_stays_refused_and_is_not_asked_about_again(
-    deerflow_home: Path, tmp_path: Path, outside: Outside
+    deerflow_home: Path, tmp_path: Path, outside: WebServer
 ) -> None:
     turns = _fetch_turn("f1", outside.port) + _fetch_turn("f2", outside.port) + '        - "Could not fetch it."\n'
     with DeerFlowClient(config_path=_config(tmp_path, outside.port, turns)) as client:
@@ -321,7 +295,7 @@ def test_a_denied_host_stays_refused_and_is_not_asked_about_again(
 
 
 @needs_bwrap
-def test_an_autonomous_run_is_refused_without_asking(deerflow_home: Path, tmp_path: Path, outside: Outside) -> None:
+def test_an_autonomous_run_is_refused_without_asking(deerflow_home: Path, tmp_path: Path, outside: WebServer) -> None:
     turns = _fetch_turn("f1", outside.port) + '        - "Could not fetch it."\n'
     with DeerFlowClient(config_path=_config(tmp_path, outside.port, turns)) as client:
         result = client.chat("Fetch the page", interaction_mode="autonomous")
