@@ -6,6 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
+LAB_ARGS ?=
 
 .PHONY: demo test lint lab bench clean
 
@@ -40,7 +41,7 @@ lab: $(STAMP)
 		echo "No config.yaml found: using the offline example config ($$cfg). See README to use a real model."; \
 	fi; \
 	DEERFLOW_CONFIG="$$cfg" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/notebooks" \
-		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) 01_research_quickstart.ipynb 02_data_analysis.ipynb
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS) notebooks/01_research_quickstart.ipynb
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
