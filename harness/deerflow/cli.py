@@ -75,9 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "lab":
-        return _lab(args.lab_args)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included
+        return _lab([*args.lab_args, *unknown])
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         from deerflow.client import DeerFlowClient
 
@@ -284,7 +287,8 @@ class TerminalRenderer:
 
 
 def _lab(extra: list[str]) -> int:
-    cmd = [sys.executable, "-m", "jupyter", "lab", *extra]
+    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra else []
+    cmd = [sys.executable, "-m", "jupyter", "lab", *root, *extra]
     return subprocess.call(cmd)
 
 

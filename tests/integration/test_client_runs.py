@@ -177,3 +177,12 @@ def test_an_edited_config_applies_from_the_next_run_and_a_broken_edit_refuses_ru
         assert fixed.status == "success" and [n.kind for n in fixed.notices].count("config_reloaded") == 1
         unchanged = client.chat("no edit")
         assert unchanged.status == "success" and "config_reloaded" not in [n.kind for n in unchanged.notices]
+
+
+def test_lab_passes_its_options_to_jupyter_lab_and_unknown_options_elsewhere_are_errors(deerflow_home, tmp_path):
+    import jupyterlab
+
+    lab = cli("lab", "--version", home=deerflow_home, cwd=tmp_path)
+    assert lab.returncode == 0 and lab.stdout.strip() == jupyterlab.__version__
+    wrong = cli("threads", "--bogus", home=deerflow_home, cwd=tmp_path)
+    assert wrong.returncode == 2 and "unrecognized arguments: --bogus" in wrong.stderr
