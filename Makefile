@@ -40,8 +40,12 @@ lab: $(STAMP)
 		cfg="$(CURDIR)/notebooks/offline-config.yaml"; \
 		echo "No config.yaml found: using the offline example config ($$cfg). See README to use a real model."; \
 	fi; \
+	export JUPYTERLAB_WORKSPACES_DIR="$(abspath $(VENV))/lab-workspaces"; \
+	$(VENV)/bin/jupyter lab workspaces import extension/jupyter-config/deerflow-workspace.json >/dev/null 2>&1 \
+		|| echo "Could not set up the notebooks' workspace: JupyterLab opens without them."; \
 	DEERFLOW_CONFIG="$$cfg" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)/notebooks" \
-		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS) notebooks/01_research_quickstart.ipynb
+		--LabApp.workspaces_dir="$$JUPYTERLAB_WORKSPACES_DIR" --LabApp.default_url=/lab/workspaces/deerflow \
+		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

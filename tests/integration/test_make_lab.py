@@ -1,4 +1,4 @@
-"""`make lab`, the README's way into JupyterLab, starts a lab with DeerFlow on the offline config."""
+"""`make lab`, the README's way into JupyterLab: DeerFlow on the offline config, the example notebooks open."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fixtures.browser import browser_page
 from fixtures.jupyter_process import free_port
 
 pytestmark = pytest.mark.integration
@@ -51,6 +52,12 @@ def test_make_lab_serves_the_quickstart_with_the_deerflow_extension(tmp_path: Pa
         assistants = httpx.post(f"{base}/deerflow/api/assistants/search", json={}, headers=headers, timeout=30)
         assert assistants.status_code == 200 and assistants.json()  # the extension is enabled
         assert "using the offline example config" in log.read_text()
+        with browser_page() as page:  # the lab opens on the example notebooks
+            page.goto(f"{base}/?token={token}")
+            tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
+            tabs.filter(has_text="02_data_analysis.ipynb").wait_for(timeout=60_000)
+            assert tabs.filter(has_text="01_research_quickstart.ipynb").count() == 1
+            page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
