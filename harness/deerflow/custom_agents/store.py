@@ -10,9 +10,7 @@ and a rejected change leaves both files untouched.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import yaml
@@ -28,6 +26,7 @@ from deerflow.custom_agents.definition import (
     check_agent_name,
 )
 from deerflow.errors import NotFoundError, UserError
+from deerflow.persistence.files import atomic_write_text
 
 SOUL_FILE = "SOUL.md"
 CONFIG_FILE = "config.yaml"
@@ -143,24 +142,11 @@ class AgentStore:
         path = self._dir(name)
         path.mkdir(parents=True, exist_ok=True)
         if soul is not None:
-            atomic_write(path / SOUL_FILE, soul.strip() + "\n")
+            atomic_write_text(path / SOUL_FILE, soul.strip() + "\n", durable=True)
         if config is not None:
             data = config.model_dump(exclude_none=True)
-            atomic_write(path / CONFIG_FILE, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-
-
-def atomic_write(target: Path, text: str) -> None:
-    """Replace ``target`` with ``text`` so readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+            atomic_write_text(path / CONFIG_FILE, yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
+                              durable=True)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -168,4 +154,4 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-__all__ = ["CONFIG_FILE", "SOUL_FILE", "AgentStore", "InvalidAgentChange", "atomic_write"]
+__all__ = ["CONFIG_FILE", "SOUL_FILE", "AgentStore", "InvalidAgentChange"]

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from deerflow.config.loader import interpolate
 from deerflow.errors import ConfigError
+from deerflow.persistence.files import atomic_write_text, read_json_object
 
 SERVERS_KEY = "mcpServers"
 SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
@@ -294,24 +295,9 @@ def read_document(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: the file exists but is not a JSON object.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read the file ({exc.strerror})", file=str(path)) from None
-    try:
-        doc = json.loads(text or "{}")
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON: {exc}", file=str(path)) from None
-    if not isinstance(doc, dict):
-        raise ConfigError("the top level must be a JSON object", file=str(path))
-    return doc
+    return read_json_object(path)
 
 
 def write_document(path: Path, doc: dict[str, Any]) -> None:
     """Replace the file atomically (readers see the old or the new version, never half)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n", mode=0o644)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ import httpx2
 
 from deerflow.config.paths import HomePaths
 from deerflow.mcp.config import McpServerConfig, OAuthConfig, check_header
+from deerflow.persistence.files import atomic_write_text
 
 CREDENTIALS_FILE = "mcp-credentials.json"
 
@@ -94,13 +94,7 @@ class UserCredentialStore:
             data[server] = {k: v for k, v in {
                 "token": credential.token, "refresh_token": credential.refresh_token,
                 "headers": credential.headers, "env": credential.env}.items() if v}
-        path = self._path(user_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2)
-        os.replace(tmp, path)
+        atomic_write_text(self._path(user_id), json.dumps(data, indent=2), mode=0o600)
 
 
 class TokenProvider:

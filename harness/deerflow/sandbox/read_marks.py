@@ -26,13 +26,13 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deerflow.persistence.files import atomic_write_text
 from deerflow.tools.errors import ToolFailure
 
 MARKS_FILE = "read-marks.json"
@@ -144,12 +144,4 @@ class ReadMarks:
         return raw if isinstance(raw, dict) else {}
 
     def _store(self, marks: dict[str, Any]) -> None:
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.file.parent, prefix=".marks-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(marks, fh)
-            os.replace(tmp, self.file)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self.file, json.dumps(marks))

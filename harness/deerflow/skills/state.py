@@ -26,13 +26,12 @@ a :class:`~deerflow.errors.ConfigError` naming the file and the key.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from deerflow.errors import ConfigError
+from deerflow.persistence.files import atomic_write_text, read_json_object
 
 USER_STATE_FILE = "extensions_config.json"
 
@@ -43,7 +42,7 @@ def read_states(path: Path) -> dict[str, bool]:
     Raises:
         ConfigError: invalid JSON, or a ``skills`` entry of the wrong shape.
     """
-    data = _read_json(path)
+    data = read_json_object(path)
     section = data.get("skills", {})
     if not isinstance(section, dict):
         raise ConfigError("'skills' must be an object of skill names", file=str(path), key="skills")
@@ -69,7 +68,7 @@ def resolve_enabled(name: str, layers: list[Mapping[str, bool]]) -> bool:
 
 def write_state(path: Path, name: str, enabled: bool) -> None:
     """Set one skill's flag in ``path``, keeping every other key of the file."""
-    data = _read_json(path)
+    data = read_json_object(path)
     section = data.get("skills")
     if not isinstance(section, dict):
         section = {}
@@ -78,32 +77,5 @@ def write_state(path: Path, name: str, enabled: bool) -> None:
     _write_json(path, data)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read the file ({exc.strerror})", file=str(path)) from None
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON at line {exc.lineno}: {exc.msg}", file=str(path)) from None
-    if not isinstance(data, dict):
-        raise ConfigError("the top level must be a JSON object", file=str(path))
-    return data
-
-
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".extensions-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(data, out, indent=2, sort_keys=True)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain.agents.middleware.types import AgentState, ExtendedModelResponse, PrivateStateAttr
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.channels.untracked_value import UntrackedValue
@@ -38,6 +38,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from deerflow.agents.middlewares._notes import NOTE_KEY, harness_note
+from deerflow.agents.middlewares._review import ResponseReviewMiddleware
 from deerflow.config.schema import LoopDetectionConfig
 
 
@@ -132,7 +133,7 @@ def strip_tool_calls(message: AIMessage, note: str) -> AIMessage:
     })
 
 
-class LoopDetectionMiddleware(AgentMiddleware):
+class LoopDetectionMiddleware(ResponseReviewMiddleware):
     """Warns on repeated identical tool calls, then strips them; caps calls per tool."""
 
     state_schema = LoopDetectionState
@@ -150,17 +151,7 @@ class LoopDetectionMiddleware(AgentMiddleware):
     async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
-    def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse | ExtendedModelResponse:
-        return self._review(request, handler(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse | ExtendedModelResponse:
-        return self._review(request, await handler(request))
-
-    def _review(self, request: ModelRequest, response: ModelResponse) -> ModelResponse | ExtendedModelResponse:
+    def review(self, request: ModelRequest, response: ModelResponse) -> ModelResponse | ExtendedModelResponse:
         index = next((i for i in range(len(response.result) - 1, -1, -1)
                       if isinstance(response.result[i], AIMessage)), None)
         if index is None or not response.result[index].tool_calls:

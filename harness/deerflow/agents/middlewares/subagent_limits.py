@@ -20,13 +20,15 @@ kept, so the conversation stays truthful about what the model asked for.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.types import Command
+
+from deerflow.agents.middlewares._review import ResponseReviewMiddleware
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ def refusal(call: ToolCall, *, reason: str, limit: int, used: int = 0) -> ToolMe
                        artifact={"status": "error", "code": f"subagent_{reason}_limit"})
 
 
-class SubagentLimitMiddleware(AgentMiddleware):
+class SubagentLimitMiddleware(ResponseReviewMiddleware):
     """Refuses ``task`` calls over the per-response or per-run limit.
 
     Args:
@@ -83,17 +85,7 @@ class SubagentLimitMiddleware(AgentMiddleware):
         self.max_concurrent = clamp(max_concurrent, CONCURRENT_RANGE, 3)
         self.max_total = clamp(max_total, TOTAL_RANGE, 10)
 
-    def wrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
-    ) -> ModelResponse | ExtendedModelResponse:
-        return self._review(request, handler(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
-    ) -> ModelResponse | ExtendedModelResponse:
-        return self._review(request, await handler(request))
-
-    def _review(self, request: ModelRequest, response: ModelResponse) -> ModelResponse | ExtendedModelResponse:
+    def review(self, request: ModelRequest, response: ModelResponse) -> ModelResponse | ExtendedModelResponse:
         answer = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
         calls = [c for c in (answer.tool_calls if answer is not None else []) if c["name"] == TASK_TOOL]
         if not calls:
