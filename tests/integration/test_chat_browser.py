@@ -109,6 +109,8 @@ def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None
         page.locator(".jp-LauncherCard", has_text="Chat").click()
         box = page.locator(".jp-chat-input-container textarea[role=combobox]")
         box.wait_for()
+        # a message sent before the input has picked its persona reaches nobody: wait for DeerFlow
+        page.locator(".jp-jai-personaControls-persona", has_text="DeerFlow").wait_for()
         yield lab, page, box, work
 
 
