@@ -1,0 +1,171 @@
+"""SafeDir: the host never follows a link, never blocks on a FIFO, never writes through a planted name.
+
+Every test runs twice: with ``openat2`` and with the ``O_NOFOLLOW`` walk that
+replaces it on kernels without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+import pytest
+
+from deerflow.threadfs import SafeDir, UnsafePath, force_walk, using_openat2
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def resolver(request):
+    force_walk(request.param == "walk")
+    if request.param == "openat2" and not using_openat2():
+        pytest.skip("openat2 is not available on this kernel")
+    yield request.param
+    force_walk(False)
+
+
+@pytest.fixture
+def layout(tmp_path, resolver):
+    """A thread root with a workspace, and a host canary outside it."""
+    canary = tmp_path / "host" / "canary.txt"
+    canary.parent.mkdir()
+    canary.write_text("host secret\n")
+    ws = tmp_path / "thread" / "workspace"
+    ws.mkdir(parents=True)
+    with SafeDir.open(ws, label="/mnt/user-data/workspace") as root:
+        yield root, ws, canary
+
+
+def test_reads_and_writes_regular_files(layout):
+    root, ws, _ = layout
+    root.write_bytes("a/b/c.txt", b"hello")
+    assert (ws / "a" / "b" / "c.txt").read_bytes() == b"hello"
+    assert root.read_bytes("a/b/c.txt") == b"hello"
+    root.append_bytes("a/b/c.txt", b" world")
+    assert root.read_text("a/b/c.txt") == "hello world"
+    assert [e.name for e in root.scandir("a/b")] == ["c.txt"]
+    assert [p for p, _ in root.walk()] == ["a", "a/b", "a/b/c.txt"]
+    assert not [n for n in os.listdir(ws / "a" / "b") if n.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("op", ["read", "write", "append", "makedirs_parent"])
+def test_symlink_at_the_exact_name_is_never_followed(layout, op):
+    root, ws, canary = layout
+    (ws / "out").mkdir()
+    os.symlink(canary, ws / "out" / "x.txt")
+    os.symlink(canary.parent, ws / "linkdir")
+    with pytest.raises(UnsafePath) if op != "write" else _no_raise():
+        if op == "read":
+            root.read_bytes("out/x.txt")
+        elif op == "write":
+            root.write_bytes("out/x.txt", b"attacker")  # replaces the link, never writes through it
+        elif op == "append":
+            root.append_bytes("out/x.txt", b"attacker")
+        else:
+            root.write_bytes("linkdir/new.txt", b"attacker")
+    assert canary.read_text() == "host secret\n"
+    assert not (canary.parent / "new.txt").exists()
+    if op == "write":
+        assert (ws / "out" / "x.txt").read_bytes() == b"attacker" and not (ws / "out" / "x.txt").is_symlink()
+
+
+class _no_raise:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_fifo_is_refused_without_blocking(layout):
+    root, ws, _ = layout
+    os.mkfifo(ws / "pipe")
+    done = threading.Event()
+    errors: list[UnsafePath] = []
+
+    def read():
+        try:
+            root.read_bytes("pipe")
+        except UnsafePath as exc:
+            errors.append(exc)
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert done.wait(10), "read_bytes blocked on a FIFO"
+    assert errors and errors[0].code == "not_regular"
+    with pytest.raises(UnsafePath) as exc:
+        root.append_bytes("pipe", b"x")
+    assert exc.value.code == "not_regular"
+
+
+def test_hard_link_is_refused(layout, tmp_path):
+    root, ws, canary = layout
+    os.link(canary, ws / "hl.txt")
+    with pytest.raises(UnsafePath) as exc:
+        root.read_bytes("hl.txt")
+    assert exc.value.code == "hard_link"
+    with pytest.raises(UnsafePath):
+        root.append_bytes("hl.txt", b"x")
+    root.write_bytes("hl.txt", b"new")  # replaced, not written through
+    assert canary.read_text() == "host secret\n"
+
+
+def test_dotdot_and_absolute_paths_are_refused(layout):
+    root, *_ = layout
+    for bad in ("../x", "a/../../x", "/etc/passwd", "a\x00b"):
+        with pytest.raises(UnsafePath) as exc:
+            root.read_bytes(bad)
+        assert exc.value.code == "bad_path"
+
+
+def test_temp_names_are_unpredictable_and_exclusive(layout):
+    root, ws, canary = layout
+    # plant links at every name an attacker might guess: none is used
+    for pid in range(1, 64):
+        os.symlink(canary, ws / f".agent.ipynb.{pid}.tmp")
+    root.write_text("agent.ipynb", "{}")
+    assert canary.read_text() == "host secret\n"
+    assert (ws / "agent.ipynb").read_text() == "{}"
+
+
+def test_directory_swap_race_never_reaches_the_host(layout, tmp_path):
+    """A thread swaps a real directory with a link to a host directory in a loop
+    (renameat2 RENAME_EXCHANGE where available, else rename) while the host writes and reads."""
+    root, ws, canary = layout
+    host_dir = canary.parent
+    (ws / "d").mkdir()
+    (ws / "d" / "f.txt").write_text("thread data")
+    os.symlink(host_dir, ws / "swap")
+    stop = threading.Event()
+    exchange = _renameat2_exchange()
+
+    def swapper():
+        while not stop.is_set():
+            exchange(str(ws / "d"), str(ws / "swap"))
+
+    t = threading.Thread(target=swapper, daemon=True)
+    t.start()
+    seen = set()
+    try:
+        for i in range(300):
+            with contextlib.suppress(UnsafePath):
+                root.write_bytes(f"d/w{i}.txt", b"x")
+            with contextlib.suppress(UnsafePath):
+                seen.add(root.read_bytes("d/canary.txt"))
+    finally:
+        stop.set()
+        t.join(10)
+    assert b"host secret\n" not in seen
+    assert sorted(os.listdir(host_dir)) == ["canary.txt"]
+
+
+def _renameat2_exchange():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    rename_exchange = 2
+
+    def exchange(a: str, b: str) -> None:
+        libc.renameat2(-100, a.encode(), -100, b.encode(), rename_exchange)
+
+    return exchange
