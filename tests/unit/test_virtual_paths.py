@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,18 +35,18 @@ def vfs(thread: ThreadPaths, skills: Path) -> VirtualFS:
 
 def refused(vfs: VirtualFS, path: str, *, write: bool = False) -> ToolFailure:
     with pytest.raises(ToolFailure) as info:
-        vfs.resolve(path, write=write)
+        vfs.locate(path, write=write).host
     return info.value
 
 
 def test_each_mount_maps_to_its_host_directory(
     vfs: VirtualFS, thread: ThreadPaths, skills: Path
 ) -> None:
-    assert vfs.resolve("/mnt/user-data/workspace/a.txt", write=True) == thread.workspace / "a.txt"
-    assert vfs.resolve("/mnt/user-data/outputs/r.md", write=True) == thread.outputs / "r.md"
-    assert vfs.resolve("/mnt/user-data/uploads/d.csv", write=False) == thread.uploads / "d.csv"
-    assert vfs.resolve("/mnt/skills/report/SKILL.md", write=False) == skills / "report/SKILL.md"
-    assert vfs.resolve("/mnt/acp-workspace/x", write=False) == thread.acp_workspace / "x"
+    assert vfs.locate("/mnt/user-data/workspace/a.txt", write=True).host == thread.workspace / "a.txt"
+    assert vfs.locate("/mnt/user-data/outputs/r.md", write=True).host == thread.outputs / "r.md"
+    assert vfs.locate("/mnt/user-data/uploads/d.csv", write=False).host == thread.uploads / "d.csv"
+    assert vfs.locate("/mnt/skills/report/SKILL.md", write=False).host == skills / "report/SKILL.md"
+    assert vfs.locate("/mnt/acp-workspace/x", write=False).host == thread.acp_workspace / "x"
 
 
 def test_relative_paths_start_at_the_workspace(vfs: VirtualFS, thread: ThreadPaths) -> None:
@@ -77,23 +78,37 @@ def test_paths_outside_the_mounts_are_refused(vfs: VirtualFS, tmp_path: Path, pa
     assert str(tmp_path) not in failure.message
 
 
+def touched(vfs: VirtualFS, path: str, *, write: bool) -> ToolFailure:
+    """The failure of a real read or write of ``path`` (it must fail)."""
+    with pytest.raises(ToolFailure) as info:
+        if write:
+            vfs.write_bytes(path, b"attacker")
+        else:
+            vfs.read_bytes(path)
+    return info.value
+
+
 def test_symlink_to_etc_is_refused_without_naming_the_target(
     vfs: VirtualFS, thread: ThreadPaths, tmp_path: Path
 ) -> None:
     os.symlink("/etc", thread.workspace / "etc")
     for write in (False, True):
-        failure = refused(vfs, "/mnt/user-data/workspace/etc/passwd", write=write)
+        failure = touched(vfs, "/mnt/user-data/workspace/etc/passwd", write=write)
         assert failure.code == "symlink_escape"
         assert str(tmp_path) not in failure.message
         assert "/etc/passwd" not in failure.message.replace("/workspace/etc/passwd", "")
 
 
-def test_dangling_symlink_pointing_outside_is_refused_for_writes(
+def test_dangling_symlink_pointing_outside_is_replaced_not_written_through(
     vfs: VirtualFS, thread: ThreadPaths, tmp_path: Path
 ) -> None:
     target = tmp_path / "outside" / "new.txt"
+    target.parent.mkdir()
     os.symlink(target, thread.workspace / "dangling")
-    assert refused(vfs, "/mnt/user-data/workspace/dangling", write=True).code == "symlink_escape"
+    assert touched(vfs, "/mnt/user-data/workspace/dangling", write=False).code == "symlink_escape"
+    vfs.write_bytes("/mnt/user-data/workspace/dangling", b"mine")
+    assert not target.exists()
+    assert (thread.workspace / "dangling").read_bytes() == b"mine"
 
 
 def test_symlink_cannot_turn_a_read_only_mount_writable(
@@ -101,24 +116,26 @@ def test_symlink_cannot_turn_a_read_only_mount_writable(
 ) -> None:
     (thread.uploads / "data.csv").write_text("a,b\n")
     os.symlink(thread.uploads, thread.workspace / "up")
-    failure = refused(vfs, "/mnt/user-data/workspace/up/data.csv", write=True)
+    failure = touched(vfs, "/mnt/user-data/workspace/up/data.csv", write=True)
     assert failure.code == "symlink_escape"
+    assert (thread.uploads / "data.csv").read_text() == "a,b\n"
 
 
-def test_symlink_inside_its_mount_is_followed(vfs: VirtualFS, thread: ThreadPaths) -> None:
+def test_symlinks_are_never_followed_by_the_host(vfs: VirtualFS, thread: ThreadPaths) -> None:
+    """Even a link inside its own mount: the agent's code may use it, host-side tools do not."""
     (thread.workspace / "real.txt").write_text("x")
     os.symlink(thread.workspace / "real.txt", thread.workspace / "alias.txt")
     rp = vfs.locate("/mnt/user-data/workspace/alias.txt", write=True)
-    assert rp.host == thread.workspace / "real.txt"
-    assert rp.virtual == "/mnt/user-data/workspace/alias.txt"
-    assert rp.canonical == "/mnt/user-data/workspace/real.txt"
+    assert rp.virtual == rp.canonical == "/mnt/user-data/workspace/alias.txt"
+    assert touched(vfs, "/mnt/user-data/workspace/alias.txt", write=False).code == "symlink_escape"
+    assert vfs.read_bytes("/mnt/user-data/workspace/real.txt")[1] == b"x"
 
 
 @pytest.mark.parametrize(
     "path", ["/mnt/user-data/uploads/d.csv", "/mnt/skills/report/SKILL.md", "/mnt/acp-workspace/x"]
 )
 def test_read_only_mounts_refuse_writes_and_point_elsewhere(vfs: VirtualFS, path: str) -> None:
-    vfs.resolve(path, write=False)
+    vfs.locate(path, write=False).host
     failure = refused(vfs, path, write=True)
     assert failure.code == "read_only"
     assert "/mnt/user-data/outputs" in failure.message
@@ -185,7 +202,7 @@ def test_mask_knows_the_real_path_behind_a_symlinked_home(tmp_path: Path) -> Non
     vfs = VirtualFS(thread)
     real_ws = Path(os.path.realpath(thread.workspace))
     assert vfs.mask(f"{real_ws}/a.txt") == "/mnt/user-data/workspace/a.txt"
-    assert vfs.resolve(f"{real_ws}/a.txt", write=True) == real_ws / "a.txt"
+    assert vfs.locate(f"{real_ws}/a.txt", write=True).virtual == "/mnt/user-data/workspace/a.txt"
 
 
 _SEGMENTS = st.sampled_from(
@@ -221,10 +238,12 @@ def test_any_accepted_path_stays_inside_a_mount(
     write: bool,
 ) -> None:
     ws = thread.workspace
-    if not (ws / "out").is_symlink():
-        os.symlink("/etc", ws / "out")
-        os.symlink(thread.uploads, ws / "in")
-        os.symlink(ws, ws / "loop")
+    for name, target in (("out", Path("/etc")), ("in", thread.uploads), ("loop", ws)):
+        if not (ws / name).is_symlink():  # an earlier example may have replaced it with a file
+            if (ws / name).is_dir():
+                shutil.rmtree(ws / name)
+            (ws / name).unlink(missing_ok=True)
+            os.symlink(target, ws / name)
     path = ("/" if absolute else "") + "/".join(segments)
     try:
         rp = vfs.locate(path, write=write)
@@ -235,6 +254,14 @@ def test_any_accepted_path_stays_inside_a_mount(
     if message:
         assert str(tmp_path) not in message
         return
-    assert rp.host == Path(os.path.realpath(rp.host))
-    assert rp.host.is_relative_to(rp.mount.real_host)
+    assert rp.host.is_relative_to(rp.mount.host) and ".." not in rp.host.parts
     assert not write or rp.mount.writable
+    try:  # whatever links lie on the way, the host never reads or writes through them
+        if write:
+            vfs.write_bytes(path, b"x")
+        else:
+            data = vfs.read_bytes(path)[1]
+            assert b"root:" not in data
+    except ToolFailure:
+        pass
+    assert not (thread.uploads / "x").exists()

@@ -14,10 +14,13 @@ Limits exist because each result lands in the model's context:
   They walk with :meth:`VirtualFS.walk`; glob and grep skip (and count)
   symlinks that leave their mount, and grep skips binary and huge files.
 
-Writes are atomic (temp file in the same directory, then rename), so readers
-never see half a file, and serialised per path with an advisory ``flock`` on
-a striped lock file under the thread's private state directory.  ``flock``
-excludes threads and processes alike, so no process-global registry is needed.
+Every read and write goes through the mount's :class:`~deerflow.threadfs.SafeDir`
+(no symbolic link followed, FIFOs and devices refused before they are opened
+for reading).  Writes are atomic (a temporary file with a random name created
+with ``O_EXCL`` beside the target, then renamed over it), so readers never see
+half a file, and serialised per path with an advisory ``flock`` on a striped
+lock file under the thread's private state directory.  ``flock`` excludes
+threads and processes alike, so no process-global registry is needed.
 """
 
 from __future__ import annotations
@@ -26,15 +29,14 @@ import contextlib
 import hashlib
 import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass
 from itertools import islice, takewhile
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Literal
 
-from deerflow.sandbox.read_marks import ReadMarks, exclusive_lock
-from deerflow.sandbox.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS
+from deerflow.sandbox.read_marks import ReadMarks, content_hash, exclusive_lock
+from deerflow.sandbox.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS, tool_failure
+from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.tools.errors import ToolFailure
 
 DEFAULT_READ_MAX_CHARS = 50_000
@@ -138,9 +140,9 @@ class GrepResult:
     skipped_links: int
 
 
-def _write_lock(vfs: VirtualFS, host: Path) -> contextlib.AbstractContextManager[None]:
+def _write_lock(vfs: VirtualFS, rp: ResolvedPath) -> contextlib.AbstractContextManager[None]:
     # Striped: a bounded set of lock files; a collision only serialises two writes.
-    stripe = int(hashlib.sha256(str(host).encode()).hexdigest()[:8], 16) % _LOCK_STRIPES
+    stripe = int(hashlib.sha256(rp.canonical.encode()).hexdigest()[:8], 16) % _LOCK_STRIPES
     return exclusive_lock(vfs.state_dir / "locks" / f"{stripe:02d}.lock")
 
 
@@ -153,7 +155,7 @@ def ls(vfs: VirtualFS, path: str, *, max_entries: int = LS_MAX_ENTRIES) -> Listi
             i.virtual,
             "symlink" if i.is_link else "dir" if i.is_dir else "file",
             i.depth,
-            None if i.is_dir or i.is_link else i.host.lstat().st_size,
+            None if i.is_dir or i.is_link or i.info is None else i.info.size,
         )
         for i in items
     )
@@ -177,14 +179,13 @@ def read_file(
     """
     _check_range(start_line, end_line)
     rp = vfs.locate(path, write=False)
-    _require_file(rp)
     first = start_line or 1
     digest = hashlib.sha256()
     shown: list[str] = []
     used = total = 0
     last = first - 1
     truncated = False
-    with open(rp.host, "rb") as fh:
+    with _open_for_read(vfs, rp) as fh:
         if b"\x00" in fh.read(_SNIFF_BYTES):
             raise _binary(rp)
         fh.seek(0)
@@ -236,15 +237,40 @@ def _binary(rp: ResolvedPath) -> ToolFailure:
     )
 
 
-def _require_file(rp: ResolvedPath) -> None:
-    if not rp.host.exists():
-        raise ToolFailure(
-            f"{rp.virtual} does not exist. Use ls or glob to find the right path.", code="not_found"
-        )
-    if rp.host.is_dir():
-        raise ToolFailure(
-            f"{rp.virtual} is a directory; use ls to see what it holds.", code="is_directory"
-        )
+@contextlib.contextmanager
+def _open_for_read(vfs: VirtualFS, rp: ResolvedPath):
+    """A binary file object for the regular file at ``rp`` (no link followed, no FIFO)."""
+    try:
+        with vfs.open_mount(rp.mount) as root:
+            fd = root.open_file(rp.rel)
+    except UnsafePath as exc:
+        raise tool_failure(exc, shown=rp.virtual) from None
+    with os.fdopen(fd, "rb") as fh:
+        yield fh
+
+
+@contextlib.contextmanager
+def _as_tool_failure(rp: ResolvedPath):
+    """Turn refusals of the thread's SafeDir into what the model sees."""
+    try:
+        yield
+    except UnsafePath as exc:
+        if exc.code == "not_dir":
+            raise ToolFailure(
+                f"Cannot create {rp.virtual}: part of its parent path is a file, not a directory.",
+                code="bad_path",
+            ) from None
+        raise tool_failure(exc, shown=rp.virtual) from None
+
+
+def _read_existing(root: SafeDir, rp: ResolvedPath) -> bytes | None:
+    """The current bytes of the file at ``rp`` (``None`` when absent)."""
+    try:
+        return root.read_bytes(rp.rel)
+    except UnsafePath as exc:
+        if exc.code == "not_found":
+            return None
+        raise tool_failure(exc, shown=rp.virtual) from None
 
 
 # -- write --------------------------------------------------------------------
@@ -272,14 +298,15 @@ def write_file(
             code="too_large",
         )
     rp = vfs.locate(path, write=True)
-    if rp.host.is_dir():
-        raise ToolFailure(f"{rp.virtual} is a directory; give a file path.", code="is_directory")
-    with _write_lock(vfs, rp.host):
-        exists = rp.host.exists()
+    with _write_lock(vfs, rp), vfs.open_mount(rp.mount, create=True) as root, _as_tool_failure(rp):
+        if root.kind(rp.rel) == "dir":
+            raise ToolFailure(f"{rp.virtual} is a directory; give a file path.", code="is_directory")
+        existing = _read_existing(root, rp)
+        exists = existing is not None
         if exists and marks is not None:
-            marks.check(rp.canonical, rp.host)
-        _make_parents(rp)
-        _atomic_write(rp.host, data, keep_existing=append and exists)
+            marks.check(rp.canonical, content_hash(existing))
+        body = existing + data if append and existing is not None else data
+        _atomic_write(root, rp, body)
     return WriteResult(rp.virtual, len(data), created=not exists, appended=append and exists)
 
 
@@ -296,11 +323,14 @@ def str_replace(
     if not old:
         raise ToolFailure("old_str is empty; give the exact text to replace.", code="bad_args")
     rp = vfs.locate(path, write=True)
-    _require_file(rp)
-    with _write_lock(vfs, rp.host):
+    with _write_lock(vfs, rp), vfs.open_mount(rp.mount) as root, _as_tool_failure(rp):
+        raw = _read_existing(root, rp)
+        if raw is None:
+            raise ToolFailure(
+                f"{rp.virtual} does not exist. Use ls or glob to find the right path.", code="not_found"
+            )
         if marks is not None:
-            marks.check(rp.canonical, rp.host)
-        raw = rp.host.read_bytes()
+            marks.check(rp.canonical, content_hash(raw))
         text = _decode(raw, rp)
         count = text.count(old)
         if count == 0:
@@ -316,36 +346,23 @@ def str_replace(
                 code="ambiguous_match",
             )
         data = text.replace(old, new, -1 if replace_all else 1).encode("utf-8")
-        _atomic_write(rp.host, data, keep_existing=False)
+        _atomic_write(root, rp, data)
     return WriteResult(rp.virtual, len(data), created=False, replacements=count)
 
 
-def _make_parents(rp: ResolvedPath) -> None:
+def _atomic_write(root: SafeDir, rp: ResolvedPath, data: bytes) -> None:
+    """Replace the file at ``rp`` with ``data`` (parents created), keeping its mode."""
+    st = root.lstat(rp.rel) if rp.rel else None
+    mode = (st.st_mode & 0o777) if st is not None else 0o644
     try:
-        rp.host.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ToolFailure(
-            f"Cannot create {rp.virtual}: part of its parent path is a file, not a directory.",
-            code="bad_path",
-        ) from None
-
-
-def _atomic_write(target: Path, data: bytes, *, keep_existing: bool) -> None:
-    """Write ``[existing content +] data`` to a sibling temp file, then rename it over."""
-    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            if keep_existing:
-                with open(target, "rb") as src:
-                    for chunk in iter(lambda: src.read(1 << 16), b""):
-                        out.write(chunk)
-            out.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        root.write_bytes(rp.rel, data, mode=mode)
+    except UnsafePath as exc:
+        if exc.code == "not_dir":
+            raise ToolFailure(
+                f"Cannot create {rp.virtual}: part of its parent path is a file, not a directory.",
+                code="bad_path",
+            ) from None
+        raise tool_failure(exc, shown=rp.virtual) from None
 
 
 # -- search -------------------------------------------------------------------
@@ -408,7 +425,7 @@ def grep(
         subject = item.rel if glob and "/" in glob else PurePosixPath(item.rel).name
         if item.is_dir or item.escapes or (name_filter and not name_filter.fullmatch(subject)):
             continue
-        counter, lines = _text_lines(item.host)
+        counter, lines = _text_lines(vfs, item)
         counts[counter] += 1
         for number, line in enumerate(lines, 1):
             if regex.search(line):
@@ -421,16 +438,20 @@ def grep(
     )
 
 
-def _text_lines(host: Path) -> tuple[str, list[str]]:
+def _text_lines(vfs: VirtualFS, item) -> tuple[str, list[str]]:
     """A file's lines for grep and the GrepResult counter it adds to.
 
-    Unreadable files count as binary: either way there is no text to search.
+    Unreadable files (FIFOs, hard links, files that vanished) count as binary:
+    either way there is no text to search.
     """
+    if item.info is not None and item.info.size > GREP_MAX_FILE_BYTES:
+        return "skipped_large", []
     try:
-        if host.stat().st_size > GREP_MAX_FILE_BYTES:
-            return "skipped_large", []
-        raw = host.read_bytes()
-    except OSError:
+        with vfs.open_mount(item.mount) as root:
+            raw = root.read_bytes(item.mount_rel, max_bytes=GREP_MAX_FILE_BYTES)
+    except UnsafePath as exc:
+        return ("skipped_large" if exc.code == "too_large" else "skipped_binary"), []
+    except ToolFailure:
         return "skipped_binary", []
     if b"\x00" in raw[:_SNIFF_BYTES]:
         return "skipped_binary", []

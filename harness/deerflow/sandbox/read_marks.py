@@ -71,13 +71,9 @@ class ReadMark:
     read_at: float
 
 
-def file_hash(host_path: Path) -> str:
-    """Hash of a file's current content, read in chunks."""
-    digest = hashlib.sha256()
-    with open(host_path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 16), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def content_hash(data: bytes) -> str:
+    """Hash of a file's content, as marks record it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 class ReadMarks:
@@ -108,11 +104,12 @@ class ReadMarks:
                 marks.pop(next(iter(marks)))
             self._store(marks)
 
-    def check(self, virtual_path: str, host_path: Path) -> None:
+    def check(self, virtual_path: str, current_sha256: str) -> None:
         """Allow a change to the existing file only if the latest read is current.
 
         Call it under the file's write lock so nothing changes the file
-        between this check and the write.
+        between this check and the write; ``current_sha256`` is the hash of
+        the file's content as just read through the thread's SafeDir.
 
         Raises:
             ToolFailure: ``read_before_write`` when the file was never read
@@ -125,7 +122,7 @@ class ReadMarks:
                 "with read_file, then make your change.",
                 code="read_before_write",
             )
-        if mark.sha256 != file_hash(host_path):
+        if mark.sha256 != current_sha256:
             raise ToolFailure(
                 f"{virtual_path} has changed since you last read it (by you or someone "
                 "else). Read it again with read_file, then make your change against "

@@ -27,18 +27,18 @@ Decisions, in one place:
   mount: a path that needs ``..`` is almost always a probe, and refusing is
   simpler to reason about than normalising.
 * **Containment is component-wise** (``/mnt/user-data/workspace2`` is not under
-  ``/mnt/user-data/workspace``) and **checked on the real path**: symlinks are
-  resolved and the target must stay inside the *same* mount, so a link in the
-  workspace cannot reach ``/etc`` nor turn a read-only mount writable.
+  ``/mnt/user-data/workspace``) and **structural**: a path is its mount plus a
+  relative path without ``..``, and every host-side read or write goes through
+  :class:`~deerflow.threadfs.SafeDir`, which never follows a symbolic link
+  (``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS``).  Links that the
+  agent's own code made keep working inside the sandbox; host-side tools refuse
+  to go through them, so no link, and no directory swapped for one while a
+  tool runs, can send a host-side read or write out of the thread.
 * **Host paths** that lie inside a mount are accepted and mapped (a traceback or
   ``os.getcwd()`` may show them to the model); anything else is refused.
 * **Masking** rewrites every host root this thread knows about (mount roots,
   their real paths, the thread directory and ``$DEERFLOW_HOME``) in text going
   back to the model.
-
-A residual race remains: a process that can create symlinks inside a mount
-(host bash) could swap one in between the check and the use.  The local
-provider disables host bash by default for that reason.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 from deerflow.tools.errors import ToolFailure
 
 USER_DATA = PurePosixPath("/mnt/user-data")
@@ -92,17 +93,20 @@ class ResolvedPath:
 
     Attributes:
         virtual: The normalised virtual path, as the agent should see it.
-        host: The real host path (symlinks resolved), safe to open.
+        host: Where it would be on the host (not resolved, NOT safe to open:
+            use :meth:`VirtualFS.open_mount` and :attr:`rel`).
         mount: The mount it lies in.
-        canonical: The virtual path of ``host``: one name per file even when
-            reached through an in-mount symlink or a host path, so per-file
-            bookkeeping (read marks) cannot be dodged by aliasing.
+        canonical: The virtual path: one name per file (a host path given by
+            the model maps to it, and links are never followed, so per-file
+            bookkeeping such as read marks cannot be dodged by aliasing).
+        rel: The path below the mount's root (``""`` for the root itself).
     """
 
     virtual: str
     host: Path
     mount: Mount
     canonical: str
+    rel: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,9 +118,13 @@ class WalkEntry:
         virtual: Its virtual path.
         rel: Its path below the walked path, ``/``-separated (what globs match).
         depth: 1 for direct children of the walked path.
-        is_dir: A directory, or an in-mount link to one.
-        is_link: A symbolic link (listed, never descended into).
-        escapes: A link whose target leaves its mount; callers skip it.
+        is_dir: A directory (never a link).
+        is_link: A symbolic link (listed, never followed by the host).
+        escapes: A link: host-side readers skip it (the same as ``is_link``,
+            kept for callers that count skipped links).
+        mount: The mount it lies in.
+        mount_rel: Its path below the mount's root.
+        info: What ``lstat`` said of it.
     """
 
     host: Path
@@ -126,6 +134,9 @@ class WalkEntry:
     is_dir: bool
     is_link: bool = False
     escapes: bool = False
+    mount: Mount | None = None
+    mount_rel: str = ""
+    info: EntryInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,7 @@ class _Root:
     virtual: PurePosixPath
     rel: PurePosixPath
     mount: Mount
+    mount_rel: str
 
 
 class VirtualFS:
@@ -197,26 +209,54 @@ class VirtualFS:
                 f"for intermediate files or {OUTPUTS} for deliverables instead.",
                 code="read_only",
             )
-        host = Path(os.path.realpath(mount.host.joinpath(*rest.parts)))
-        if not _is_within(host, mount.real_host):
-            raise ToolFailure(
-                f"{virtual} leads outside {mount.virtual} through a symbolic link; access refused.",
-                code="symlink_escape",
-            )
-        canonical = mount.virtual.joinpath(*host.relative_to(mount.real_host).parts)
-        return ResolvedPath(str(virtual), host, mount, str(canonical))
+        host = mount.host.joinpath(*rest.parts)
+        return ResolvedPath(str(virtual), host, mount, str(virtual), "/".join(rest.parts))
 
-    def resolve(self, virtual_path: str, *, write: bool) -> Path:
-        """The real host path for ``virtual_path`` (see :meth:`locate`)."""
-        return self.locate(virtual_path, write=write).host
+    def open_mount(self, mount: Mount, *, create: bool = False) -> SafeDir:
+        """The mount's root as a :class:`SafeDir`: the only way to its files.
 
-    def contains(self, host_path: Path, mount: Mount) -> bool:
-        """Whether ``host_path``, symlinks resolved, stays inside ``mount``.
-
-        Walkers use it to skip links that point out of the mount instead of
-        failing the whole listing.
+        Raises:
+            ToolFailure: ``not_found`` when the mount's directory is missing.
         """
-        return _is_within(Path(os.path.realpath(host_path)), mount.real_host)
+        try:
+            return SafeDir.open(mount.host, label=str(mount.virtual), create=create)
+        except UnsafePath as exc:
+            raise tool_failure(exc) from None
+
+    def read_bytes(self, path: str, *, max_bytes: int | None = None) -> tuple[ResolvedPath, bytes]:
+        """Locate ``path`` and read the regular file there (no link followed).
+
+        Raises:
+            ToolFailure: as :meth:`locate`, or ``not_found``, ``is_directory``,
+                ``symlink_escape``, ``not_regular``, ``too_large``.
+        """
+        rp = self.locate(path, write=False)
+        try:
+            with self.open_mount(rp.mount) as root:
+                return rp, root.read_bytes(rp.rel, max_bytes=max_bytes)
+        except UnsafePath as exc:
+            raise tool_failure(exc, shown=rp.virtual) from None
+
+    def write_bytes(self, path: str, data: bytes) -> ResolvedPath:
+        """Atomically replace (or create) the file at ``path`` in a writable mount."""
+        rp = self.locate(path, write=True)
+        try:
+            with self.open_mount(rp.mount, create=True) as root:
+                root.write_bytes(rp.rel, data)
+        except UnsafePath as exc:
+            raise tool_failure(exc, shown=rp.virtual) from None
+        return rp
+
+    def kind(self, path: str) -> str | None:
+        """``file``, ``dir``, ``symlink``, ``other`` or ``None`` (absent), links unfollowed."""
+        rp = self.locate(path, write=False)
+        try:
+            with self.open_mount(rp.mount) as root:
+                return root.kind(rp.rel)
+        except UnsafePath as exc:
+            if exc.code in ("not_found", "not_dir"):
+                return None
+            raise tool_failure(exc, shown=rp.virtual) from None
 
     def to_virtual(self, host_path: Path | str) -> str:
         """The virtual path of a host path inside a mount (symlinks not followed).
@@ -249,11 +289,10 @@ class VirtualFS:
     def walk(self, path: str, *, max_depth: int | None = None) -> tuple[str, Iterator[WalkEntry]]:
         """The shown path and the entries below it, sorted, depth first.
 
-        Containment during traversal lives here, next to :meth:`locate`:
-        links are reported but never followed (no loops), links leaving their
-        mount are flagged ``escapes``, and ``NOISE_DIRS`` are not descended
-        into.  A virtual ancestor (``/mnt/user-data``) walks every mount below
-        it.  Path errors are raised at once, not on first iteration.
+        Traversal goes through :meth:`SafeDir.walk`: links are reported but
+        never followed (no loops, no way out), and ``NOISE_DIRS`` are not
+        descended into.  A virtual ancestor (``/mnt/user-data``) walks every
+        mount below it.  Path errors are raised at once, not on first iteration.
 
         Raises:
             ToolFailure: as :meth:`locate`, or ``not_found``.
@@ -261,18 +300,30 @@ class VirtualFS:
         mounts = self.mounts_under(path)
         if mounts:
             base = PurePosixPath(path.strip())
-            roots = [_Root(m.host, m.virtual, m.virtual.relative_to(base), m) for m in mounts]
+            roots = [_Root(m.host, m.virtual, m.virtual.relative_to(base), m, "") for m in mounts]
             shown = str(base)
         else:
             rp = self.locate(path, write=False)
-            if not rp.host.exists() and rp.host != rp.mount.real_host:  # empty mount: fine
+            kind = self._kind_or_none(rp)
+            if kind == "symlink":
+                raise tool_failure(UnsafePath("symlink", rp.virtual, ""), shown=rp.virtual)
+            if kind is None and rp.rel:  # an empty or missing mount root: fine
                 raise ToolFailure(
                     f"{rp.virtual} does not exist. Use ls or glob to find the right path.",
                     code="not_found",
                 )
-            roots = [_Root(rp.host, PurePosixPath(rp.virtual), PurePosixPath(), rp.mount)]
+            roots = [_Root(rp.host, PurePosixPath(rp.virtual), PurePosixPath(), rp.mount, rp.rel)]
             shown = rp.virtual
         return shown, self._walk_roots(roots, max_depth or 1 << 30)
+
+    def _kind_or_none(self, rp: ResolvedPath) -> str | None:
+        try:
+            with SafeDir.open(rp.mount.host) as root:
+                return root.kind(rp.rel)
+        except UnsafePath as exc:
+            if exc.code in ("not_found", "not_dir"):
+                return None
+            raise tool_failure(exc, shown=rp.virtual) from None
 
     def mask(self, text: str) -> str:
         """Replace every known host root in ``text`` with its virtual name."""
@@ -324,41 +375,83 @@ class VirtualFS:
 
     def _walk_roots(self, roots: list[_Root], max_depth: int) -> Iterator[WalkEntry]:
         for root in roots:
-            if root.host.is_file():
-                yield WalkEntry(root.host, str(root.virtual), root.virtual.name, 1, False)
-                continue
-            depth = 1
-            if root.rel.parts:  # a mount met below an ancestor: the mount itself first
-                yield WalkEntry(root.host, str(root.virtual), str(root.rel), 1, True)
-                depth = 2
-            if root.host.is_dir() and depth <= max_depth:
-                yield from self._walk_dir(root, root.host, root.virtual, root.rel, depth, max_depth)
+            try:
+                top = SafeDir.open(root.mount.host)
+            except UnsafePath:
+                continue  # a mount whose directory does not exist yet: nothing to list
+            with top:
+                try:
+                    kind = top.kind(root.mount_rel)
+                except UnsafePath:
+                    continue
+                if kind == "file":
+                    info = _info(top, root.mount_rel)
+                    yield WalkEntry(root.host, str(root.virtual), root.virtual.name, 1, False,
+                                    mount=root.mount, mount_rel=root.mount_rel, info=info)
+                    continue
+                depth = 1
+                if root.rel.parts:  # a mount met below an ancestor: the mount itself first
+                    yield WalkEntry(root.host, str(root.virtual), str(root.rel), 1, True,
+                                    mount=root.mount, mount_rel="")
+                    depth = 2
+                if kind not in ("dir", None) or depth > max_depth:
+                    continue
+                if kind is None and root.mount_rel:
+                    continue
+                yield from self._walk_dir(top, root, depth, max_depth)
 
-    def _walk_dir(
-        self,
-        root: _Root,
-        host_dir: Path,
-        vdir: PurePosixPath,
-        rel: PurePosixPath,
-        depth: int,
-        max_depth: int,
-    ) -> Iterator[WalkEntry]:
-        try:
-            children = sorted(os.scandir(host_dir), key=lambda e: e.name)
-        except OSError:
-            return  # an unreadable directory: report what can be read
-        for entry in children:
-            host, vpath, rpath = Path(entry.path), vdir / entry.name, rel / entry.name
-            link = entry.is_symlink()
-            escapes = link and not self.contains(host, root.mount)
-            is_dir = not escapes and entry.is_dir()
-            yield WalkEntry(host, str(vpath), str(rpath), depth, is_dir, link, escapes)
-            if is_dir and not link and depth < max_depth and entry.name not in NOISE_DIRS:
-                yield from self._walk_dir(root, host, vpath, rpath, depth + 1, max_depth)
+    def _walk_dir(self, top: SafeDir, root: _Root, depth: int, max_depth: int) -> Iterator[WalkEntry]:
+        base = root.mount_rel
+        prefix = f"{base}/" if base else ""
+        for rel_below, info in top.walk(base, max_depth=max_depth - depth + 1, skip_dirs=NOISE_DIRS):
+            parts = PurePosixPath(rel_below[len(prefix):]).parts
+            vpath = root.virtual.joinpath(*parts)
+            rpath = root.rel.joinpath(*parts)
+            link = info.kind == "symlink"
+            yield WalkEntry(
+                root.mount.host.joinpath(*PurePosixPath(rel_below).parts), str(vpath), str(rpath),
+                depth + len(parts) - 1, info.kind == "dir", link, link,
+                mount=root.mount, mount_rel=rel_below, info=info,
+            )
 
     def _by_host_depth(self) -> list[Mount]:
         # Deepest host roots first, should one mount's host dir nest in another's.
         return sorted(self.mounts, key=lambda m: len(m.host.parts), reverse=True)
+
+
+_FAILURE_CODES = {
+    "not_found": "not_found",
+    "not_dir": "not_found",
+    "symlink": "symlink_escape",
+    "is_dir": "is_directory",
+    "not_regular": "not_regular",
+    "hard_link": "not_regular",
+    "too_large": "too_large",
+    "bad_path": "bad_path",
+    "exists": "exists",
+}
+
+
+def tool_failure(exc: UnsafePath, *, shown: str | None = None) -> ToolFailure:
+    """The model-facing form of a :class:`~deerflow.threadfs.UnsafePath`."""
+    where = shown or exc.rel or "that path"
+    messages = {
+        "not_found": f"{where} does not exist. Use ls or glob to find the right path.",
+        "symlink": f"{where} goes through a symbolic link. Host-side tools never follow links; "
+                   "use the real path, or read it with the python or bash tool.",
+        "is_dir": f"{where} is a directory; use ls to see what it holds.",
+        "not_regular": f"{where} is not a regular file (a FIFO, socket or device); refused.",
+        "hard_link": f"{where} has more than one hard link; host-side tools refuse such files. "
+                     "Copy it to a new file first.",
+    }
+    return ToolFailure(messages.get(exc.code, f"{where}: {exc.message}"), code=_FAILURE_CODES.get(exc.code, "io_error"))
+
+
+def _info(top: SafeDir, rel: str) -> EntryInfo | None:
+    st = top.lstat(rel)
+    if st is None:
+        return None
+    return EntryInfo(PurePosixPath(rel).name, "file", st.st_size, st.st_mtime_ns, st.st_nlink)
 
 
 def state_dir(paths: ThreadPaths) -> Path:
