@@ -27,11 +27,10 @@ from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
 from deerflow.runtime.manager import RunManager, RunRequest
-from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
 from deerflow.tools.builtins.agent_tools import host_catalog
-from deerflow.tools.errors import ToolFailure
 
 T = TypeVar("T")
 
@@ -284,11 +283,7 @@ class AsyncDeerFlowClient:
         manager = await self.manager()
         manager.thread(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        virtual = path if path.startswith("/") else f"{OUTPUTS}/{path}"
-        located = vfs.locate(virtual, write=False)
-        if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
-            raise ToolFailure(f"{located.virtual} is not an output file of this thread", code="not_found")
-        return located.host.read_bytes()
+        return (await asyncio.to_thread(vfs.read_output, path))[1]
 
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                              max_frames: int | None = None) -> AsyncIterator[bytes]:

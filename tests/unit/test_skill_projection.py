@@ -46,9 +46,9 @@ def test_the_view_holds_copies_of_enabled_skills_only(setup):
     assert (view / "alpha" / "scripts" / "run.py").read_text() == "print('alpha')\n"
     assert os.stat(view / "alpha" / "SKILL.md").st_ino != os.stat(public / "alpha" / "SKILL.md").st_ino
     vfs = VirtualFS(paths, skills_root=view)
-    assert vfs.resolve("/mnt/skills/alpha/SKILL.md", write=False).is_file()
+    assert vfs.kind("/mnt/skills/alpha/SKILL.md") == "file"
     with pytest.raises(ToolFailure) as info:
-        vfs.resolve("/mnt/skills/alpha/SKILL.md", write=True)
+        vfs.locate("/mnt/skills/alpha/SKILL.md", write=True)
     assert info.value.code == "read_only"
 
 

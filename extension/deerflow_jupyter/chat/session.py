@@ -43,7 +43,6 @@ from deerflow.runtime.live import LiveRun
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.uploads import UploadError, save_upload
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
-from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
 from deerflow_jupyter.chat.references import referenced_threads
@@ -220,10 +219,7 @@ class ChatSession:
 
     def _read_output(self, manager: RunManager, thread_id: str, path: str) -> bytes:
         vfs = VirtualFS(manager.home.thread(self.server.user_id, thread_id))
-        located = vfs.locate(path, write=False)
-        if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
-            raise ToolFailure(f"{located.virtual} is not an output file of this thread", code="not_found")
-        return located.host.read_bytes()
+        return vfs.read_output(path)[1]
 
 
 __all__ = ["BUSY_REPLY", "THREAD_KEY", "ChatSession", "derived_thread_id"]

@@ -8,6 +8,7 @@ everything, so opening an artifact can never run script in Jupyter's origin.
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
 from dataclasses import asdict
 
@@ -16,6 +17,7 @@ from tornado import web
 
 from deerflow.sandbox.uploads import UploadError, list_uploads, save_upload
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 ACTIVE_TYPES = frozenset({
@@ -66,13 +68,11 @@ class ArtifactsHandler(DeerFlowHandler):
         manager = await self.manager()
         values = await manager.thread_values(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        out = []
-        for path in values.get("artifacts", []):
-            host = vfs.resolve(path, write=False)
-            out.append({"path": path, "name": path.rsplit("/", 1)[-1],
-                        "mime_type": mimetypes.guess_type(path)[0],
-                        "size": host.stat().st_size if host.is_file() else None})
-        self.send_json(out)
+        paths = list(values.get("artifacts", []))
+        sizes = await asyncio.to_thread(lambda: [vfs.size(p) for p in paths])
+        self.send_json([{"path": path, "name": path.rsplit("/", 1)[-1],
+                         "mime_type": mimetypes.guess_type(path)[0], "size": size}
+                        for path, size in zip(paths, sizes, strict=True)])
 
 
 class ArtifactFileHandler(DeerFlowHandler):
@@ -82,9 +82,10 @@ class ArtifactFileHandler(DeerFlowHandler):
         manager = await self.manager()
         manager.thread(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        located = vfs.locate(f"{OUTPUTS}/{relpath}", write=False)
-        if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
-            raise web.HTTPError(404, f"{located.virtual} is not an output file of this thread")
+        try:
+            located, data = await asyncio.to_thread(vfs.read_output, f"{OUTPUTS}/{relpath}")
+        except ToolFailure as exc:
+            raise web.HTTPError(404, exc.message) from None
         mime = mimetypes.guess_type(located.host.name)[0] or "application/octet-stream"
         name = located.host.name.replace('"', "")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -92,7 +93,7 @@ class ArtifactFileHandler(DeerFlowHandler):
         if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
             self.set_header("Content-Disposition", f'attachment; filename="{name}"')
             mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
-        self.finish(located.host.read_bytes(), set_content_type=mime)
+        self.finish(data, set_content_type=mime)
 
 
 class RunChangesHandler(DeerFlowHandler):

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -236,6 +237,35 @@ class VirtualFS:
                 return rp, root.read_bytes(rp.rel, max_bytes=max_bytes)
         except UnsafePath as exc:
             raise tool_failure(exc, shown=rp.virtual) from None
+
+    def read_output(self, path: str, *, max_bytes: int | None = None) -> tuple[ResolvedPath, bytes]:
+        """A deliverable's bytes: a regular file under ``/mnt/user-data/outputs``
+        (a bare name is taken relative to it).  What the HTTP routes, the chat and
+        the client serve to users.
+
+        Raises:
+            ToolFailure: ``not_found`` for anything else (outside outputs, a
+                directory, a link, a FIFO), with the reason.
+        """
+        virtual = path if path.startswith("/") else f"{OUTPUTS}/{path}"
+        rp = self.locate(virtual, write=False)
+        if str(rp.mount.virtual) != str(OUTPUTS):
+            raise ToolFailure(f"{rp.virtual} is not an output file of this thread", code="not_found")
+        try:
+            return self.read_bytes(virtual, max_bytes=max_bytes)
+        except ToolFailure as exc:
+            raise ToolFailure(f"{rp.virtual} is not an output file of this thread ({exc.message})",
+                              code="not_found") from None
+
+    def size(self, path: str) -> int | None:
+        """The size of the regular file at ``path``; ``None`` for anything else or nothing."""
+        rp = self.locate(path, write=False)
+        try:
+            with self.open_mount(rp.mount) as root:
+                st = root.lstat(rp.rel)
+        except (UnsafePath, ToolFailure):
+            return None
+        return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else None
 
     def write_bytes(self, path: str, data: bytes) -> ResolvedPath:
         """Atomically replace (or create) the file at ``path`` in a writable mount."""

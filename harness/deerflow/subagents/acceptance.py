@@ -18,17 +18,19 @@ criterion is unmet, else ``UNVERIFIED`` if any is unverified, else ``MET``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.audit import audit_command
 from deerflow.sandbox.provider import SandboxProvider
 from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.threadfs import UnsafePath
 from deerflow.tools.errors import ToolFailure
 
 Verdict = Literal["MET", "UNMET", "UNVERIFIED"]
@@ -120,18 +122,23 @@ FileState = tuple[int, int, str] | None
 """(size, mtime_ns, sha256 prefix) of a file, None when it does not exist."""
 
 
-def file_state(host: Path) -> FileState:
-    """What :func:`check_acceptance` compares for ``file_written``."""
+def file_state(vfs: VirtualFS, path: str) -> FileState:
+    """What :func:`check_acceptance` compares for ``file_written`` (``None``: no regular file).
+
+    Read through the thread's SafeDir: a link or a FIFO at the path is no file.
+    """
+    rp = vfs.locate(path, write=False)
     try:
-        stat = host.stat()
-    except OSError:
+        with vfs.open_mount(rp.mount) as root:
+            st = root.lstat(rp.rel)
+            if st is None or not stat.S_ISREG(st.st_mode):
+                return None
+            digest = ""
+            if st.st_size <= _HASH_LIMIT:
+                digest = hashlib.sha256(root.read_bytes(rp.rel, max_bytes=_HASH_LIMIT)).hexdigest()[:16]
+    except UnsafePath:
         return None
-    if not host.is_file():
-        return None
-    digest = ""
-    if stat.st_size <= _HASH_LIMIT:
-        digest = hashlib.sha256(host.read_bytes()).hexdigest()[:16]
-    return stat.st_size, stat.st_mtime_ns, digest
+    return st.st_size, st.st_mtime_ns, digest
 
 
 def snapshot_targets(criteria: Sequence[str], vfs: VirtualFS) -> dict[str, FileState]:
@@ -141,7 +148,7 @@ def snapshot_targets(criteria: Sequence[str], vfs: VirtualFS) -> dict[str, FileS
         parsed = parse_criterion(text)
         if parsed.kind == "file_written" and parsed.path:
             try:
-                before[parsed.path] = file_state(vfs.resolve(parsed.path, write=False))
+                before[parsed.path] = file_state(vfs, parsed.path)
             except ToolFailure:
                 continue
     return before
@@ -171,24 +178,27 @@ async def _check(criterion: Criterion, ctx: AcceptanceContext) -> CriterionResul
         return await _check_command(criterion, ctx)
     assert criterion.path is not None
     try:
-        host = ctx.vfs.resolve(criterion.path, write=False)
+        ctx.vfs.locate(criterion.path, write=False)
     except ToolFailure as exc:
         return _result(criterion, "UNVERIFIED", f"cannot check that path: {exc.message}")
     if criterion.kind == "file":
-        return _check_file(criterion, host)
-    return _check_written(criterion, host, ctx.before.get(criterion.path, None))
+        return await asyncio.to_thread(_check_file, criterion, ctx.vfs)
+    after = await asyncio.to_thread(file_state, ctx.vfs, criterion.path)
+    return _check_written(criterion, after, ctx.before.get(criterion.path, None))
 
 
-def _check_file(criterion: Criterion, host: Path) -> CriterionResult:
-    if not host.is_file():
-        return _result(criterion, "UNMET", "no such file" if not host.exists() else "not a regular file")
-    if criterion.condition == "non-empty" and host.stat().st_size == 0:
+def _check_file(criterion: Criterion, vfs: VirtualFS) -> CriterionResult:
+    assert criterion.path is not None
+    kind = vfs.kind(criterion.path)
+    size = vfs.size(criterion.path)
+    if size is None:
+        return _result(criterion, "UNMET", "no such file" if kind is None else "not a regular file")
+    if criterion.condition == "non-empty" and size == 0:
         return _result(criterion, "UNMET", "the file is empty")
-    return _result(criterion, "MET", f"file has {host.stat().st_size} bytes")
+    return _result(criterion, "MET", f"file has {size} bytes")
 
 
-def _check_written(criterion: Criterion, host: Path, before: FileState) -> CriterionResult:
-    after = file_state(host)
+def _check_written(criterion: Criterion, after: FileState, before: FileState) -> CriterionResult:
     if after is None:
         return _result(criterion, "UNMET", "no such file")
     if before is None:

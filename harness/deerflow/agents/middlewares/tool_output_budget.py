@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,7 +35,8 @@ from langgraph.types import Command
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
 from deerflow.sandbox.changes import TOOL_RESULTS
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.virtual_paths import VirtualFS, tool_failure
+from deerflow.threadfs import UnsafePath
 from deerflow.tools.errors import ToolFailure
 
 Result = ToolMessage | Command[Any]
@@ -133,18 +133,21 @@ def save_result(vfs: VirtualFS, tool_name: str, call_id: str, text: str) -> str:
         ToolFailure: The results directory leads outside the outputs mount.
     """
     directory = vfs.locate(str(TOOL_RESULTS), write=True)
-    directory.host.mkdir(parents=True, exist_ok=True)
-    for attempt in range(_MAX_NAME_ATTEMPTS):
-        name = result_file_name(tool_name, call_id, attempt)
-        located = vfs.locate(f"{TOOL_RESULTS}/{name}", write=True)
+    data = text.encode("utf-8", errors="replace")
+    with vfs.open_mount(directory.mount, create=True) as root:
         try:
-            fd = os.open(located.host, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        except FileExistsError:
-            continue
-        with open(fd, "w", encoding="utf-8", errors="replace", newline="") as out:
-            for start in range(0, len(text), _WRITE_CHUNK):
-                out.write(text[start : start + _WRITE_CHUNK])
-        return located.canonical
+            root.makedirs(directory.rel)
+        except UnsafePath as exc:
+            raise tool_failure(exc, shown=directory.virtual) from None
+        for attempt in range(_MAX_NAME_ATTEMPTS):
+            located = vfs.locate(f"{TOOL_RESULTS}/{result_file_name(tool_name, call_id, attempt)}", write=True)
+            try:
+                root.create_exclusive(located.rel, data)
+            except UnsafePath as exc:
+                if exc.code == "exists":
+                    continue
+                raise tool_failure(exc, shown=located.virtual) from None
+            return located.canonical
     raise FileExistsError(f"{_MAX_NAME_ATTEMPTS} result files for this call already exist")
 
 

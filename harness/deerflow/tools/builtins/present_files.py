@@ -30,8 +30,8 @@ def resolve_outputs(vfs: VirtualFS, filepaths: list[str]) -> list[str]:
             raise ToolFailure(
                 f"{located.virtual} is not under {OUTPUTS}: only deliverables in the outputs directory "
                 "can be presented. Write or copy the file there first.", code="not_in_outputs")
-        if not located.host.is_file():
-            raise ToolFailure(f"{located.virtual} does not exist or is not a file.", code="not_found")
+        if vfs.size(raw) is None:
+            raise ToolFailure(f"{located.virtual} does not exist or is not a regular file.", code="not_found")
         if located.canonical not in presented:
             presented.append(located.canonical)
     return presented

@@ -91,11 +91,13 @@ def view_image(
     vfs = thread_fs(runtime)
     with model_errors(vfs):
         located = vfs.locate(image_path, write=False)
-        if not located.host.is_file():
-            raise ToolFailure(f"{located.virtual} does not exist or is not a file.", code="not_found")
-        size = located.host.stat().st_size
+        size = vfs.size(image_path)
+        if size is None:
+            raise ToolFailure(f"{located.virtual} does not exist or is not a regular file.", code="not_found")
         check_size(size, shown_path=located.virtual)
-        mime, data = load_image(located.host.read_bytes(), shown_path=located.virtual)
+        _, raw = vfs.read_bytes(image_path, max_bytes=MAX_IMAGE_BYTES)
+        size = len(raw)
+        mime, data = load_image(raw, shown_path=located.virtual)
     text = f"Loaded {located.virtual} ({mime}, {size / 1024:.1f} KB). The image is attached to your next step."
     return Command(update={
         "viewed_images": {located.canonical: {"base64": data, "mime_type": mime}},
