@@ -27,6 +27,7 @@ import mcp_types
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.threadfs import SafeDir, UnsafePath
 
 MAX_BLOCKS = 50
 MAX_BINARY_BYTES = 10 * 1024 * 1024
@@ -65,10 +66,10 @@ class _Saver:
         """Write a binary block under outputs/mcp/<server>/ and return its virtual path."""
         self.saved += 1
         ext = _IMAGE_TYPES.get(mime or "") or mimetypes.guess_extension(mime or "") or ".bin"
-        relative = Path("mcp") / self.server / f"{self.stem}-{self.saved}{ext}"
-        host = self.paths.outputs / relative
-        host.parent.mkdir(parents=True, exist_ok=True)
-        host.write_bytes(data)
+        relative = Path("mcp") / _SAFE.sub("_", self.server)[:80] / f"{self.stem}-{self.saved}{ext}"
+        # outputs/ is writable by the sandbox: never follow a link planted at mcp/<server>/
+        with SafeDir.open(self.paths.outputs, create=True) as root:
+            root.write_bytes(relative.as_posix(), data)
         return str(OUTPUTS / relative.as_posix())
 
 
@@ -119,7 +120,10 @@ def _binary(data: str, mime: str | None, kind: str, saver: _Saver | None, outcom
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return f"[{kind} ({mime}) dropped: invalid base64]"
-    path = saver.save(raw, mime)
+    try:
+        path = saver.save(raw, mime)
+    except UnsafePath as exc:
+        return f"[{kind} ({mime}) not saved: {exc.message}]"
     outcome.files.append(path)
     if kind == "image" and (mime or "") in _IMAGE_TYPES:
         outcome.images.append(path)

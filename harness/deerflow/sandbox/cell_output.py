@@ -26,6 +26,7 @@ from typing import Any
 from nbformat import NotebookNode
 
 from deerflow.sandbox.provider import VIRTUAL_WORKSPACE
+from deerflow.threadfs import SafeDir, UnsafePath
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PLACEHOLDER = re.compile(r"^<[^<>\n]*>$")
@@ -108,11 +109,15 @@ class _FileSink:
         self.files: list[str] = []
 
     def save(self, folder: str, ext: str, payload: bytes) -> str:
+        """Write ``payload`` below the workspace through its SafeDir: the cell may have
+        planted a link at this exact name, or made ``folder`` a link; neither is followed."""
         self.count += 1
         relative = f"{folder}/cell-{self.cell_number}-{self.count}.{ext}"
-        target = self.workspace / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(payload)
+        try:
+            with SafeDir.open(self.workspace, create=True) as root:
+                root.write_bytes(relative, payload)
+        except UnsafePath as exc:
+            return f"(not saved: {exc.message})"
         virtual = f"{VIRTUAL_WORKSPACE}/{relative}"
         self.files.append(virtual)
         return virtual

@@ -35,14 +35,14 @@ import fnmatch
 import hashlib
 import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.virtual_paths import NOISE_DIRS, OUTPUTS, WORKSPACE
+from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 
 TOOL_RESULTS_DIR = ".tool-results"
 TOOL_RESULTS = OUTPUTS / TOOL_RESULTS_DIR
@@ -209,81 +209,71 @@ def take_snapshot(
     files: dict[str, FileState] = {}
     budget = _Budget(read=limits.read_budget_bytes, text=limits.text_budget_bytes)
     truncated = False
-    for host, virtual in _walk(paths):
+    for root, rel, info, virtual in _walk(paths):
         if len(files) >= limits.max_files:
             truncated = True
             break
-        state = _file_state(host, virtual, reuse.get(virtual), limits, budget)
+        state = _file_state(root, rel, info, virtual, reuse.get(virtual), limits, budget)
         if state is not None:
             files[virtual] = state
     return Snapshot(files, truncated)
 
 
-def _walk(paths: ThreadPaths) -> Iterator[tuple[Path, str]]:
-    """Every non-directory entry of workspace and outputs, sorted, with its virtual path."""
+def _walk(paths: ThreadPaths) -> Iterator[tuple[SafeDir, str, EntryInfo, str]]:
+    """Every non-directory entry of workspace and outputs, sorted: its mount's
+    SafeDir, its path below it, what ``lstat`` said and its virtual path.
+    Nothing is followed: the agent's code may swap anything here at any time."""
     for host_root, virtual_root in ((paths.workspace, WORKSPACE), (paths.outputs, OUTPUTS)):
-        if host_root.is_dir() and not host_root.is_symlink():
-            yield from _walk_dir(host_root, virtual_root)
-
-
-def _walk_dir(directory: Path, virtual: PurePosixPath) -> Iterator[tuple[Path, str]]:
-    try:
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        child = virtual / entry.name
-        if entry.is_dir(follow_symlinks=False):
-            if entry.name not in NOISE_DIRS and child != TOOL_RESULTS:
-                yield from _walk_dir(Path(entry.path), child)
-        else:
-            yield Path(entry.path), str(child)
+        try:
+            root = SafeDir.open(host_root)
+        except UnsafePath:
+            continue
+        with root:
+            skip = frozenset(NOISE_DIRS) | ({TOOL_RESULTS.name} if virtual_root == OUTPUTS else frozenset())
+            for rel, info in root.walk(skip_dirs=skip):
+                if info.kind != "dir":
+                    yield root, rel, info, str(virtual_root / rel)
 
 
 def _file_state(
-    host: Path, virtual: str, prior: FileState | None, limits: ChangeLimits, budget: _Budget
+    root: SafeDir, rel: str, info: EntryInfo, virtual: str, prior: FileState | None,
+    limits: ChangeLimits, budget: _Budget,
 ) -> FileState | None:
     """The state of one entry; ``None`` for things that are neither files nor links."""
-    try:
-        st = host.lstat()
-    except OSError:
-        return None
-    unchanged = prior is not None and (prior.size, prior.mtime_ns) == (st.st_size, st.st_mtime_ns)
+    name = PurePosixPath(rel).name
+    unchanged = prior is not None and (prior.size, prior.mtime_ns) == (info.size, info.mtime_ns)
     if prior is not None and unchanged and prior.kind != "unreadable":
         if prior.text is not None:
             budget.text -= len(prior.text)
         return prior
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            target = os.fsencode(os.readlink(host))
-        except OSError:
-            return FileState(st.st_size, st.st_mtime_ns, "unreadable")
-        return FileState(st.st_size, st.st_mtime_ns, "symlink", hashlib.sha256(target).hexdigest())
-    if not stat.S_ISREG(st.st_mode):
+    if info.kind == "symlink":
+        if info.target is None:
+            return FileState(info.size, info.mtime_ns, "unreadable")
+        return FileState(info.size, info.mtime_ns, "symlink", hashlib.sha256(os.fsencode(info.target)).hexdigest())
+    if info.kind != "file":
         return None
-    if st.st_size > limits.hash_max_bytes or st.st_size > budget.read:
-        unread: FileKind = "large" if st.st_size > limits.hash_max_bytes else "unscanned"
-        return FileState(st.st_size, st.st_mtime_ns, "secret" if is_secret_name(host.name) else unread)
-    budget.read -= st.st_size
+    if info.size > limits.hash_max_bytes or info.size > budget.read:
+        unread: FileKind = "large" if info.size > limits.hash_max_bytes else "unscanned"
+        return FileState(info.size, info.mtime_ns, "secret" if is_secret_name(name) else unread)
+    budget.read -= info.size
     try:
-        data = host.read_bytes()
-    except OSError:
-        return FileState(st.st_size, st.st_mtime_ns, "unreadable")
-    return _classify(data, host.name, st, limits, budget)
+        data = root.read_bytes(rel, max_bytes=limits.hash_max_bytes)
+    except UnsafePath:  # swapped for a link or FIFO, hard-linked, grown or gone since the listing
+        return FileState(info.size, info.mtime_ns, "unreadable")
+    return _classify(data, name, info, limits, budget)
 
 
-def _classify(data: bytes, name: str, st: os.stat_result, limits: ChangeLimits, budget: _Budget) -> FileState:
+def _classify(data: bytes, name: str, info: EntryInfo, limits: ChangeLimits, budget: _Budget) -> FileState:
     digest = hashlib.sha256(data).hexdigest()
     text = decode_text(data)
     if is_secret_name(name) or (text is not None and looks_secret(text)):
-        return FileState(len(data), st.st_mtime_ns, "secret", digest)
+        return FileState(len(data), info.mtime_ns, "secret", digest)
     if text is None:
-        return FileState(len(data), st.st_mtime_ns, "binary", digest)
+        return FileState(len(data), info.mtime_ns, "binary", digest)
     keep = len(data) <= limits.diff_max_file_bytes and len(text) <= budget.text
     if keep:
         budget.text -= len(text)
-    return FileState(len(data), st.st_mtime_ns, "text", digest, text if keep else None)
+    return FileState(len(data), info.mtime_ns, "text", digest, text if keep else None)
 
 
 def decode_text(data: bytes) -> str | None:

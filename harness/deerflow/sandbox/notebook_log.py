@@ -6,7 +6,8 @@ reader knows state was lost there).  It is a real nbformat v4 notebook with
 a ``python3`` kernelspec: open it in JupyterLab or re-run it with nbclient.
 
 Writes are atomic (temporary file in the same directory, then
-``os.replace``), so a crash or a concurrent reader never sees half a file.
+a rename through :class:`~deerflow.threadfs.SafeDir`, which follows no link
+and uses an unpredictable temporary name), so a crash or a concurrent reader never sees half a file.
 The notebook is kept in memory between writes and reloaded only when the
 file changed underneath (the user edited it, or code in the sandbox did).
 A file that no longer parses is moved aside, never overwritten, and a new
@@ -24,7 +25,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import textwrap
 from pathlib import Path
 
@@ -33,11 +33,14 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from nbformat.v4.rwbase import split_lines
 
+from deerflow.threadfs import SafeDir, UnsafePath
+
 logger = logging.getLogger(__name__)
 
 NOTEBOOK_NAME = "agent.ipynb"
 _KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 _CELLS_PLACEHOLDER = '"cells": []'
+_MAX_NOTEBOOK_BYTES = 256 * 1024 * 1024  # a bigger file is moved aside, not parsed
 
 
 def _dumps(value: object) -> str:
@@ -65,12 +68,15 @@ class NotebookLog:
         self._cells_json: list[str] = []
         self._stamp: tuple[int, int] | None = None
 
+    def _dir(self) -> SafeDir:
+        """The workspace, held by descriptor: the agent's code can plant links and
+        FIFOs at our file's name, and the host must never follow or block on them."""
+        return SafeDir.open(self.path.parent, create=True)
+
     def _file_stamp(self) -> tuple[int, int] | None:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
+        with self._dir() as root:
+            st = root.lstat(self.path.name)
+        return None if st is None else (st.st_mtime_ns, st.st_size)
 
     def _notebook(self) -> NotebookNode:
         """The current notebook, reloaded if the file changed since our write."""
@@ -81,28 +87,31 @@ class NotebookLog:
         return self._nb
 
     def _read(self) -> NotebookNode:
-        if not self.path.exists():
-            return new_notebook(
-                metadata={"kernelspec": _KERNELSPEC, "language_info": {"name": "python"}}
-            )
-        try:
-            return nbformat.read(self.path, as_version=4)
-        except (
-            json.JSONDecodeError,
-            nbformat.reader.NotJSONError,
-            nbformat.ValidationError,
-            UnicodeDecodeError,
-        ) as exc:
-            aside = self._aside_path()
-            logger.warning(
-                "%s is not a readable notebook (%s); moved to %s", self.path, exc, aside.name
-            )
-            os.replace(self.path, aside)
-            return self._read()
+        with self._dir() as root:
+            if root.kind(self.path.name) is None:
+                return new_notebook(
+                    metadata={"kernelspec": _KERNELSPEC, "language_info": {"name": "python"}}
+                )
+            try:
+                text = root.read_text(self.path.name, max_bytes=_MAX_NOTEBOOK_BYTES)
+                return nbformat.reads(text, as_version=4)
+            except (
+                UnsafePath,
+                json.JSONDecodeError,
+                nbformat.reader.NotJSONError,
+                nbformat.ValidationError,
+                UnicodeDecodeError,
+            ) as exc:
+                aside = self._aside_name(root)
+                logger.warning(
+                    "%s is not a readable notebook (%s); moved to %s", self.path.name, exc, aside
+                )
+                root.rename(self.path.name, aside)
+        return self._read()
 
-    def _aside_path(self) -> Path:
+    def _aside_name(self, root: SafeDir) -> str:
         n = 1
-        while (candidate := self.path.with_name(f"{self.path.stem}.corrupt-{n}.ipynb")).exists():
+        while root.kind(candidate := f"{self.path.stem}.corrupt-{n}.ipynb") is not None:
             n += 1
         return candidate
 
@@ -135,8 +144,6 @@ class NotebookLog:
             head.get("metadata", {}).pop(key, None)
         cells = "[\n" + ",\n".join(self._cells_json) + "\n ]" if self._cells_json else "[]"
         text = _dumps({"cells": [], **head}).replace(_CELLS_PLACEHOLDER, f'"cells": {cells}', 1)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        with self._dir() as root:  # random O_EXCL temp name, renamed over: never through a link
+            root.write_text(self.path.name, text + "\n")
         self._stamp = self._file_stamp()

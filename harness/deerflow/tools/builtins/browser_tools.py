@@ -37,6 +37,7 @@ from deerflow.browser.manager import BrowserSessionManager
 from deerflow.browser.session import ActionResult, BrowserSession
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.tools.errors import ToolFailure
 from deerflow.web.fetch import utc_now
 from deerflow.web.untrusted import Provenance, wrap_untrusted
@@ -170,7 +171,7 @@ def make_screenshot(*, vision: bool) -> Callable[..., Coroutine[Any, Any, Comman
             return data, page.url, await page.title()
 
         (data, url, title), notes = await _act(runtime, shoot, create=False)
-        virtual = save_screenshot(runtime.context, data, filename=filename,
+        virtual = await asyncio.to_thread(save_screenshot, runtime.context, data, filename=filename,
                                   label=title or urlsplit(url).hostname or "page")
         text = "\n".join([*notes, f"Saved a screenshot of {url} ({title or 'untitled'}) to {virtual} "
                           f"({len(data) / 1024:.1f} KB); the user sees it inline."])
@@ -187,11 +188,22 @@ def make_screenshot(*, vision: bool) -> Callable[..., Coroutine[Any, Any, Comman
 
 
 def save_screenshot(ctx: RunContext, data: bytes, *, filename: str | None, label: str) -> str:
-    """Write ``data`` under the thread's outputs; returns the virtual path."""
-    directory = ctx.paths.outputs / SCREENSHOT_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    name = _screenshot_name(directory, filename, label)
-    (directory / name).write_bytes(data)
+    """Write ``data`` under the thread's outputs; returns the virtual path.
+
+    outputs/ is writable by the agent's code, so the file goes through the
+    outputs' SafeDir: a link planted at ``screenshots/`` or at the file's
+    name is never followed, and automatic names are claimed with ``O_EXCL``.
+    """
+    try:
+        with SafeDir.open(ctx.paths.outputs, create=True, label=str(OUTPUTS)) as root:
+            root.makedirs(SCREENSHOT_DIR)
+            if filename:
+                name = _requested_name(filename)
+                root.write_bytes(f"{SCREENSHOT_DIR}/{name}", data)
+            else:
+                name = _claim_auto_name(root, data, label)
+    except UnsafePath as exc:
+        raise ToolFailure(f"The screenshot could not be saved: {exc.message}.", code="not_saved") from None
     return f"{OUTPUTS}/{SCREENSHOT_DIR}/{name}"
 
 
@@ -201,20 +213,29 @@ async def abrowser_close(runtime: ToolRuntime[RunContext]) -> str:
     return "Closed this thread's browser session." if closed else "This thread had no open browser session."
 
 
-def _screenshot_name(directory: Any, requested: str | None, label: str) -> str:
-    """A safe, unused PNG file name in ``directory``."""
-    if requested:
-        stem = re.sub(r"[^\w.-]+", "-", requested.strip()).strip(".-")
-        stem = re.sub(r"\.png$", "", stem, flags=re.IGNORECASE)[:80]
-        if not stem:
-            raise ToolFailure("filename has no usable characters; use letters, digits, '-' or '_'.",
-                              code="invalid_argument")
-        return f"{stem}.png"
+def _requested_name(requested: str) -> str:
+    """The model's file name made safe (letters, digits, ``-``, ``_``, ``.``), as ``.png``."""
+    stem = re.sub(r"[^\w.-]+", "-", requested.strip()).strip(".-")
+    stem = re.sub(r"\.png$", "", stem, flags=re.IGNORECASE)[:80]
+    if not stem:
+        raise ToolFailure("filename has no usable characters; use letters, digits, '-' or '_'.",
+                          code="invalid_argument")
+    return f"{stem}.png"
+
+
+def _claim_auto_name(root: SafeDir, data: bytes, label: str) -> str:
+    """Write ``data`` to the first free ``<slug>-NNN.png`` (claimed atomically)."""
     slug = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")[:40] or "page"
-    number = 1
-    while (directory / f"{slug}-{number:03d}.png").exists():
-        number += 1
-    return f"{slug}-{number:03d}.png"
+    for number in range(1, 10_000):
+        name = f"{slug}-{number:03d}.png"
+        try:
+            root.create_exclusive(f"{SCREENSHOT_DIR}/{name}", data)
+        except UnsafePath as exc:
+            if exc.code == "exists":
+                continue
+            raise
+        return name
+    raise UnsafePath("exists", SCREENSHOT_DIR, "too many screenshots with this name")
 
 
 DESCRIPTIONS = {
