@@ -22,15 +22,14 @@ staging directory, so nothing partial is ever installed.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from deerflow.errors import UserError
+from deerflow.threadfs import SafeDir, UnsafePath
 
 ARCHIVE_SUFFIXES = (".skill", ".zip")
 _CHUNK = 64 * 1024
@@ -146,34 +145,37 @@ def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, limit
 def copy_directory(source: Path, dest: Path, limits: PackageLimits = PackageLimits()) -> None:
     """Copy a package directory into the empty directory ``dest`` under ``limits``.
 
+    ``source`` may be a folder the agent's code controls (a skill it wrote in
+    its workspace), so it is read through a :class:`~deerflow.threadfs.SafeDir`:
+    nothing is followed, and a link or special file swapped in while we copy is
+    refused rather than copied from wherever it points.
+
     Raises:
         SkillPackageError: symlinks, special files, or sizes beyond the limits.
     """
     count = total = 0
-    for root, dirs, files in os.walk(source, followlinks=False):
-        here = Path(root)
-        rel_dir = here.relative_to(source)
-        dirs[:] = [d for d in sorted(dirs) if not _skip_dir(d, here / d, rel_dir)]
-        for name in sorted(files):
-            path = here / name
-            rel = rel_dir / name
-            mode = path.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                raise SkillPackageError(f"{rel} is a symbolic link; a skill package holds files only")
-            if not stat.S_ISREG(mode):
-                raise SkillPackageError(f"{rel} is not a regular file")
-            count += 1
-            total += path.lstat().st_size
-            _check_sizes(rel, path.lstat().st_size, count, total, limits)
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target, follow_symlinks=False)
+    try:
+        with SafeDir.open(source) as root:
+            for rel_text, info in root.walk(skip_dirs=_SKIPPED_DIRS):
+                rel = Path(rel_text)
+                if info.kind == "dir":
+                    continue
+                if info.kind == "symlink":
+                    raise SkillPackageError(f"{rel} is a symbolic link; a skill package holds files only")
+                if info.kind != "file":
+                    raise SkillPackageError(f"{rel} is not a regular file")
+                count += 1
+                total += info.size
+                _check_sizes(rel, info.size, count, total, limits)
+                data = root.read_bytes(rel_text, max_bytes=limits.max_file_bytes)
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+    except UnsafePath as exc:
+        raise SkillPackageError(f"cannot copy the package: {exc.message}") from None
 
 
-def _skip_dir(name: str, path: Path, rel_dir: Path) -> bool:
-    if path.is_symlink():
-        raise SkillPackageError(f"{rel_dir / name} is a symbolic link; a skill package holds files only")
-    return name in {"__pycache__", ".ipynb_checkpoints", ".git"}
+_SKIPPED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints", ".git"})
 
 
 def _check_sizes(rel: Path, size: int, count: int, total: int, limits: PackageLimits) -> None:

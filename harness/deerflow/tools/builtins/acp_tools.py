@@ -15,6 +15,7 @@ install command instead of breaking runs that never use ACP.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import islice
 from pathlib import Path
 
 from langchain.tools import ToolRuntime
@@ -23,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from deerflow.config.schema import AcpAgentConfig, AppConfig
 from deerflow.runtime.context import RunContext
+from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.tools.errors import ToolFailure
 
 ACP_TOOL_NAME = "invoke_acp_agent"
@@ -86,14 +88,16 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Relative path → (size, mtime_ns) of the workspace's files (bounded walk)."""
-    if not root.is_dir():
+    """Relative path → (size, mtime_ns) of the workspace's files (bounded walk, nothing followed)."""
+    try:
+        top = SafeDir.open(root)
+    except UnsafePath:
         return {}
     out: dict[str, tuple[int, int]] = {}
-    for path in sorted(root.rglob("*"))[:2000]:
-        if path.is_file() and not path.is_symlink():
-            stat = path.stat()
-            out[path.relative_to(root).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+    with top:
+        for rel, info in islice(top.walk(), 2000):
+            if info.kind == "file":
+                out[rel] = (info.size, info.mtime_ns)
     return out
 
 
