@@ -69,17 +69,51 @@ def test_bootstrap_then_run_the_agent_which_updates_itself(setup, deerflow_home)
         assert ada.soul.startswith("You are Ada") and ada.config.description == "A terse analyst for quick data questions"
 
         client.update_agent("ada", model="agent", display_name="Ada")  # the owner picks her model
+        before = agent_files(deerflow_home)
         run = client.chat("From now on, draw a chart with every answer", agent_name="ada")
-        assert run.status == "success", run.error
+        assert run.status == "interrupted", run.error  # the change waits for the owner's yes
         first = read_log(logs / "agent.jsonl")[0]
         system = first["messages"][0]["text"]
         assert "<agent_instructions>\nYou are Ada, a terse data analyst." in system
         assert "update_agent" in first["tools"] and "setup_agent" not in first["tools"]
-        (result,) = [e for e in run.events if isinstance(e, ev.ToolResult)]
-        assert result.status == "success"
+        assert run.clarification["source"] == "persistence_approval"
+        assert "New description: A terse analyst who always draws a chart" in run.clarification["context"]
+        assert agent_files(deerflow_home) == before
+        approved = client.reply(run.thread_id, "Approve", agent_name="ada")
+        assert approved.status == "success", approved.error
+        (result,) = [e for e in approved.events if isinstance(e, ev.ToolResult)]
+        assert result.status == "success" and "The user approved" in result.text
         ada = client.agent_store().get("ada")
         assert ada.config.description == "A terse analyst who always draws a chart"
         assert ada.config.display_name == "Ada" and ada.soul.startswith("You are Ada")  # partial update
+
+
+def test_a_denied_self_update_changes_nothing(setup, deerflow_home):
+    config, _ = setup
+    with DeerFlowClient(config_path=config) as client:
+        client.chat("/bootstrap ada analyst", model_name="boot")
+        client.update_agent("ada", model="agent")
+        before = agent_files(deerflow_home)
+        asked = client.chat("From now on, draw a chart with every answer", agent_name="ada")
+        denied = client.reply(asked.thread_id, "Deny", agent_name="ada")
+        assert denied.status == "success" and not [e for e in denied.events if isinstance(e, ev.ToolResult)]
+        assert [n.data["approved"] for n in denied.notices if n.kind == "consent_decision"] == [False]
+        assert agent_files(deerflow_home) == before
+
+
+def test_a_scheduled_run_cannot_update_the_agent(setup, deerflow_home):
+    config, _ = setup
+    with DeerFlowClient(config_path=config) as client:
+        client.chat("/bootstrap ada analyst", model_name="boot")
+        client.update_agent("ada", model="agent")
+        before = agent_files(deerflow_home)
+        run = client.chat("From now on, draw a chart with every answer", agent_name="ada",
+                          interaction_mode="scheduled")
+        assert run.status == "success" and run.clarification is None
+        (result,) = [e for e in run.events if isinstance(e, ev.ToolResult)]
+        assert result.status == "error" and result.code == "consent_unattended"
+        assert "this run is unattended (scheduled)" in result.text and "nothing was changed" in result.text
+        assert agent_files(deerflow_home) == before
 
 
 def test_invalid_self_update_is_an_error_the_model_sees_and_changes_nothing(setup, deerflow_home):

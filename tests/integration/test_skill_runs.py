@@ -182,17 +182,26 @@ CREATOR = [
 ]
 
 
-def test_skill_creator_writes_a_skill_that_is_scanned_before_it_becomes_active(deerflow_home, tmp_path):
+def test_skill_creator_writes_a_skill_that_is_scanned_and_approved_before_it_becomes_active(deerflow_home, tmp_path):
     with client_for(tmp_path, deerflow_home, CREATOR) as client:
         run = client.chat("/skill-creator Make me a skill that summarises CSV uploads")
-        assert run.status == "success", run.error
-        blocked, installed = results(run)["install_skill"]
+        assert run.status == "interrupted", run.error
+        blocked, asked = results(run)["install_skill"]
         assert blocked.status == "error" and blocked.code == "skill_blocked"
         assert "[critical] pipe_to_shell at scripts/setup.sh:1" in blocked.text
+        assert "nothing was changed yet" in asked.text
+        request = client.pending_clarification(run.thread_id)
+        assert request["source"] == "persistence_approval" and "csv-summary" in request["question"]
+        assert "Summarise a CSV upload" in request["context"]
+        assert "csv-summary" not in {s.name for s in client.skills()}  # nothing installed before the yes
+        approved = client.reply(run.thread_id, "Approve")
+        assert approved.status == "success", approved.error
+        installed = results(approved)["install_skill"][0]
         assert installed.status == "success" and "Installed the custom skill 'csv-summary'" in installed.text
-        scans = [n for n in run.notices if n.kind == "skill_scan"]
+        scans = [n for n in run.notices + approved.notices if n.kind == "skill_scan"]
         assert [n.data["installed"] for n in scans] == [False, True]
         assert scans[0].data["findings"][0]["rule"] == "pipe_to_shell"
+        assert [n.data["approved"] for n in approved.notices if n.kind == "consent_decision"] == [True]
         info = {s.name: s for s in client.skills()}["csv-summary"]
         assert info.source == "custom" and info.enabled and info.allowed_tools == [
             "read_file", "python", "write_file", "present_files"]

@@ -4,7 +4,8 @@ A run is either *attended* (a person reads the events and can answer a
 question) or *unattended* (a scheduler, a webhook, an autonomous loop: nobody
 will answer).  Every behaviour that depends on that — whether the model is
 offered ``ask_clarification``, what happens if it asks anyway, whether a
-sandbox may ask a person to approve network access, and what the system
+sandbox may ask a person to approve network access, whether a tool may ask to
+make a change that outlives the run, and what the system
 prompt says about missing information — reads one :class:`RunInteractionPolicy`,
 resolved by :meth:`RunInteractionPolicy.resolve` once per run and carried on
 the run's context.  No component re-derives the mode from raw options.
@@ -122,6 +123,15 @@ class RunInteractionPolicy:
 
         Unattended runs deny such requests outright (nobody would answer), and
         subagents always deny them, even inside an interactive run.
+        """
+        return self.attended and not subagent
+
+    def may_request_consent(self, *, subagent: bool = False) -> bool:
+        """Whether a tool may ask a person to approve a change that outlives the run.
+
+        Such changes (installing a skill, rewriting a custom agent) are refused
+        in unattended runs and in subagents, where nobody can say yes
+        (:mod:`deerflow.agents.consent`).
         """
         return self.attended and not subagent
 

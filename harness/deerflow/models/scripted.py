@@ -122,8 +122,16 @@ def bind_tool_schemas(
 
 
 def count_ai_messages(messages: Sequence[BaseMessage]) -> int:
-    """The conversation step: how many answers the model has already given."""
-    return sum(isinstance(message, AIMessage) for message in messages)
+    """The conversation step: how many answers the model has already given.
+
+    AI messages the harness wrote itself (marked ``deerflow_note``, e.g. a tool call
+    replayed after the user's approval) are not answers of the model.
+    """
+    return sum(_is_answer(message) for message in messages)
+
+
+def _is_answer(message: BaseMessage) -> bool:
+    return isinstance(message, AIMessage) and not message.additional_kwargs.get("deerflow_note")
 
 
 def split_text(text: str, words_per_chunk: int) -> list[str]:
@@ -260,7 +268,7 @@ class ScriptedChatModel(BaseChatModel):
         conversation = self.conversation(messages)
         label = conversation.name if conversation else None
         for message in reversed(messages):
-            if isinstance(message, AIMessage):
+            if _is_answer(message):
                 metadata = message.response_metadata
                 stamp = metadata.get(TURN_STAMP)
                 if (isinstance(stamp, int) and metadata.get("model_name") == self._model_name

@@ -13,6 +13,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
+from deerflow.agents.middlewares.consent import ConsentMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.fusion import fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
@@ -92,6 +93,7 @@ def build_middlewares(
             max_concurrent=options.max_concurrent_subagents or app_config.subagents.max_concurrent,
             max_total=options.max_total_subagents or app_config.subagents.max_total_per_run))
     chain.extend(options.plugin_middlewares)  # operator plugins: inside everything but clarification
+    chain.append(ConsentMiddleware())  # the last before_agent hook: a yes jumps to the tools node
     chain.append(ClarificationMiddleware(options.interaction))  # always last
     return fuse_before_model(chain)  # one graph node for all pre-model hooks (see fusion.py)
 

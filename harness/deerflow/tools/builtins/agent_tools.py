@@ -8,7 +8,11 @@ model can only ever touch the one agent the run is about:
   a named custom agent; a partial update, validated before anything is written.
 
 Neither is offered in ``webhook`` runs (an outside event must not rewrite an
-agent).  Validation failures are model errors (:class:`ToolFailure`): the model
+agent).  ``update_agent`` changes what every later run of the agent sees, so
+it changes nothing on the model's word alone (:mod:`deerflow.agents.consent`):
+in an interactive run it asks the user and the approved change is made when
+the answer comes back; scheduled and autonomous runs and subagents are
+refused.  Validation failures are model errors (:class:`ToolFailure`): the model
 reads which name was unknown and what exists, and the files stay as they were.
 """
 
@@ -18,14 +22,17 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
+from deerflow.agents.consent import GRANTS_SERVICE, ConsentGrants, PendingChange, ask, refusal
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
 from deerflow.custom_agents.definition import AgentCatalog, AgentChange, InvalidAgentChange
 from deerflow.custom_agents.profile import AgentProfile, build_catalog, known_skills
 from deerflow.custom_agents.store import AgentStore
+from deerflow.errors import NotFoundError
 from deerflow.tools.assembly import ToolSources
 from deerflow.tools.builtins.conversation import ConversationReader, read_conversation_tool
 from deerflow.tools.errors import ToolFailure
@@ -33,6 +40,7 @@ from deerflow.tools.errors import ToolFailure
 SETUP_AGENT = "setup_agent"
 UPDATE_AGENT = "update_agent"
 WITHHELD_MODES = frozenset({"webhook"})
+_FIELDS = ("soul", "description", "skills", "tool_groups", "model")
 
 
 class SetupAgentArgs(BaseModel):
@@ -77,22 +85,61 @@ def setup_agent_tool(store: AgentStore, name: str, catalog: AgentCatalog) -> Bas
 
 
 def update_agent_tool(store: AgentStore, name: str, catalog: AgentCatalog) -> BaseTool:
-    """``update_agent`` bound to one agent of one user."""
+    """``update_agent`` bound to one agent of one user; a change needs the user's yes (see module docstring)."""
 
-    def update_agent(soul: str | None = None, description: str | None = None, skills: list[str] | None = None,
-                     tool_groups: list[str] | None = None, model: str | None = None) -> str:
+    def update_agent(runtime: ToolRuntime, soul: str | None = None, description: str | None = None,
+                     skills: list[str] | None = None, tool_groups: list[str] | None = None,
+                     model: str | None = None) -> str | tuple[str, dict[str, Any]]:
+        refused = refusal(UPDATE_AGENT, runtime.context, hint="the user can make the change themselves")
+        if refused is not None:
+            raise refused
         change = AgentChange(soul=soul, description=description, skills=skills, tool_groups=tool_groups,
                              model=model)
-        try:
-            store.update(name, change, catalog=catalog)
-        except InvalidAgentChange as exc:
-            raise ToolFailure(str(exc), code="invalid_agent") from None
-        return f"Updated {name!r}: {', '.join(_changed(change))}. The change applies from the next run."
+        services = getattr(runtime.context, "services", None) or {}
+        grants = services.get(GRANTS_SERVICE)
+        if isinstance(grants, ConsentGrants) and grants.take(runtime.tool_call_id, UPDATE_AGENT) is not None:
+            try:
+                store.update(name, change, catalog=catalog)
+            except InvalidAgentChange as exc:
+                raise ToolFailure(str(exc), code="invalid_agent") from None
+            return (f"The user approved. Updated {name!r}: {', '.join(_changed(change))}. "
+                    "The change applies from the next run."), {"status": "ok", "approved": True}
+        _check(store, name, change, catalog)
+        args = {k: v for k, v in dataclasses.asdict(change).items() if k in _FIELDS and v is not None}
+        return ask(PendingChange(tool=UPDATE_AGENT, args=args, question=f"Apply this change to the custom agent "
+                                 f"{name!r}?", details=_change_details(name, change)),
+                   tool_call_id=runtime.tool_call_id or "")
 
     return StructuredTool.from_function(
-        update_agent, name=UPDATE_AGENT, args_schema=UpdateAgentArgs,
+        update_agent, name=UPDATE_AGENT, args_schema=UpdateAgentArgs, response_format="content_and_artifact",
         description=f"Change your own definition (you are the custom agent {name!r}). Pass only the fields "
-                    "that change; unknown skills, tool groups or models are refused and nothing is written.")
+                    "that change; unknown skills, tool groups or models are refused and nothing is written. "
+                    "The user is asked to approve the change (refused in unattended runs).")
+
+
+def _check(store: AgentStore, name: str, change: AgentChange, catalog: AgentCatalog) -> None:
+    """Validate before asking, so the user is only asked about a change that can be made."""
+    try:
+        store.get(name)
+        if change.is_empty():
+            raise InvalidAgentChange("nothing to change: give soul, description, skills, tool_groups or model")
+        catalog.check(change)
+    except (InvalidAgentChange, NotFoundError) as exc:
+        raise ToolFailure(str(exc), code="invalid_agent") from None
+
+
+def _change_details(name: str, change: AgentChange) -> str:
+    """The change as the user reads it: each field's new value (a long soul shortened)."""
+    lines = [f"The agent wants to change its own definition ({name!r}); every later run of {name!r} uses it."]
+    for field in _FIELDS:
+        value = getattr(change, field)
+        if value is None:
+            continue
+        shown = ", ".join(value) if isinstance(value, list) else str(value)
+        if len(shown) > 2000:
+            shown = shown[:2000] + f"… ({len(shown):,} characters in all)"
+        lines.append(f"New {field}: {shown}")
+    return "\n".join(lines)
 
 
 def with_run_tools(
@@ -127,7 +174,7 @@ def host_catalog(app_config: AppConfig, home: HomePaths, user_id: str, *, servic
 
 
 def _changed(change: AgentChange) -> Sequence[str]:
-    return [f for f in ("soul", "description", "skills", "tool_groups", "model") if getattr(change, f) is not None]
+    return [f for f in _FIELDS if getattr(change, f) is not None]
 
 
 __all__ = ["SETUP_AGENT", "UPDATE_AGENT", "agent_tools", "host_catalog", "setup_agent_tool", "update_agent_tool", "with_run_tools"]

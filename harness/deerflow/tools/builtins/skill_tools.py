@@ -12,7 +12,11 @@
   the model and streamed to the user as a ``notice`` (``skill_scan``).  It is
   offered only when an enabled skill lists it in ``allowed-tools``; the agent
   has no other way to write under the custom skills (``/mnt/skills`` is a
-  read-only copy).
+  read-only copy).  An installed skill speaks in every later run, so nothing
+  is installed without the user's yes (:mod:`deerflow.agents.consent`): the
+  first call freezes a copy of the package (:mod:`deerflow.skills.pending`)
+  and asks; the approved copy is installed when the answer comes back.
+  Unattended runs and subagents are refused.
 
 Both read the run's skills from ``runtime.context.services["run_skills"]``.
 """
@@ -24,10 +28,12 @@ from typing import Any
 from langchain.tools import ToolRuntime, tool
 from langchain_core.tools import BaseTool
 
+from deerflow.agents.consent import GRANTS_SERVICE, ConsentGrants, PendingChange, ask, refusal
 from deerflow.errors import UserError
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.virtual_paths import OUTPUTS, WORKSPACE
 from deerflow.skills.installer import SkillScanBlocked
+from deerflow.skills.pending import PendingPackage, discard, freeze_package, frozen_package
 from deerflow.skills.prompt import describe_skills_text
 from deerflow.skills.run import INSTALL_TOOL, RunSkills, run_skills_of
 from deerflow.tools.builtins.file_tools import thread_fs
@@ -56,7 +62,7 @@ def describe_skill(query: str, runtime: ToolRuntime[RunContext]) -> str:
 
 @tool(INSTALL_TOOL, parse_docstring=True, response_format="content_and_artifact")
 def install_skill(path: str, runtime: ToolRuntime[RunContext]) -> tuple[str, dict[str, Any]]:
-    """Install a skill you wrote as one of the user's custom skills. SkillScan checks it first; a critical finding refuses it. It is enabled from the user's next message on.
+    """Install a skill you wrote as one of the user's custom skills. SkillScan checks it first; a critical finding refuses it. The user is asked to approve the install (refused in unattended runs); once approved it is enabled from the user's next message on.
 
     Args:
         path: Directory holding the skill's SKILL.md and files, under /mnt/user-data/workspace or /mnt/user-data/outputs.
@@ -64,25 +70,82 @@ def install_skill(path: str, runtime: ToolRuntime[RunContext]) -> tuple[str, dic
     skills = _run_skills(runtime)
     if skills.library is None:
         raise ToolFailure("skills cannot be installed in this session", code="skills_unavailable")
+    refused = refusal(INSTALL_TOOL, runtime.context, hint=f"the user can install it with `deerflow skills "
+                      f"install` or `%deerflow skills install` from {path}")
+    if refused is not None:
+        raise refused
+    granted = _grants(runtime).take(runtime.tool_call_id, INSTALL_TOOL) if _grants(runtime) else None
+    if granted is not None:
+        return _install_approved(runtime, skills, granted)
     vfs = thread_fs(runtime)
     located = vfs.locate(path, write=False)
     if str(located.mount.virtual) not in {str(WORKSPACE), str(OUTPUTS)} or not located.host.is_dir():
         raise ToolFailure(f"{located.virtual} is not a directory under {WORKSPACE} or {OUTPUTS}; write the "
                           "skill's SKILL.md and files into such a directory first.", code="bad_path")
     try:
-        result = skills.library.install(skills.user_id, located.host)
+        frozen = freeze_package(located.host, runtime.context.paths.root, limits=skills.library.limits)
     except SkillScanBlocked as exc:
         _notify(runtime, f"SkillScan blocked skill {exc.name!r}", {"installed": False, **exc.report.to_dict()})
-        raise ToolFailure(vfs.mask(str(exc)) + "\nRemove what SkillScan flagged, then install again.",
-                          code="skill_blocked") from None
+        raise ToolFailure(_mask(vfs.mask(str(exc)), runtime) + "\nRemove what SkillScan flagged, then install "
+                          "again.", code="skill_blocked") from None
     except UserError as exc:
-        raise ToolFailure(vfs.mask(str(exc)), code="invalid_skill") from None
+        raise ToolFailure(_mask(vfs.mask(str(exc)), runtime), code="invalid_skill") from None
+    return ask(_install_change(path, frozen), tool_call_id=runtime.tool_call_id or "")
+
+
+def _mask(text: str, runtime: ToolRuntime[RunContext]) -> str:
+    """Hide the thread's host folder (where frozen copies live) from the model."""
+    return text.replace(str(runtime.context.paths.root), "<thread>")
+
+
+def _grants(runtime: ToolRuntime[RunContext]) -> ConsentGrants | None:
+    grants = (getattr(runtime.context, "services", None) or {}).get(GRANTS_SERVICE)
+    return grants if isinstance(grants, ConsentGrants) else None
+
+
+def _install_change(path: str, frozen: PendingPackage) -> PendingChange:
+    """What the user is asked: the frozen copy's name, description, files and scan findings."""
+    skill, report = frozen.skill, frozen.report
+    files = [f for f in skill.files()][:20]
+    findings = "".join(f"\n  {f}" for f in report.warnings) or " none"
+    details = (f"The agent wants to install the custom skill {skill.name!r} from {path}. Once installed, its "
+               "name and description are shown to the agent in every later run of yours, and its "
+               "instructions are followed whenever it is used.\n"
+               f"Description: {skill.description}\n"
+               f"Allowed tools: {', '.join(skill.allowed_tools) if skill.allowed_tools is not None else 'any'}\n"
+               f"Files: {', '.join(files)}\n"
+               f"SkillScan warnings:{findings}\n"
+               "What is installed is the copy taken now; later edits in the workspace are not included.")
+    return PendingChange(tool=INSTALL_TOOL, args={"path": path},
+                         question=f"Install the skill {skill.name!r} as one of your custom skills?",
+                         details=details, data={"snapshot": frozen.snapshot_id, "name": skill.name})
+
+
+def _install_approved(runtime: ToolRuntime[RunContext], skills: RunSkills,
+                      granted: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Install the frozen copy the user approved (never the workspace as it is now)."""
+    data = granted.get("data") or {}
+    root = runtime.context.paths.root
+    snapshot, name = str(data.get("snapshot", "")), str(data.get("name", ""))
+    source = frozen_package(root, snapshot, name)
+    if source is None or skills.library is None:
+        raise ToolFailure("the approved skill copy is gone, so nothing was installed; install it again to ask "
+                          "the user anew", code="approval_expired")
+    try:
+        result = skills.library.install(skills.user_id, source)
+    except SkillScanBlocked as exc:
+        _notify(runtime, f"SkillScan blocked skill {exc.name!r}", {"installed": False, **exc.report.to_dict()})
+        raise ToolFailure(_mask(str(exc), runtime), code="skill_blocked") from None
+    except UserError as exc:
+        raise ToolFailure(_mask(str(exc), runtime), code="invalid_skill") from None
+    finally:
+        discard(root, snapshot)
     _notify(runtime, f"skill {result.skill.name!r} installed", {"installed": True, **result.report.to_dict()})
     warnings = "".join(f"\n  {f}" for f in result.report.warnings)
-    text = (f"Installed the custom skill {result.skill.name!r} (SkillScan: "
+    text = (f"The user approved. Installed the custom skill {result.skill.name!r} (SkillScan: "
             f"{len(result.report.warnings)} warning(s)){warnings}. It is enabled from the user's next "
             f"message on, at /mnt/skills/{result.skill.name}/SKILL.md.")
-    return text, {"status": "ok", **result.to_dict()}
+    return text, {"status": "ok", "approved": True, **result.to_dict()}
 
 
 def _notify(runtime: ToolRuntime[RunContext], text: str, data: dict[str, Any]) -> None:
