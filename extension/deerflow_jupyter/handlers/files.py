@@ -4,12 +4,22 @@ Artifacts are untrusted content produced by the agent.  Types that a browser
 would execute (HTML, SVG, XHTML, XML, JavaScript) are served as downloads
 (``Content-Disposition: attachment``) with ``nosniff`` and a CSP that forbids
 everything, so opening an artifact can never run script in Jupyter's origin.
+
+File names are the agent's choice too: a download names its file with RFC 6266's
+``filename*=UTF-8''…`` (percent-encoded, so any character survives) and an
+ASCII ``filename="…"`` fallback with quotes, backslashes and control characters
+replaced, so nothing in a name can end or inject a header.
 """
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
+import os
+import stat
 from dataclasses import asdict
+from pathlib import Path
+from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -85,14 +95,45 @@ class ArtifactFileHandler(DeerFlowHandler):
         located = vfs.locate(f"{OUTPUTS}/{relpath}", write=False)
         if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
             raise web.HTTPError(404, f"{located.virtual} is not an output file of this thread")
+        data = await asyncio.to_thread(_read_regular_file, located.host)
+        if data is None:
+            raise web.HTTPError(404, "%s", f"{located.virtual} is not an output file of this thread")
         mime = mimetypes.guess_type(located.host.name)[0] or "application/octet-stream"
-        name = located.host.name.replace('"', "")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
         if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
-            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+            self.set_header("Content-Disposition", content_disposition(located.host.name))
             mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
-        self.finish(located.host.read_bytes(), set_content_type=mime)
+        self.finish(data, set_content_type=mime)
+
+
+def content_disposition(name: str, *, kind: str = "attachment") -> str:
+    """A ``Content-Disposition`` value for any file name (RFC 6266 with RFC 8187 ``filename*``).
+
+    The percent-encoded ``filename*`` carries the exact name; the quoted
+    ``filename`` is an ASCII stand-in for old clients, with every character
+    that could end the quoted string or the header replaced by ``_``.
+    """
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\%' else "_" for c in name)[:150] or "download"
+    encoded = quote(name, safe="!#$&+-.^_`|~")
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+def _read_regular_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file now, else None.
+
+    Opened non-blocking and checked on the open descriptor: a FIFO or device
+    swapped in after the route's check can neither block the read nor be read.
+    Runs in a worker thread: the event loop never waits on the disk.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read()
 
 
 class RunChangesHandler(DeerFlowHandler):
