@@ -152,12 +152,10 @@ def error_response(exc: BaseException | None) -> tuple[int, str]:
 
 
 def _http_message(exc: web.HTTPError) -> str:
-    message = exc.log_message
-    if message and exc.args:
-        try:
-            message = message % exc.args
-        except (TypeError, ValueError):
-            message = f"{message} {exc.args}"
+    try:
+        message = exc.get_message()  # tornado >= 6.5: the message as raised, '%' unescaped
+    except (TypeError, ValueError):  # a message with '%' and args that do not fit it
+        message = f"{exc.log_message} {exc.args}"
     return message or exc.reason or httputil.responses.get(exc.status_code, "error")
 
 

@@ -93,9 +93,9 @@ class ArtifactFileHandler(DeerFlowHandler):
         manager.thread(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
         located = vfs.locate(f"{OUTPUTS}/{relpath}", write=False)
-        if str(located.mount.virtual) != str(OUTPUTS) or not located.host.is_file():
-            raise web.HTTPError(404, f"{located.virtual} is not an output file of this thread")
-        data = await asyncio.to_thread(_read_regular_file, located.host)
+        data = None
+        if str(located.mount.virtual) == str(OUTPUTS):
+            data = await asyncio.to_thread(_read_regular_file, located.host)
         if data is None:
             raise web.HTTPError(404, "%s", f"{located.virtual} is not an output file of this thread")
         mime = mimetypes.guess_type(located.host.name)[0] or "application/octet-stream"
@@ -120,7 +120,7 @@ def content_disposition(name: str, *, kind: str = "attachment") -> str:
 
 
 def _read_regular_file(path: Path) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file now, else None.
+    """The bytes of ``path`` if it is a regular file now, else None (also for names the OS refuses).
 
     Opened non-blocking and checked on the open descriptor: a FIFO or device
     swapped in after the route's check can neither block the read nor be read.
@@ -130,10 +130,13 @@ def _read_regular_file(path: Path) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        return handle.read()
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 class RunChangesHandler(DeerFlowHandler):
