@@ -26,6 +26,7 @@ from tornado import web
 
 from deerflow.sandbox.uploads import UploadError, list_uploads, save_upload
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 ACTIVE_TYPES = frozenset({
@@ -76,13 +77,10 @@ class ArtifactsHandler(DeerFlowHandler):
         manager = await self.manager()
         values = await manager.thread_values(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        out = []
-        for path in values.get("artifacts", []):
-            host = vfs.resolve(path, write=False)
-            out.append({"path": path, "name": path.rsplit("/", 1)[-1],
-                        "mime_type": mimetypes.guess_type(path)[0],
-                        "size": host.stat().st_size if host.is_file() else None})
-        self.send_json(out)
+        paths = [p for p in values.get("artifacts", []) if isinstance(p, str)]
+        sizes = await asyncio.to_thread(_artifact_sizes, vfs, paths)
+        self.send_json([{"path": path, "name": path.rsplit("/", 1)[-1], "mime_type": mimetypes.guess_type(path)[0],
+                         "size": size} for path, size in zip(paths, sizes, strict=True)])
 
 
 class ArtifactFileHandler(DeerFlowHandler):
@@ -117,6 +115,22 @@ def content_disposition(name: str, *, kind: str = "attachment") -> str:
     fallback = "".join(c if " " <= c <= "~" and c not in '"\\%' else "_" for c in name)[:150] or "download"
     encoded = quote(name, safe="!#$&+-.^_`|~")
     return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+def _artifact_sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
+    """Each presented path's size, None where it is gone, not a regular file, or not resolvable.
+
+    The paths come from the agent's state: one odd entry must not fail the whole listing.
+    """
+    sizes: list[int | None] = []
+    for path in paths:
+        try:
+            info = vfs.resolve(path, write=False).stat()
+        except (ToolFailure, OSError, ValueError):
+            sizes.append(None)
+            continue
+        sizes.append(info.st_size if stat.S_ISREG(info.st_mode) else None)
+    return sizes
 
 
 def _read_regular_file(path: Path) -> bytes | None:
