@@ -16,6 +16,7 @@ from traitlets import Bool, Float, Unicode
 
 from deerflow.config.paths import check_id
 from deerflow_jupyter.handlers import ROUTES
+from deerflow_jupyter.handlers.base import NotFoundRoute
 from deerflow_jupyter.handlers.plugins import plugin_routes
 from deerflow_jupyter.host import HarnessHost
 from deerflow_jupyter.scheduler import ServerScheduler
@@ -71,6 +72,7 @@ class DeerFlowExtension(ExtensionApp):
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)
         # startup plugins' routes, behind Jupyter auth (plugins run with this server's privileges)
         self.handlers.extend(plugin_routes(self.deerflow_host.plugins(), API_PREFIX))
+        self.handlers.append((f"{API_PREFIX}/.*", NotFoundRoute))  # last: a JSON 404 for any other API path
 
     def _export_kernel_env(self) -> None:
         server = self.serverapp

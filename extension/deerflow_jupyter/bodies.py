@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS
+from deerflow.config.paths import UnsafeIdError, check_id
 from deerflow.errors import UserError
 
 # Run options a public caller may set (through config.configurable or context).
@@ -33,6 +34,15 @@ class ThreadCreate(_Body):
     thread_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
+
+    @field_validator("thread_id")
+    @classmethod
+    def _safe_id(cls, value: str | None) -> str | None:
+        """The id names a folder: refused here, in one line, rather than deep in the harness."""
+        if value is not None and not is_safe_id(value):
+            raise ValueError("a thread id is 1-128 letters, digits, '_', '-', '.', '@' "
+                             "(not starting with '.' or '-', no '..')")
+        return value
 
 
 class ThreadSearch(_Body):
@@ -105,6 +115,15 @@ class RunCreate(_Body):
         if isinstance(limit, int) and 1 <= limit <= 10_000:
             options["recursion_limit"] = limit
         return options
+
+
+def is_safe_id(value: str) -> bool:
+    """Whether ``value`` is usable as a thread (or user) id: one safe path component."""
+    try:
+        check_id(value, kind="thread")
+    except UnsafeIdError:
+        return False
+    return True
 
 
 def _human_text(message: Any) -> str | None:

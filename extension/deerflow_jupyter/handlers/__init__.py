@@ -15,8 +15,10 @@ from deerflow_jupyter.handlers import (
     threads,
 )
 
-_T = r"(?P<thread_id>[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127})"
-_R = r"(?P<run_id>[A-Za-z0-9_-]{1,64})"
+# Any segment: DeerFlowHandler.prepare checks thread and run ids, so a malformed one gets
+# DeerFlow's JSON 404 (worded like an unknown id) instead of Jupyter's HTML page.
+_T = r"(?P<thread_id>[^/]+)"
+_R = r"(?P<run_id>[^/]+)"
 
 ROUTES = [
     (r"/assistants/search", threads.AssistantSearchHandler),

@@ -4,6 +4,11 @@ Artifacts are untrusted content produced by the agent.  Types that a browser
 would execute (HTML, SVG, XHTML, XML, JavaScript) are served as downloads
 (``Content-Disposition: attachment``) with ``nosniff`` and a CSP that forbids
 everything, so opening an artifact can never run script in Jupyter's origin.
+
+File names are the agent's choice too: a download names its file with RFC 6266's
+``filename*=UTF-8''…`` (percent-encoded, so any character survives) and an
+ASCII ``filename="…"`` fallback with quotes, backslashes and control characters
+replaced, so nothing in a name can end or inject a header.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 from dataclasses import asdict
+from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -68,11 +74,10 @@ class ArtifactsHandler(DeerFlowHandler):
         manager = await self.manager()
         values = await manager.thread_values(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        paths = list(values.get("artifacts", []))
-        sizes = await asyncio.to_thread(lambda: [vfs.size(p) for p in paths])
-        self.send_json([{"path": path, "name": path.rsplit("/", 1)[-1],
-                         "mime_type": mimetypes.guess_type(path)[0], "size": size}
-                        for path, size in zip(paths, sizes, strict=True)])
+        paths = [p for p in values.get("artifacts", []) if isinstance(p, str)]
+        sizes = await asyncio.to_thread(_artifact_sizes, vfs, paths)
+        self.send_json([{"path": path, "name": path.rsplit("/", 1)[-1], "mime_type": mimetypes.guess_type(path)[0],
+                         "size": size} for path, size in zip(paths, sizes, strict=True)])
 
 
 class ArtifactFileHandler(DeerFlowHandler):
@@ -85,15 +90,40 @@ class ArtifactFileHandler(DeerFlowHandler):
         try:
             located, data = await asyncio.to_thread(vfs.read_output, f"{OUTPUTS}/{relpath}")
         except ToolFailure as exc:
-            raise web.HTTPError(404, exc.message) from None
+            raise web.HTTPError(404, "%s", exc.message) from None
         mime = mimetypes.guess_type(located.host.name)[0] or "application/octet-stream"
-        name = located.host.name.replace('"', "")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
         if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
-            self.set_header("Content-Disposition", f'attachment; filename="{name}"')
+            self.set_header("Content-Disposition", content_disposition(located.host.name))
             mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
         self.finish(data, set_content_type=mime)
+
+
+def content_disposition(name: str, *, kind: str = "attachment") -> str:
+    """A ``Content-Disposition`` value for any file name (RFC 6266 with RFC 8187 ``filename*``).
+
+    The percent-encoded ``filename*`` carries the exact name; the quoted
+    ``filename`` is an ASCII stand-in for old clients, with every character
+    that could end the quoted string or the header replaced by ``_``.
+    """
+    fallback = "".join(c if " " <= c <= "~" and c not in '"\\%' else "_" for c in name)[:150] or "download"
+    encoded = quote(name, safe="!#$&+-.^_`|~")
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+def _artifact_sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
+    """Each presented path's size, None where it is gone, not a regular file, or not resolvable.
+
+    The paths come from the agent's state: one odd entry must not fail the whole listing.
+    """
+    sizes: list[int | None] = []
+    for path in paths:
+        try:
+            sizes.append(vfs.size(path))
+        except ToolFailure:
+            sizes.append(None)
+    return sizes
 
 
 class RunChangesHandler(DeerFlowHandler):

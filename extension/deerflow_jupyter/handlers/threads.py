@@ -30,6 +30,18 @@ class AssistantHandler(DeerFlowHandler):
 
 
 class ThreadsHandler(DeerFlowHandler):
+    """``POST /threads``: a new thread, with a generated id or one the caller chose.
+
+    Thread ids are global (they key the checkpoints, the run guard and
+    browser sessions), so an id can be held by another user.  Such an id gets
+    the answer an id the caller holds gets under ``if_exists: raise`` — the
+    same 409 with the same words — and nothing of the other thread (owner,
+    metadata, status) is read or shown.  Whether an id is taken at all cannot
+    be hidden from someone who tries to claim it; server-made ids are 128-bit
+    random, so this tells only about ids the caller already guessed.  Every
+    other route answers another user's thread exactly like a missing one (404).
+    """
+
     @web.authenticated
     @authorized
     async def post(self) -> None:
@@ -41,8 +53,9 @@ class ThreadsHandler(DeerFlowHandler):
             return
         try:
             record = manager.create_thread(self.user_id, thread_id=body.thread_id, metadata=body.metadata)
-        except UserError as exc:
-            raise web.HTTPError(409, str(exc)) from None
+        except UserError:
+            raise web.HTTPError(409, "%s", f"thread id {body.thread_id!r} is not available: choose another, "
+                                "or send no thread_id to get a new one") from None
         self.send_json(wire.thread(record))
 
 
@@ -100,6 +113,9 @@ class ThreadHistoryHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
-        limit = int(self.get_argument("limit", "10"))
+        raw = self.get_argument("limit", "10")
+        if not raw.isdigit() or len(raw) > 6:
+            raise web.HTTPError(400, "%s", "limit must be a whole number")
+        limit = int(raw)
         history = await manager.state_history(thread_id, self.user_id, limit=max(1, min(limit, 1000)))
         self.send_json([wire.thread_state(s, thread_id) for s in history])

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from deerflow.errors import NotFoundError
 from deerflow.persistence.sqlite import SqliteStore
 
 _SCHEMA = """
@@ -51,6 +52,22 @@ CREATE TABLE IF NOT EXISTS run_events (
 """
 
 
+class ThreadIdUnavailable(NotFoundError):
+    """A thread id that is already taken, by this user or by another one.
+
+    Thread ids are global: they key the LangGraph checkpoints, the run guard
+    and browser sessions, so two users cannot each hold a thread ``abc``.  The
+    message is the one an unknown thread gets, so a run started with
+    ``if_not_exists: create`` on another user's id answers exactly like a run
+    on an id nobody holds (404); ``POST /threads`` turns it into its own
+    uniform "not available" answer.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"unknown thread {thread_id!r}")
+        self.thread_id = thread_id
+
+
 @dataclass
 class ThreadRecord:
     thread_id: str
@@ -81,12 +98,22 @@ class MetadataStore(SqliteStore):
 
     # -- threads -----------------------------------------------------------------
     def create_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any] | None = None) -> ThreadRecord:
+        """Claim ``thread_id`` for ``user_id``, atomically.
+
+        Raises:
+            ThreadIdUnavailable: the id is held already (by anyone).  One
+                statement decides, so two concurrent creates cannot both win
+                and the caller never sees the store's constraint error.
+        """
         now = time.time()
         with self._connect() as db:
-            db.execute(
-                "INSERT INTO threads (thread_id, user_id, title, created_at, updated_at, metadata) VALUES (?,?,?,?,?,?)",
+            cur = db.execute(
+                "INSERT INTO threads (thread_id, user_id, title, created_at, updated_at, metadata) VALUES (?,?,?,?,?,?)"
+                " ON CONFLICT(thread_id) DO NOTHING",
                 (thread_id, user_id, None, now, now, json.dumps(metadata or {})),
             )
+        if cur.rowcount != 1:
+            raise ThreadIdUnavailable(thread_id)
         return ThreadRecord(thread_id, user_id, None, now, now, metadata or {})
 
     def get_thread(self, thread_id: str, user_id: str) -> ThreadRecord | None:
