@@ -94,6 +94,12 @@ async def test_blocked_and_unsafe_uploads_are_refused_with_details(jp_fetch, dee
     code, err = await failure(jp_fetch, "skills", "install", method="POST",
                               body=archive({"SKILL.md": SKILL, "../evil": "x"}), params={"name": "t.skill"})
     assert code == 422 and "leaves the package with '..'" in err["detail"]
+    for names in (["x", "x/y"], ["x/y", "x"]):  # a file and a folder of one name: a user error, not a 500
+        conflict = archive({"SKILL.md": SKILL, **dict.fromkeys(names, "data")})
+        code, err = await failure(jp_fetch, "skills", "install", method="POST", body=conflict,
+                                  params={"name": "t.skill"})
+        assert code == 422 and "a name cannot be both a file and a folder" in err["detail"], err
+        assert "Traceback" not in json.dumps(err)
     code, err = await failure(jp_fetch, "skills", "install", method="POST", body=b"x", params={"name": "t.tar"})
     assert code == 422 and "upload a .skill or .zip archive" in err["detail"]
     assert not (deerflow_home / "users" / "owner" / "skills" / "tidy").exists()

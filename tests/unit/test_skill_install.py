@@ -248,3 +248,32 @@ def test_a_malformed_state_file_is_a_config_error_naming_the_file(library, text,
     with pytest.raises(UserError) as info:
         library.skills("local")
     assert message in str(info.value) and str(library.extensions_path) in str(info.value)
+
+
+def _raw_zip(path: Path, names: list[str]) -> Path:
+    """A zip with exactly these member names, in this order (duplicates included)."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("tidy/SKILL.md", MANIFEST)
+        for name in names:
+            if name.endswith("/"):
+                zf.writestr(zipfile.ZipInfo(name), b"")
+            else:
+                zf.writestr(name, b"data")
+    return path
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+@pytest.mark.parametrize(("names", "message"), [
+    (["tidy/x", "tidy/x/y"], "'tidy/x' is a file, but other members put files inside 'tidy/x'"),
+    (["tidy/x/y", "tidy/x"], "'tidy/x' is a file, but other members put files inside 'tidy/x'"),
+    (["tidy/x/", "tidy/x"], "a name cannot be both a file and a folder"),
+    (["tidy/a.txt", "tidy/a.txt"], "'tidy/a.txt' appears twice"),
+    (["tidy/Data.csv", "tidy/data.csv"], "'tidy/Data.csv' and 'tidy/data.csv' differ only in letter case"),
+    (["tidy/Lib/a.py", "tidy/lib/b.py"], "'tidy/Lib' and 'tidy/lib' differ only in letter case"),
+    (["tidy/" + "d/" * 40 + "f"], "nested more than 32 folders deep"),
+])
+def test_archive_members_that_cannot_form_one_tree_are_a_clear_error(library, tmp_path, names, message):
+    with pytest.raises(SkillPackageError) as info:
+        library.install("local", _raw_zip(tmp_path / "pkg.skill", names))
+    assert message in str(info.value)
+    assert installed_entries(library) == []

@@ -92,3 +92,65 @@ def test_the_shipped_public_skills_pass_their_own_scan():
     for name in names:
         report = scan_package(root / name)
         assert report.findings == (), (name, report.summary())
+
+
+@pytest.mark.parametrize("line", [
+    "rm -rf /",
+    "rm -rf --no-preserve-root /",
+    "rm --no-preserve-root -r /tmp/x",
+    "rm -r -f /",
+    "rm -f -r /*",
+    "rm -fR //",
+    "rm --recursive --force /",
+    "rm --rec --force -- /",
+    "sudo /bin/rm -r $HOME",
+    'rm -rf "${HOME}/"',
+    "cd /tmp && rm -rf ~/*",
+    "echo done; rm -r -v /",
+    'subprocess.run(["rm", "-rf", "/"])',
+    "run `rm -rf /` to clean up",
+])
+def test_every_spelling_of_recursive_rm_of_root_or_home_is_critical(line):
+    findings = scan_text("x.sh", line)
+    assert ("destructive", "critical", 1) in {(f.rule, f.severity, f.line) for f in findings}, line
+
+
+@pytest.mark.parametrize("line", [
+    "rm -rf ./build /mnt/user-data/workspace/tmp",
+    "rm -f /tmp/lock",
+    "rm -f /",
+    "rm -rf $HOME/.cache/pip",
+    "rm -rf ~/project/build",
+    "firm -rf /",
+    "rm -rf *",
+    "alarm --recursive /",
+])
+def test_rm_of_anything_but_root_or_home_passes(line):
+    assert [f for f in scan_text("x.sh", line) if f.rule == "destructive"] == []
+
+
+@pytest.mark.parametrize(("magic", "kind"), [
+    (b"\x7fELF", "ELF"),
+    (b"\xfe\xed\xfa\xce", "Mach-O"), (b"\xce\xfa\xed\xfe", "Mach-O"),
+    (b"\xfe\xed\xfa\xcf", "Mach-O"), (b"\xcf\xfa\xed\xfe", "Mach-O"),
+    (b"\xca\xfe\xba\xbe", "Mach-O"), (b"\xca\xfe\xba\xbf", "Mach-O"), (b"\xbf\xba\xfe\xca", "Mach-O"),
+    (b"MZ" + b"\0" * 58 + (64).to_bytes(4, "little") + b"PE\0\0", "PE"),
+    (b"\x00asm", "WebAssembly"),
+])
+def test_executable_magics_are_refused(magic, kind):
+    findings = scan_file("tool", magic + b"\0" * 128)
+    assert [(f.rule, f.severity) for f in findings] == [("executable", "critical")]
+    assert kind in findings[0].message
+
+
+def test_a_shebang_script_is_text_and_read_by_the_rules():
+    assert scan_file("run.sh", b"#!/bin/sh\necho hello\n") == []
+    assert [f.rule for f in scan_file("run.sh", b"#!/bin/sh\nrm -r -f /\n")] == ["destructive"]
+
+
+def test_pathological_content_is_scanned_in_linear_time():
+    """Inputs that make backtracking patterns explode; a hang guard, not a timing assertion."""
+    hostile = ("curl " + " " * 20_000 + "x\n") * 20 + "eval(" * 20_000 + "\n" + "bomb(){ " * 10_000 + "\n"
+    hostile += "rm " + "-r " * 50_000 + "\n" + ":" * 100_000 + "\n"
+    findings = scan_text("big.sh", hostile)
+    assert {f.rule for f in findings} <= {"dynamic_exec"}

@@ -21,9 +21,11 @@ Every target is judged by the :class:`~deerflow.sandbox.network_policy.NetworkGa
 DNS query (no exfiltration through names) and not a byte the client sent
 reaches it; the client gets a ``403`` saying why.  Allowed names are then
 resolved by the proxy (the sandbox has no DNS) and must resolve to public
-addresses — unless the operator pinned the name (``sandbox.egress_hosts``)
-or listed the IP itself — so an approved name cannot be pointed at the
-host's loopback services.
+addresses by the URL guard's classifier (:mod:`deerflow.web.addresses`:
+NAT64, 6to4 and IPv4-mapped forms are judged by the IPv4 address they carry)
+— unless the operator pinned the name (``sandbox.egress_hosts``) or listed
+the IP itself — so an approved name cannot be pointed at the host's loopback
+services.  Cloud metadata endpoints are refused even then.
 
 The proxy is an object owned by the sandbox provider: it runs its own event
 loop in a daemon thread and :meth:`EgressProxy.close` stops it.
@@ -59,6 +61,7 @@ from deerflow.sandbox.network_policy import (
     normalize_host,
     target,
 )
+from deerflow.web.addresses import classify, parse_address
 
 T = TypeVar("T")
 
@@ -174,6 +177,23 @@ def _response(status: str, body: str, *, decision: str) -> bytes:
             ).encode() + data
 
 
+def refuse_address(raw: str, *, vouched: bool = False) -> str | None:
+    """Why the proxy must not connect to ``raw``, or None.
+
+    The verdict is the URL guard's (:func:`deerflow.web.addresses.classify`),
+    so the sandbox and the host's own fetches agree on what is public.  An
+    address the operator vouched for (a pinned name, an IP listed in
+    ``sandbox.allowed_hosts``) may be private, but never a cloud metadata endpoint.
+    """
+    try:
+        verdict = classify(parse_address(raw))
+    except ValueError:
+        return f"unparseable address {raw!r}"
+    if verdict is None or (vouched and not verdict.metadata):
+        return None
+    return str(verdict)
+
+
 class EgressProxy:
     """Per-thread UNIX-socket HTTP proxy enforcing a :class:`NetworkGate`.
 
@@ -283,15 +303,18 @@ class EgressProxy:
             resolved = await loop.run_in_executor(None, self.resolver.resolve, request.host, request.port)
         except OSError:
             return None, "unresolvable"
-        vouched = resolved.pinned or self.gate.allowlist.lists_address(request.host, request.port)
         if not resolved.addresses:
             return None, "unresolvable"
-        if not vouched and not all(ipaddress.ip_address(a).is_global for a in resolved.addresses):
+        vouched = resolved.pinned or self.gate.allowlist.lists_address(request.host, request.port)
+        if any(refuse_address(a, vouched=vouched) for a in resolved.addresses):
             return None, "private_address"
-        for address in resolved.addresses:
+        return await self._connect(resolved.addresses, request.port)
+
+    async def _connect(self, addresses: tuple[str, ...], port: int) -> tuple[Any, str]:
+        """Connect to the first reachable address (all of them passed :func:`refuse_address`)."""
+        for address in addresses:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(address, request.port),
-                                              self.connect_timeout), ""
+                return await asyncio.wait_for(asyncio.open_connection(address, port), self.connect_timeout), ""
             except (OSError, TimeoutError):
                 continue
         return None, "upstream_unreachable"
@@ -343,4 +366,5 @@ async def _relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         up_writer.close()
 
 
-__all__ = ["EgressProxy", "ProxyRequest", "Resolved", "Resolver", "SystemResolver", "parse_request"]
+__all__ = ["EgressProxy", "ProxyRequest", "Resolved", "Resolver", "SystemResolver", "parse_request",
+           "refuse_address"]

@@ -10,7 +10,10 @@ sources, in this order:
    *always* (persisted beside the thread's files, so it survives restarts)
    or *once* (valid for the single run that carried the answer), and denials
    (refused without asking again for the run that carried the answer);
-3. otherwise the target is not allowed.  Whether that becomes a *pending*
+3. an IP literal that is not a public address (the classifier the URL guard
+   and the egress proxy share, :mod:`deerflow.web.addresses`) is denied
+   without asking: the proxy would refuse it anyway;
+4. otherwise the target is not allowed.  Whether that becomes a *pending*
    request (a person will be asked) or a plain denial depends on who is
    executing: each tool call opens a :class:`CallScope` on the thread for its
    duration, carrying its run id and whether that run may ask a person.
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Literal
 
 from deerflow.errors import ConfigError
+from deerflow.web.addresses import classify
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,18 @@ def is_ip_literal(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def not_public_literal(host: str) -> bool:
+    """Whether ``host`` is an IP literal the shared classifier calls non-public.
+
+    Such a target is refused without asking anyone (unless the operator lists
+    it): approving it could only ever end in the egress proxy's refusal.
+    """
+    try:
+        return classify(ipaddress.ip_address(host)) is not None
+    except ValueError:
+        return False
 
 
 def target(host: str, port: int) -> str:
@@ -272,6 +288,8 @@ class NetworkGate:
         """The verdict for a connection to ``host:port`` from the thread's sandbox (not journaled)."""
         if self.allowlist.allows(host, port):
             return "allowed", "allowlist"
+        if not_public_literal(host):
+            return "denied", "private_address"  # no person is asked to open the host's own networks
         wanted = target(host, port)
         with self._lock:
             state = self._state(key)
@@ -346,5 +364,5 @@ def _save_grants(key: Path, always: set[str]) -> None:
 
 __all__ = [
     "Allowlist", "Approval", "CallScope", "Decision", "HostRule", "NetworkGate", "NetworkRecord",
-    "OpenScope", "ScopeReport", "is_ip_literal", "normalize_host", "target",
+    "OpenScope", "ScopeReport", "is_ip_literal", "normalize_host", "not_public_literal", "target",
 ]

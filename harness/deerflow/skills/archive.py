@@ -8,6 +8,9 @@ is made first; the rest is enforced while writing:
 
 * **names** — no absolute paths, drive letters (``C:\\x``), ``..`` components,
   NUL bytes or duplicates; backslashes count as separators;
+* **layout** — one tree, the same on every filesystem: a name may not be both
+  a file and a directory (``x`` and ``x/y``), and no two names may differ only
+  in letter case (they would collide on macOS and Windows);
 * **types** — regular files and directories only: symlink members, device or
   FIFO entries and encrypted members are refused (a directory source may not
   contain symlinks either);
@@ -35,6 +38,8 @@ ARCHIVE_SUFFIXES = (".skill", ".zip")
 _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _IGNORED_TOP = frozenset({"__MACOSX"})
+MAX_DEPTH = 32
+"""Folder levels a member may sit below the archive's top (keeps the layout check linear)."""
 
 
 class SkillPackageError(UserError):
@@ -90,13 +95,16 @@ def extract_zip(archive: Path, dest: Path, limits: PackageLimits = PackageLimits
         raise SkillPackageError(f"{archive.name} is not a valid zip archive ({exc})") from None
     except (NotImplementedError, RuntimeError) as exc:  # unsupported compression, encryption
         raise SkillPackageError(f"{archive.name} cannot be read: {exc}") from None
+    except (FileExistsError, NotADirectoryError, IsADirectoryError) as exc:  # a layout the checks missed
+        raise SkillPackageError(f"{archive.name} has conflicting members ({exc.strerror}: "
+                                f"{Path(exc.filename or '').name!r})") from None
 
 
 def _checked_members(zf: zipfile.ZipFile, limits: PackageLimits) -> list[tuple[zipfile.ZipInfo, PurePosixPath]]:
     infos = zf.infolist()
     if len(infos) > limits.max_members:
         raise SkillPackageError(f"the archive has {len(infos)} members; the limit is {limits.max_members}")
-    seen: set[PurePosixPath] = set()
+    layout = _Layout()
     members = []
     total = 0
     for info in infos:
@@ -104,9 +112,7 @@ def _checked_members(zf: zipfile.ZipFile, limits: PackageLimits) -> list[tuple[z
         if rel is None:
             continue
         _check_member_type(info)
-        if rel in seen and not info.is_dir():
-            raise SkillPackageError(f"archive member {info.filename!r} appears twice")
-        seen.add(rel)
+        layout.add(info.filename, rel, is_dir=info.is_dir())
         if info.file_size > limits.max_file_bytes:
             raise SkillPackageError(f"archive member {info.filename!r} is {info.file_size:,} bytes "
                                     f"uncompressed; the limit per file is {limits.max_file_bytes:,}")
@@ -114,7 +120,44 @@ def _checked_members(zf: zipfile.ZipFile, limits: PackageLimits) -> list[tuple[z
         if total > limits.max_total_bytes:
             raise SkillPackageError(f"the archive expands to more than {limits.max_total_bytes:,} bytes")
         members.append((info, rel))
+    layout.check()
     return members
+
+
+class _Layout:
+    """The tree an archive's names describe; refuses names that cannot all be written.
+
+    Keys are case-folded, so ``Data.csv`` and ``data.csv`` (or ``A/`` and
+    ``a/``) collide here as they would on a case-insensitive filesystem.
+    """
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+        self.dirs: dict[str, str] = {}
+
+    def add(self, name: str, rel: PurePosixPath, *, is_dir: bool) -> None:
+        if len(rel.parts) > MAX_DEPTH:
+            raise SkillPackageError(f"archive member {name[:200]!r} is nested more than {MAX_DEPTH} folders deep")
+        for parent in list(rel.parents)[:-1]:
+            self._claim(self.dirs, parent)
+        if is_dir:
+            self._claim(self.dirs, rel)
+            return
+        if str(rel).casefold() in self.files and self.files[str(rel).casefold()] == str(rel):
+            raise SkillPackageError(f"archive member {name!r} appears twice")
+        self._claim(self.files, rel)
+
+    @staticmethod
+    def _claim(table: dict[str, str], rel: PurePosixPath) -> None:
+        known = table.setdefault(str(rel).casefold(), str(rel))
+        if known != str(rel):
+            raise SkillPackageError(f"archive members {known!r} and {str(rel)!r} differ only in letter case")
+
+    def check(self) -> None:
+        for key, path in self.files.items():
+            if key in self.dirs:
+                raise SkillPackageError(f"archive member {path!r} is a file, but other members put files "
+                                        f"inside {self.dirs[key]!r}; a name cannot be both a file and a folder")
 
 
 def _check_member_type(info: zipfile.ZipInfo) -> None:

@@ -7,22 +7,38 @@ in its workspace (the ``install_skill`` tool):
 1. copy the package into ``.staging-<id>/`` inside the user's custom skills
    directory (same filesystem as the target), under the archive limits;
 2. find its ``SKILL.md``, parse it, check the name (reserved, taken by a
-   public skill, already installed);
+   public skill, already installed: a quick answer, checked again in step 4);
 3. run SkillScan; a critical finding refuses the install
    (:class:`SkillScanBlocked` carries the report so callers can show it);
-4. rename the staged directory to ``<name>/`` (replacing an existing custom
-   skill only when asked: old moved aside, new renamed in, old deleted);
-5. enable the skill for the user; remove the staging directory whatever happened.
+4. under the install lock of ``(user, name)``, check again whether the name is
+   taken and rename the staged directory to ``<name>/``: without ``replace``
+   by a no-clobber rename (``renameat2(RENAME_NOREPLACE)``), so an install
+   that raced this one is never overwritten; with ``replace``, old moved
+   aside, new renamed in, old deleted; then enable the skill for the user;
+5. remove the staging directory whatever happened.
 
 Nothing is ever visible under the skill's name before step 4 succeeds.
+
+The lock is an ``flock`` on ``<user dir>/.skill-install-locks/<name>.lock``
+(beside the user's skill state, outside every thread folder and every
+directory a sandbox sees), so installs of one name by the HTTP endpoint, the
+agent's tool, the CLI and a notebook — threads or processes — take turns; a
+second install without ``replace`` gets :class:`SkillExistsError`.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import os
 import shutil
+import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +54,18 @@ from deerflow.skills.archive import (
 from deerflow.skills.catalog import SkillInfo, load_skill
 from deerflow.skills.manifest import RESERVED_NAMES, parse_skill_md
 from deerflow.skills.scan import ScanReport, scan_package
+
+LOCK_DIR = ".skill-install-locks"
+LOCK_TIMEOUT = 60.0
+"""Seconds an install waits for another install of the same name before giving up."""
+
+
+class SkillExistsError(UserError):
+    """The name is installed (perhaps by an install that finished a moment ago) and ``replace`` was not asked."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"skill {name!r} is already installed; install with replace to overwrite it")
 
 
 class SkillScanBlocked(UserError):
@@ -70,13 +98,19 @@ class InstallTarget:
         custom_root: The user's custom skills directory.
         public_names: Names taken by public skills.
         limits: Package limits.
-        enable: Called with the skill name once it is in place.
+        enable: Called with the skill name once it is in place (under the install lock).
+        lock_root: Where the per-name install locks live (default: beside ``custom_root``,
+            in the user's private directory).
     """
 
     custom_root: Path
     public_names: frozenset[str]
     limits: PackageLimits
     enable: Callable[[str], None]
+    lock_root: Path | None = field(default=None)
+
+    def lock_path(self, name: str) -> Path:
+        return (self.lock_root or self.custom_root.parent / LOCK_DIR) / f"{name}.lock"
 
 
 def install_package(source: Path, target: InstallTarget, *, replace: bool = False) -> InstallResult:
@@ -105,9 +139,10 @@ def install_package(source: Path, target: InstallTarget, *, replace: bool = Fals
         report = scan_package(staged)
         if report.blocked:
             raise SkillScanBlocked(skill.name, report)
-        replaced = _move_into_place(staged, target.custom_root / skill.name, staging)
-        target.enable(skill.name)
-        installed = load_skill(target.custom_root / skill.name, "custom")
+        with install_lock(target.lock_path(skill.name)):
+            replaced = _move_into_place(staged, target.custom_root / skill.name, staging, replace=replace)
+            target.enable(skill.name)
+            installed = load_skill(target.custom_root / skill.name, "custom")
         return InstallResult(installed.info(), report, replaced)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -136,19 +171,93 @@ def _check_name(name: str, target: InstallTarget, *, replace: bool) -> None:
         raise UserError(f"skill name {name!r} is reserved; rename the skill")
     if name in target.public_names:
         raise UserError(f"{name!r} is the name of a public skill; give your skill another name")
-    if (target.custom_root / name).exists() and not replace:
-        raise UserError(f"skill {name!r} is already installed; install with replace to overwrite it")
+    if os.path.lexists(target.custom_root / name) and not replace:
+        raise SkillExistsError(name)
 
 
-def _move_into_place(staged: Path, final: Path, staging: Path) -> bool:
-    """Rename ``staged`` to ``final``; an existing ``final`` is moved aside first."""
-    replaced = final.exists()
-    if replaced:
-        final.rename(staging / "previous")
+@contextmanager
+def install_lock(path: Path, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold the ``flock`` at ``path`` (created if missing) for the block.
+
+    ``flock`` locks belong to the open file, so two threads of one process
+    exclude each other as two processes do.  Waiting is polled against a
+    deadline so a stuck holder yields a clear error rather than a hang.
+
+    Raises:
+        UserError: another install of the same name held the lock past ``timeout``.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UserError(f"another install of skill {path.stem!r} is still running; "
+                                    "try again when it has finished") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _move_into_place(staged: Path, final: Path, staging: Path, *, replace: bool) -> bool:
+    """Put ``staged`` at ``final``; returns whether an installed skill was replaced.
+
+    Without ``replace`` the rename refuses to clobber (an install that won a
+    race keeps its skill).  With it, an existing ``final`` is moved aside,
+    the new one renamed in, and the old one restored if that fails.
+
+    Raises:
+        SkillExistsError: ``final`` exists and ``replace`` is false.
+        UserError: the rename failed for another reason.
+    """
+    replaced = replace and os.path.lexists(final)
+    try:
+        if not replace:
+            rename_noreplace(staged, final)
+            return False
+        if replaced:
+            final.rename(staging / "previous")
         staged.rename(final)
+    except FileExistsError:
+        raise SkillExistsError(final.name) from None
     except OSError as exc:
         if replaced:
             (staging / "previous").rename(final)
         raise UserError(f"could not install skill {final.name!r}: {exc.strerror}") from None
     return replaced
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+
+
+def rename_noreplace(source: Path, dest: Path) -> None:
+    """Rename ``source`` to ``dest`` atomically, failing if ``dest`` exists.
+
+    ``renameat2(RENAME_NOREPLACE)`` where libc and the filesystem have it;
+    otherwise ``mkdir(dest)`` claims the name (atomic, fails if it exists) and
+    the rename replaces that empty directory.
+
+    Raises:
+        FileExistsError: ``dest`` exists.
+        OSError: the rename failed.
+    """
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(dest), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), str(dest))
+    os.mkdir(dest, 0o700)
+    try:
+        os.rename(source, dest)
+    except OSError:
+        os.rmdir(dest)
+        raise

@@ -14,19 +14,25 @@ rule                severity  what it looks for
 symlink             critical  any symbolic link in the package
 special_file        critical  FIFOs, sockets, devices
 nested_skill        critical  a ``SKILL.md`` below the package root
-executable          critical  ELF, PE, Mach-O (and fat/Java class), WebAssembly
+executable          critical  ELF, PE, Mach-O 32/64 (both byte orders), fat Mach-O
+                              (32/64, and Java class), WebAssembly
 pipe_to_shell       critical  ``curl``/``wget`` piped or substituted into a shell
 reverse_shell       critical  ``/dev/tcp``, ``nc -e``, ``socat exec:``, pty/dup2 shells
 cloud_metadata      critical  169.254.169.254, metadata.google.internal & co.
 fork_bomb           critical  ``:(){ :|:& };:`` and ``while True: os.fork()``
 secret              critical  private keys and well-known token formats
 credential_access   critical  reading ``~/.ssh``, ``~/.aws/credentials``, ``/etc/shadow``
-destructive         critical  ``rm -rf /`` or of the home directory
+destructive         critical  ``rm`` recursive on ``/`` or the home directory (any
+                              spelling of the options), or ``--no-preserve-root``
 obfuscated_exec     critical  eval/exec of decoded, decompressed or downloaded data
 dynamic_exec        warning   eval/exec/compile of strings, ``__import__``
 possible_secret     warning   ``api_key = "..."``-style literals
 path_traversal      warning   ``../../`` in a file's text
 ==================  ========  ==================================================
+
+Every rule runs in linear time on the package's content (hostile input):
+patterns use RE2 (no backtracking), and ``rm`` is read by a small tokenizer
+(:mod:`deerflow.skills.shell_rules`) rather than a pattern.
 
 This is defence in depth, not a security boundary: a determined author can
 phrase anything in a way no pattern matches.  The sandbox that runs the
@@ -36,14 +42,16 @@ skill's code is the boundary.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import re2
+
 from deerflow.skills.manifest import MANIFEST
+from deerflow.skills.shell_rules import destructive_rm
 
 Severity = Literal["critical", "warning"]
 
@@ -98,18 +106,30 @@ class ScanReport:
 
 @dataclass(frozen=True)
 class _Rule:
+    """A pattern (RE2: linear time, no backtracking) and its prefilter over the whole text.
+
+    ``anywhere`` is the same pattern in multi-line mode: if it finds nothing in
+    the file, no line can match and the per-line pass is skipped.
+    """
+
     rule: str
     severity: Severity
-    pattern: re.Pattern[str]
+    pattern: Any
+    anywhere: Any
     message: str
+    same_groups: bool = False
 
 
-def _r(rule: str, severity: Severity, pattern: str, message: str, flags: int = re.IGNORECASE) -> _Rule:
-    return _Rule(rule, severity, re.compile(pattern, flags), message)
+def _r(rule: str, severity: Severity, pattern: str, message: str, *, ignore_case: bool = True,
+       same_groups: bool = False) -> _Rule:
+    flags = "(?i)" if ignore_case else ""
+    return _Rule(rule, severity, re2.compile(flags + pattern), re2.compile(f"(?m{flags[2:-1]})" + pattern),
+                 message, same_groups)
 
 
 _SHELL = r"(?:sudo\s+)?(?:env\s+)?(?:ba|z|k|da|fi|tc)?sh\b"
 _STDIN_INTERPRETER = r"(?:sudo\s+)?(?:python[0-9.]*|perl|ruby|node)\s*-?\s*(?:$|[;&)])"
+_NOT_AFTER_NAME = r"(?:^|[^\w.])"
 _LINE_RULES: tuple[_Rule, ...] = (
     _r("pipe_to_shell", "critical", rf"\b(?:curl|wget)\b[^\n|]*\|\s*(?:{_SHELL}|{_STDIN_INTERPRETER})",
        "downloads code and pipes it straight into an interpreter"),
@@ -126,43 +146,52 @@ _LINE_RULES: tuple[_Rule, ...] = (
        r"169\.254\.169\.254|169\.254\.170\.2|metadata\.google\.internal|100\.100\.100\.200"
        r"|fd00:ec2::254|metadata\.azure\.com",
        "reaches a cloud metadata service (instance credentials)"),
-    _r("fork_bomb", "critical", r"(\w+|:)\s*\(\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}\s*;\s*\1",
-       "a shell fork bomb"),
+    # RE2 has no backreferences: the four names are captured and compared in code.
+    _r("fork_bomb", "critical", r"(\w+|:)\s*\(\)\s*\{\s*(\w+|:)\s*\|\s*(\w+|:)\s*&\s*\}\s*;\s*(\w+|:)",
+       "a shell fork bomb", same_groups=True),
     _r("fork_bomb", "critical", r"\bfork\s+while\s+fork\b", "a Perl fork bomb"),
-    _r("secret", "critical", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----", "contains a private key", 0),
-    _r("secret", "critical", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "contains an AWS access key id", 0),
-    _r("secret", "critical", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", "contains a GitHub token", 0),
-    _r("secret", "critical", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}\b", "contains an API secret key", 0),
-    _r("secret", "critical", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "contains a Slack token", 0),
-    _r("secret", "critical", r"\bAIza[0-9A-Za-z_-]{35}\b", "contains a Google API key", 0),
+    _r("secret", "critical", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----", "contains a private key", ignore_case=False),
+    _r("secret", "critical", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "contains an AWS access key id", ignore_case=False),
+    _r("secret", "critical", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b", "contains a GitHub token", ignore_case=False),
+    _r("secret", "critical", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}\b", "contains an API secret key",
+       ignore_case=False),
+    _r("secret", "critical", r"\bxox[abprs]-[A-Za-z0-9-]{10,}", "contains a Slack token", ignore_case=False),
+    _r("secret", "critical", r"\bAIza[0-9A-Za-z_-]{35}\b", "contains a Google API key", ignore_case=False),
     _r("credential_access", "critical",
        r"~/\.ssh/|\$HOME/\.ssh/|\.aws/credentials|/etc/shadow|\.config/gcloud/|\.kube/config",
        "reads credentials of the machine it runs on"),
-    _r("destructive", "critical", r"\brm\s+-[a-z]*(?:r[a-z]*f|f[a-z]*r)[a-z]*\s+(?:/|~/?|\$HOME/?)(?:\s|$|\*)",
-       "deletes the root or home directory"),
     _r("obfuscated_exec", "critical",
-       r"(?<![\w.])(?:eval|exec)\s*\([^\n]*(?:b64decode|a85decode|decompress|fromhex|urlopen|requests\.get"
+       _NOT_AFTER_NAME + r"(?:eval|exec)\s*\([^\n]*(?:b64decode|a85decode|decompress|fromhex|urlopen|requests\.get"
        r"|codecs\.decode|\.decode\(\s*[\"']rot)",
        "executes decoded, decompressed or downloaded code"),
-    _r("dynamic_exec", "warning", r"(?<![\w.])(?:eval|exec)\s*\(\s*[^)\s]",
-       "runs code built from a string (eval/exec)", 0),
-    _r("dynamic_exec", "warning", r"(?<![\w.])compile\s*\([^\n]*[\"'](?:exec|eval|single)[\"']",
-       "compiles a string into code", 0),
-    _r("dynamic_exec", "warning", r"\b__import__\s*\(", "imports a module by a computed name", 0),
+    _r("dynamic_exec", "warning", _NOT_AFTER_NAME + r"(?:eval|exec)\s*\(\s*[^)\s]",
+       "runs code built from a string (eval/exec)", ignore_case=False),
+    _r("dynamic_exec", "warning", _NOT_AFTER_NAME + r"compile\s*\([^\n]*[\"'](?:exec|eval|single)[\"']",
+       "compiles a string into code", ignore_case=False),
+    _r("dynamic_exec", "warning", r"\b__import__\s*\(", "imports a module by a computed name", ignore_case=False),
     _r("possible_secret", "warning",
        r"\b(?:api[_-]?key|secret|token|passw(?:or)?d)\b\s*[:=]\s*[\"'][^\"'\s$]{16,}[\"']",
        "a credential-like literal; use required-secrets and the environment instead"),
     _r("path_traversal", "warning", r"\.\./\.\./", "climbs out of its directory with ../../"),
 )
 _TEXT_RULES: tuple[_Rule, ...] = (
-    _r("fork_bomb", "critical", r"while\s+(?:True|1)\s*:\s*\n?\s*os\.fork\s*\(\)", "a Python fork bomb", 0),
+    _r("fork_bomb", "critical", r"while\s+(?:True|1)\s*:\s*\n?\s*os\.fork\s*\(\)", "a Python fork bomb",
+       ignore_case=False),
 )
-_MACHO = (b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+_MACHO = frozenset({
+    b"\xfe\xed\xfa\xce", b"\xce\xfa\xed\xfe",  # Mach-O 32-bit, big- and little-endian
+    b"\xfe\xed\xfa\xcf", b"\xcf\xfa\xed\xfe",  # Mach-O 64-bit, big- and little-endian
+    b"\xca\xfe\xba\xbe", b"\xbe\xba\xfe\xca",  # fat (universal) binary, or a Java class
+    b"\xca\xfe\xba\xbf", b"\xbf\xba\xfe\xca",  # fat binary with 64-bit offsets
+})
 TEXT_PROBE = 8192
 
 
 def executable_kind(head: bytes) -> str | None:
-    """The executable format ``head`` (a file's first bytes) starts with, if any."""
+    """The executable format ``head`` (a file's first bytes) starts with, if any.
+
+    Scripts with a ``#!`` line are text: they are read by the text rules, not refused.
+    """
     if head.startswith(b"\x7fELF"):
         return "an ELF executable"
     if head[:4] in _MACHO:
@@ -177,17 +206,29 @@ def executable_kind(head: bytes) -> str | None:
 
 
 def scan_text(path: str, text: str) -> list[Finding]:
-    """The content findings for one text file."""
+    """The content findings for one text file (linear time in its size)."""
     findings: list[Finding] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        for rule in _LINE_RULES:
-            if rule.pattern.search(line):
+    lines: list[str] | None = None
+    for rule in _LINE_RULES:
+        if rule.anywhere.search(text) is None:
+            continue  # the common case: one linear pass over the file, no per-line work
+        lines = text.splitlines() if lines is None else lines
+        for number, line in enumerate(lines, start=1):
+            if _matches(rule, line):
                 findings.append(Finding(rule.rule, rule.severity, path, number, rule.message))
+    for number, message in destructive_rm(text):
+        findings.append(Finding("destructive", "critical", path, number, message))
     for rule in _TEXT_RULES:
         for match in rule.pattern.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
             findings.append(Finding(rule.rule, rule.severity, path, line, rule.message))
-    return _dedupe(findings)
+    return _dedupe(sorted(findings, key=lambda f: f.line))
+
+
+def _matches(rule: _Rule, line: str) -> bool:
+    if not rule.same_groups:
+        return rule.pattern.search(line) is not None
+    return any(len(set(m.groups())) == 1 for m in rule.pattern.finditer(line))
 
 
 def scan_file(path: str, data: bytes) -> list[Finding]:

@@ -15,10 +15,12 @@ Decisions, in one place:
   a host whose last label is numeric is parsed as WHATWG IPv4, so
   ``2130706433``, ``0x7f.1`` and ``017700000001`` are all ``127.0.0.1``;
   IPv6 zone ids are refused.
-* **Every resolved address is checked**, not just the first: private,
-  loopback, link-local, multicast, reserved, unspecified and any other
-  non-global address is refused, and IPv6 forms that embed an IPv4 address
-  (IPv4-mapped, 6to4, NAT64) are judged by the embedded address.  Names that
+* **Every resolved address is checked**, not just the first, by the one
+  classifier the browser and egress proxies use too
+  (:mod:`deerflow.web.addresses`): private, loopback, link-local, CGNAT,
+  multicast, documentation, benchmarking, reserved, unspecified and every
+  other non-public address is refused, and IPv6 forms that embed an IPv4
+  address (IPv4-mapped, 6to4, NAT64) are judged by the embedded address.  Names that
   mean "this machine" or "the metadata service" (``localhost``,
   ``*.localhost``, ``metadata.google.internal``) are refused before any lookup.
 * **``allow_private_addresses``** is the opt-out for intentional internal
@@ -45,22 +47,17 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from deerflow.web.addresses import METADATA_ADDRESSES, IPAddress, classify, parse_address
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254",
-))
-"""Cloud instance-metadata endpoints (AWS/GCP/Azure, ECS, Alibaba): refused even with private access on."""
-
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "instance-data",
                             "instance-data.ec2.internal"})
 LOCAL_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _FORBIDDEN_CHARS = re.compile(r"[\\\s\x00-\x1f\x7f]")
 
 
@@ -152,37 +149,17 @@ class StaticResolver:
 def address_problem(ip: IPAddress, *, allow_private: bool = False) -> str | None:
     """Why ``ip`` may not be contacted, or None when it is a public address.
 
+    The verdict is :func:`deerflow.web.addresses.classify`'s, shared with the
+    browser and egress proxies.
+
     Args:
         ip: The address.
         allow_private: Accept every non-public address except the metadata endpoints.
     """
-    if ip in METADATA_ADDRESSES:
-        return f"cloud metadata address {ip}"
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = _embedded_ipv4(ip)
-        if embedded is not None:
-            inner = address_problem(embedded, allow_private=allow_private)
-            return f"{inner} (embedded in IPv6 address {ip})" if inner else None
-    if allow_private:
+    verdict = classify(ip)
+    if verdict is None or (allow_private and not verdict.metadata):
         return None
-    for label, flag in (("unspecified", ip.is_unspecified), ("loopback", ip.is_loopback),
-                        ("link-local", ip.is_link_local), ("multicast", ip.is_multicast),
-                        ("private", ip.is_private), ("reserved", ip.is_reserved)):
-        if flag:
-            return f"{label} address {ip}"
-    if not ip.is_global:
-        return f"non-public address {ip}"
-    return None
-
-
-def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
+    return str(verdict)
 
 
 def parse_ipv4_host(host: str) -> ipaddress.IPv4Address | None:
@@ -345,7 +322,7 @@ class UrlGuard:
     def address_problem(self, raw: str) -> str | None:
         """Why the address ``raw`` may not be contacted under this guard, or None."""
         try:
-            ip = ipaddress.ip_address(raw.split("%", 1)[0])
+            ip = parse_address(raw)
         except ValueError:
             return f"unparseable address {raw!r}"
         if ip in METADATA_ADDRESSES:
