@@ -38,7 +38,7 @@ _HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
         "surrounding text itself, or use a negated class such as [^x] instead",
     ),
     (
-        ("(?P=",) + tuple(f"\\{d}" for d in range(1, 10)),
+        ("(?P=", *(f"\\{d}" for d in range(1, 10))),
         "backreferences (\\1, (?P=name)) are not supported; match the repeated text "
         "explicitly, or search for the first part and check the rest in a second step",
     ),

@@ -67,8 +67,8 @@ class Offloader:
             if self._in_flight[key] >= self.per_key:
                 raise ToolFailure(
                     f"{what} was not started: {self._in_flight[key]} earlier operations of this "
-                    "conversation are still stuck (they timed out but have not ended). Avoid "
-                    "the paths or commands that hang, and try again later.",
+                    "conversation have not ended yet (still running, or stuck after timing "
+                    "out). Wait for them, avoid paths or commands that hang, and try again.",
                     code="tool_busy",
                 )
             if sum(self._in_flight.values()) >= self.total:
@@ -96,7 +96,7 @@ class Offloader:
                 if future.set_running_or_notify_cancel():
                     try:
                         future.set_result(context.run(fn, *args, **kwargs))
-                    except BaseException as exc:  # handed to the waiter, who re-raises it
+                    except BaseException as exc:  # noqa: BLE001 - handed to the waiter, who re-raises it
                         future.set_exception(exc)
             finally:
                 self._release(key)
