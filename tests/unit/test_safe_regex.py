@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import fnmatch
 import threading
 
 import pytest
 
-from deerflow.text.safe_regex import MAX_PATTERN_CHARS, PatternError, compile_pattern
+from deerflow.text.safe_regex import MAX_PATTERN_CHARS, PatternError, compile_pattern, glob_matches
 
 HANG_GUARD_S = 10.0
 
@@ -58,3 +59,14 @@ def test_options_case_literal_and_dot_all() -> None:
     assert literal.search("a.b(") and not literal.search("axb(")
     assert compile_pattern("a.b", dot_all=True).fullmatch("a\nb")
     assert not compile_pattern("a.b").fullmatch("a\nb")
+
+
+@pytest.mark.parametrize("pattern", ["*", "mcp_*", "file_?", "[abc]*", "[!a]*", "web_*_search", "x[", "a.*"])
+@pytest.mark.parametrize("name", ["bash", "mcp_time", "file_x", "abc", "web_foo_search", "x[", "a.b", ""])
+def test_glob_matches_agrees_with_fnmatch(name: str, pattern: str) -> None:
+    assert glob_matches(name, pattern) == fnmatch.fnmatchcase(name, pattern)
+
+
+def test_glob_matches_a_hostile_tool_name_in_linear_time() -> None:
+    assert finishes(lambda: glob_matches("a" * 1_000_000, "*a" * 60 + "b"))
+    assert not glob_matches("a" * 1_000_000, "*a" * 60 + "b")

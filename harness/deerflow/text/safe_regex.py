@@ -19,11 +19,19 @@ but a bad pattern is a programming error raised at import.
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 import re2
 
-__all__ = ["MAX_PATTERN_CHARS", "PatternError", "Regex", "compile_pattern", "compile_rule"]
+__all__ = [
+    "MAX_PATTERN_CHARS",
+    "PatternError",
+    "Regex",
+    "compile_pattern",
+    "compile_rule",
+    "glob_matches",
+]
 
 MAX_PATTERN_CHARS = 2000
 """Longest pattern accepted from a model or a user."""
@@ -119,3 +127,38 @@ def compile_pattern(
 def compile_rule(pattern: str, *, ignore_case: bool = False) -> Regex:
     """Compile one of the project's own rules (a bad one fails at import)."""
     return re2.compile(pattern, _options(ignore_case=ignore_case, literal=False, dot_all=False))
+
+
+def _glob_to_regex(pattern: str) -> str:
+    """An :mod:`fnmatch` pattern (``*``, ``?``, ``[seq]``, ``[!seq]``) as RE2 syntax."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        end = pattern.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif end != -1:
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body[0] == "!" else "[" + body + "]")
+            i = end
+        else:
+            out.append(re2.escape(char))
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled_glob(pattern: str) -> Regex | None:
+    try:
+        return compile_pattern(_glob_to_regex(pattern), dot_all=True)
+    except PatternError:
+        return None
+
+
+def glob_matches(name: str, pattern: str) -> bool:
+    """``fnmatch.fnmatchcase(name, pattern)`` in linear time (a bad pattern matches nothing)."""
+    regex = _compiled_glob(pattern)
+    return regex is not None and regex.fullmatch(name) is not None
