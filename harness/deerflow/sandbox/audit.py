@@ -13,16 +13,27 @@ module, decides what a command can touch.
 Rules are data (:data:`BLOCK_RULES`, :data:`WARN_RULES`), checked against the
 command with whitespace normalised; ``rm -rf`` targets are checked by
 tokenising, since a regex cannot tell a workspace path from ``/``.
+
+The command is the model's, so every check is linear in its length: the
+rules compile on RE2 (:mod:`deerflow.text.safe_regex`), the fork-bomb rule
+that needed a backreference is a pattern plus a name comparison, only the
+``rm`` invocations are tokenised, and a command over :data:`MAX_COMMAND_CHARS`
+is refused outright (``bash -c`` could not take it anyway: Linux caps one
+argument at 128 KiB).
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass
 from typing import Literal
 
+from deerflow.text.safe_regex import Regex, compile_rule
+
 AuditLevel = Literal["block", "warn", "pass"]
+
+MAX_COMMAND_CHARS = 100_000
+"""Longest command audited (and so run); longer scripts go in a file."""
 
 _RC_FILES = (
     r"(?:\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zshenv|"
@@ -36,12 +47,12 @@ _SHELL = r"(?:sudo\s+)?(?:/\S*/)?(?:ba|z|da|k|c|tc|fi)?sh\b"
 class AuditRule:
     """One pattern and the reason reported when it matches."""
 
-    pattern: re.Pattern[str]
+    pattern: Regex
     reason: str
 
 
 def _rule(pattern: str, reason: str) -> AuditRule:
-    return AuditRule(re.compile(pattern, re.IGNORECASE), reason)
+    return AuditRule(compile_rule(pattern, ignore_case=True), reason)
 
 
 BLOCK_RULES: tuple[AuditRule, ...] = (
@@ -75,7 +86,6 @@ BLOCK_RULES: tuple[AuditRule, ...] = (
         rf"\b(?:cp|mv|ln|install|sed\s+-i\S*|dd)\b[^;&|]*{_RC_FILES}",
         "modifies a shell startup file (persistence)",
     ),
-    _rule(r"(\w+|:)\s*\(\s*\)\s*\{[^}]*\1\s*\|\s*\1\s*&[^}]*\}\s*;?\s*\1(?!\w)", "fork bomb"),
     _rule(r"\bwhile\b[^;]*\b(?:true|1)\b.*\bfork\s*\(", "unbounded fork loop"),
     _rule(
         rf"\b(?:curl|wget|fetch)\b[^|;&]*\|\s*{_SHELL}", "pipes a download straight into a shell"
@@ -129,8 +139,31 @@ class AuditVerdict:
         return self.level == "block"
 
 
+_FUNCTION_CALLED_AFTER = compile_rule(r"(\w+|:)\s*\(\s*\)\s*\{([^}]*)\}\s*;?\s*(\w+|:)")
+_RM_WORD = compile_rule(r"(?:^|[\s;&|()])(?:/usr)?(?:/bin/)?rm(?:\s|$)")
+
+
+def _is_fork_bomb(command: str) -> bool:
+    """``f(){ f|f& }; f``: a function piping itself into itself in the background, then called.
+
+    The old single regex needed a backreference (``\\1``) and backtracked
+    super-linearly; here RE2 finds each definition-then-call and Python
+    compares the names.
+    """
+    for match in _FUNCTION_CALLED_AFTER.finditer(command):
+        name, body, called = match.group(1), match.group(2), match.group(3)
+        if name == called and f"{name}|{name}&" in "".join(body.split()):
+            return True
+    return False
+
+
 def _rm_segments(command: str) -> list[list[str]]:
-    """Token lists of every ``rm`` invocation in ``command``."""
+    """Token lists of every ``rm`` invocation in ``command``.
+
+    ``shlex`` is pure Python, so it only runs when an ``rm`` is present.
+    """
+    if not _RM_WORD.search(command):
+        return []
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()")
         lexer.whitespace_split = True
@@ -182,8 +215,15 @@ def audit_command(command: str) -> AuditVerdict:
         ``block`` with every blocking reason if any block rule matches, else
         ``warn`` with every warning reason, else ``pass``.
     """
+    if len(command) > MAX_COMMAND_CHARS:
+        return AuditVerdict("block", (
+            f"the command is {len(command):,} characters long (the limit is {MAX_COMMAND_CHARS:,}); "
+            "write a long script to a file with write_file and run that file",
+        ))
     normalised = " ".join(command.split())
     blocks = [r.reason for r in BLOCK_RULES if r.pattern.search(normalised)]
+    if _is_fork_bomb(normalised):
+        blocks.append("fork bomb")
     warns = [r.reason for r in WARN_RULES if r.pattern.search(normalised)]
     for segment in _rm_segments(command):
         verdict = _rm_verdict(segment)

@@ -36,6 +36,7 @@ from typing import Literal
 
 from deerflow.sandbox.read_marks import ReadMarks, content_hash, exclusive_lock
 from deerflow.sandbox.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS, tool_failure
+from deerflow.text.safe_regex import PatternError, Regex, compile_pattern
 from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.tools.errors import ToolFailure
 
@@ -406,7 +407,7 @@ def grep(
     glob: str | None = None,
     max_matches: int = GREP_MAX_MATCHES,
 ) -> GrepResult:
-    """Lines matching ``pattern`` (a Python regex unless ``literal``) in text files.
+    """Lines matching ``pattern`` (an RE2 regex unless ``literal``) in text files.
 
     ``glob`` filters files: matched against the file name when it has no
     ``/``, else against the path below ``path``.
@@ -461,16 +462,15 @@ def _text_lines(vfs: VirtualFS, item) -> tuple[str, list[str]]:
         return "skipped_binary", []
 
 
-def _grep_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
+def _grep_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> Regex:
+    """The model's pattern on RE2: linear time, so ``(a+)+$`` cannot stall a search."""
     if not pattern:
         raise ToolFailure("The search pattern is empty.", code="bad_pattern")
-    flags = 0 if case_sensitive else re.IGNORECASE
     try:
-        return re.compile(re.escape(pattern) if literal else pattern, flags)
-    except re.error as exc:
+        return compile_pattern(pattern, ignore_case=not case_sensitive, literal=literal)
+    except PatternError as exc:
         raise ToolFailure(
-            f"Invalid regular expression: {exc}. Set literal=true to search for the text as is.",
-            code="bad_pattern",
+            f"{exc.message} Set literal=true to search for the text as is.", code="bad_pattern"
         ) from None
 
 
@@ -492,7 +492,7 @@ def _split_pattern(pattern: str, path: str) -> tuple[str, str]:
     return str(PurePosixPath(*literal)), "/".join(parts[len(literal) :])
 
 
-def _glob_regex(pattern: str) -> re.Pattern[str]:
+def _glob_regex(pattern: str) -> Regex:
     """Translate a path glob to a regex matched against ``/``-separated paths."""
     out: list[str] = []
     i = 0
@@ -513,7 +513,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
         else:
             out.append(re.escape(pattern[i]))
             i += 1
-    try:
-        return re.compile("".join(out), re.DOTALL)
-    except re.error as exc:
-        raise ToolFailure(f"Invalid glob pattern: {exc}.", code="bad_pattern") from None
+    try:  # RE2: a glob of many * cannot backtrack on a long name
+        return compile_pattern("".join(out), dot_all=True)
+    except PatternError as exc:
+        raise ToolFailure(f"Invalid glob pattern: {exc.message}", code="bad_pattern") from None

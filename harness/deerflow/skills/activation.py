@@ -36,7 +36,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -45,6 +44,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from deerflow.errors import UserError
 from deerflow.skills.catalog import SKILLS_MOUNT, Skill
 from deerflow.skills.manifest import MANIFEST, RESERVED_NAMES
+from deerflow.text.safe_regex import glob_matches
 
 SLASH_RE = re.compile(r"^\s*/([A-Za-z0-9][A-Za-z0-9_.-]*)(?=\s|$)")
 FRAMEWORK_TOOLS = frozenset({"describe_skill", "tool_search", "ask_clarification", "write_todos",
@@ -198,7 +198,7 @@ class ToolScope:
         """Whether an active skill's ``allowed-tools`` names ``tool`` (or it is framework)."""
         if self.allowed is None or tool in FRAMEWORK_TOOLS:
             return True
-        return any(fnmatchcase(tool, p) for p in self.allowed)
+        return any(glob_matches(tool, p) for p in self.allowed)  # RE2: the name is the model's
 
     def visible(self, tool: str) -> bool:
         """Whether the model is shown ``tool``'s schema."""

@@ -17,13 +17,19 @@ runs cells.  The tools add what the model and the UI need around that:
   human-input request that ends the turn.
 
 Each tool has a sync and an async implementation so it works under
-``agent.invoke`` and ``agent.ainvoke`` alike.  :func:`exec_tools` builds
+``agent.invoke`` and ``agent.ainvoke`` alike.  The blocking parts (the audit,
+the command's wait) run on :mod:`deerflow.tools.offload`'s bounded threads
+with a deadline, never on the event loop or its default executor: a thread
+can have only a few commands in flight, so its hung calls cannot take the
+workers other threads' runs need.  ``python`` awaits the kernel pool's own
+loop, with a hang guard past the cell timeout.  :func:`exec_tools` builds
 them for one provider: ``bash`` is left out when the provider refuses shell
 access, so the model is never offered a tool that can only fail.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Annotated, Any
 
@@ -32,7 +38,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.audit import AuditVerdict, audit_command
+from deerflow.sandbox.audit import MAX_COMMAND_CHARS, AuditVerdict, audit_command
 from deerflow.sandbox.kernel import KernelStartError
 from deerflow.sandbox.kernel_pool import CellResult, KernelPool
 from deerflow.sandbox.notebook_log import NOTEBOOK_NAME
@@ -40,12 +46,18 @@ from deerflow.sandbox.process import ExecResult
 from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, SandboxProvider
 from deerflow.tools.builtins.network_access import network_scope, settle
 from deerflow.tools.errors import ToolFailure
+from deerflow.tools.offload import OFFLOADER, Offloader
 
 logger = logging.getLogger(__name__)
 
 MAX_TIMEOUT_S = 1800.0
 SANDBOX_SERVICE = "sandbox"
 KERNELS_SERVICE = "kernels"
+OFFLOADER_SERVICE = "offloader"
+AUDIT_DEADLINE_S = 10.0
+"""The audit is linear; this only guards against a wedged host."""
+HANG_GRACE_S = 30.0
+"""How long past its own timeout a command or cell may take before the tool gives up on it."""
 
 Reply = tuple[str, dict[str, Any]]
 CommandArg = Annotated[str, "The bash command line to run."]
@@ -75,6 +87,21 @@ def _timeout(requested: float | None) -> float | None:
     return min(requested, MAX_TIMEOUT_S)
 
 
+def _offloader(runtime: ToolRuntime[RunContext]) -> tuple[Offloader, str]:
+    services = getattr(runtime.context, "services", None) or {}
+    return services.get(OFFLOADER_SERVICE, OFFLOADER), str(runtime.context.thread_id)
+
+
+def _check_length(command: str) -> None:
+    """Refuse a command ``bash -c`` could not take, before any work is spent on it."""
+    if len(command) > MAX_COMMAND_CHARS:
+        raise ToolFailure(
+            f"The command is {len(command):,} characters long; the limit is {MAX_COMMAND_CHARS:,}. "
+            "Write a long script to a file with write_file and run that file.",
+            code="command_too_long",
+        )
+
+
 def _emit_audit(runtime: ToolRuntime[RunContext], command: str, verdict: AuditVerdict) -> None:
     runtime.stream_writer(
         {
@@ -89,8 +116,22 @@ def _emit_audit(runtime: ToolRuntime[RunContext], command: str, verdict: AuditVe
 
 
 def _audit(runtime: ToolRuntime[RunContext], command: str) -> AuditVerdict:
-    """Audit ``command``; stream non-pass verdicts; refuse blocked ones."""
-    verdict = audit_command(command)
+    """Audit ``command`` (off the caller's thread, with a deadline); see :func:`_judge`."""
+    offloader, key = _offloader(runtime)
+    verdict = offloader.run(audit_command, command, key=key, what="the command audit",
+                            deadline=AUDIT_DEADLINE_S)
+    return _judge(runtime, command, verdict)
+
+
+async def _aaudit(runtime: ToolRuntime[RunContext], command: str) -> AuditVerdict:
+    offloader, key = _offloader(runtime)
+    verdict = await offloader.arun(audit_command, command, key=key, what="the command audit",
+                                   deadline=AUDIT_DEADLINE_S)
+    return _judge(runtime, command, verdict)
+
+
+def _judge(runtime: ToolRuntime[RunContext], command: str, verdict: AuditVerdict) -> AuditVerdict:
+    """Stream a non-pass verdict; refuse a blocked command."""
     if verdict.level != "pass":
         _emit_audit(runtime, command, verdict)
     if verdict.blocked:
@@ -169,10 +210,13 @@ def bash(
 ) -> Reply:
     provider: SandboxProvider = _service(runtime, SANDBOX_SERVICE)
     limit = _timeout(timeout) or provider.command_timeout
+    _check_length(command)
     verdict = _audit(runtime, command)
     paths = _paths(runtime)
+    offloader, key = _offloader(runtime)
     with network_scope(runtime, provider) as net:
-        result = provider.execute(paths, command, timeout=limit)
+        result = offloader.run(provider.execute, paths, command, timeout=limit, key=key,
+                               what="the command", deadline=limit + HANG_GRACE_S)
     reply = render_exec_result(
         result, timeout=limit, verdict=verdict, masked=provider.mask_out(paths, result.output)
     )
@@ -184,10 +228,13 @@ async def abash(
 ) -> Reply:
     provider: SandboxProvider = _service(runtime, SANDBOX_SERVICE)
     limit = _timeout(timeout) or provider.command_timeout
-    verdict = _audit(runtime, command)
+    _check_length(command)
+    verdict = await _aaudit(runtime, command)
     paths = _paths(runtime)
+    offloader, key = _offloader(runtime)
     with network_scope(runtime, provider) as net:
-        result = await provider.aexecute(paths, command, timeout=limit)
+        result = await offloader.arun(provider.execute, paths, command, timeout=limit, key=key,
+                                      what="the command", deadline=limit + HANG_GRACE_S)
     reply = render_exec_result(
         result, timeout=limit, verdict=verdict, masked=provider.mask_out(paths, result.output)
     )
@@ -220,7 +267,15 @@ async def apython(
     limit = _timeout(timeout) or pool.default_timeout
     try:
         with network_scope(runtime, pool.provider) as net:
-            result = await pool.run(_paths(runtime), code, timeout=limit)
+            result = await asyncio.wait_for(
+                pool.run(_paths(runtime), code, timeout=limit), limit + HANG_GRACE_S
+            )
+    except TimeoutError:
+        raise ToolFailure(
+            f"The Python kernel did not answer within {limit + HANG_GRACE_S:g}s; "
+            "try again, or restart with simpler code.",
+            code="tool_timeout",
+        ) from None
     except KernelStartError as exc:
         raise _kernel_unavailable(exc) from exc
     return settle(runtime, net, render_cell_result(result, timeout=limit), tool="python")

@@ -16,26 +16,36 @@ a host path.  The read-before-write gate is always on here: reads record marks,
 
 Tools carry their group in ``tool.metadata["group"]`` (``file:read`` or
 ``file:write``) so config can enable groups without a table of names.
+
+Every call runs off the event loop on :mod:`deerflow.tools.offload`'s bounded
+threads with a deadline (:data:`FILE_OP_DEADLINE_S`), under ``invoke`` and
+``ainvoke`` alike: a path that blocks (a FIFO, a slow mount) costs the model a
+``tool_timeout`` failure, never the server's loop or another thread's workers.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from langchain.tools import ToolRuntime, tool
-from langchain_core.tools import BaseTool
+from langchain.tools import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
 
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox import fs_ops
 from deerflow.sandbox.read_marks import ReadMarks
 from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
+from deerflow.tools.offload import OFFLOADER, Offloader
 
 FILE_READ = "file:read"
 FILE_WRITE = "file:write"
+FILE_OP_DEADLINE_S = 30.0
+"""How long one file tool call may take before the model is told it timed out."""
+OFFLOADER_SERVICE = "offloader"
 _WORKSPACE = "/mnt/user-data/workspace"
 
 
@@ -69,6 +79,37 @@ def tool_group(t: BaseTool) -> str:
 def _grouped(t: BaseTool, group: str) -> BaseTool:
     t.metadata = {**(t.metadata or {}), "group": group}
     return t
+
+
+def _bounds(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Offloader, str]:
+    """The offloader (``services["offloader"]`` or the process's) and the call's key."""
+    runtime = kwargs.get("runtime") or next(a for a in args if isinstance(a, ToolRuntime))
+    ctx = runtime.context
+    services = getattr(ctx, "services", None) or {}
+    return services.get(OFFLOADER_SERVICE, OFFLOADER), str(getattr(ctx, "thread_id", ""))
+
+
+def offloaded_tool(fn: Callable[..., str]) -> BaseTool:
+    """``fn`` as a tool whose body runs on a bounded thread with a deadline, sync or async.
+
+    The name is ``fn``'s without ``_tool``; arguments and their descriptions
+    come from its signature and docstring, as with ``@tool``.
+    """
+    name = fn.__name__.removesuffix("_tool")
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> str:
+        offloader, key = _bounds(args, kwargs)
+        return offloader.run(fn, *args, key=key, what=name, deadline=FILE_OP_DEADLINE_S, **kwargs)
+
+    @functools.wraps(fn)
+    async def arun(*args: Any, **kwargs: Any) -> str:
+        offloader, key = _bounds(args, kwargs)
+        return await offloader.arun(
+            fn, *args, key=key, what=name, deadline=FILE_OP_DEADLINE_S, **kwargs
+        )
+
+    return StructuredTool.from_function(func=run, coroutine=arun, name=name, parse_docstring=True)
 
 
 # -- rendering ------------------------------------------------------------------
@@ -153,7 +194,6 @@ def render_grep(result: fs_ops.GrepResult) -> str:
 # -- tools ----------------------------------------------------------------------
 
 
-@tool("ls", parse_docstring=True)
 def ls_tool(path: str, runtime: ToolRuntime[RunContext]) -> str:
     """List a directory two levels deep. Your files live under /mnt/user-data: uploads (the user's files, read-only), workspace (your scratch space), outputs (deliverables); /mnt/skills and /mnt/acp-workspace are read-only.
 
@@ -165,7 +205,6 @@ def ls_tool(path: str, runtime: ToolRuntime[RunContext]) -> str:
         return vfs.mask(render_listing(fs_ops.ls(vfs, path)))
 
 
-@tool("read_file", parse_docstring=True)
 def read_file_tool(
     path: str, runtime: ToolRuntime[RunContext], start_line: int | None = None, end_line: int | None = None
 ) -> str:
@@ -182,7 +221,6 @@ def read_file_tool(
         return vfs.mask(render_file_text(ft))
 
 
-@tool("write_file", parse_docstring=True)
 def write_file_tool(path: str, content: str, runtime: ToolRuntime[RunContext], append: bool = False) -> str:
     """Create or overwrite a text file (parent directories are created), or append to it. Write to /mnt/user-data/workspace for intermediate files and /mnt/user-data/outputs for deliverables; uploads are read-only. To change an existing file, read it first.
 
@@ -198,7 +236,6 @@ def write_file_tool(path: str, content: str, runtime: ToolRuntime[RunContext], a
         return vfs.mask(f"{verb} {result.path} ({result.bytes_written} bytes written).")
 
 
-@tool("str_replace", parse_docstring=True)
 def str_replace_tool(
     path: str, old_str: str, new_str: str, runtime: ToolRuntime[RunContext], replace_all: bool = False
 ) -> str:
@@ -218,7 +255,6 @@ def str_replace_tool(
         return vfs.mask(f"Replaced {result.replacements} occurrence(s) in {result.path}.")
 
 
-@tool("glob", parse_docstring=True)
 def glob_tool(pattern: str, runtime: ToolRuntime[RunContext], path: str = _WORKSPACE) -> str:
     """Find files and directories by name pattern: * and ? within a name, ** across directories (e.g. **/*.csv). Directories end with /.
 
@@ -231,7 +267,6 @@ def glob_tool(pattern: str, runtime: ToolRuntime[RunContext], path: str = _WORKS
         return vfs.mask(render_glob(fs_ops.glob(vfs, pattern, path)))
 
 
-@tool("grep", parse_docstring=True)
 def grep_tool(
     pattern: str,
     runtime: ToolRuntime[RunContext],
@@ -243,7 +278,7 @@ def grep_tool(
     """Search text files for lines matching a regular expression; prints path:line: text. Binary files are skipped.
 
     Args:
-        pattern: Python regular expression (or plain text with literal=true).
+        pattern: Regular expression in RE2 syntax (Python's, without backreferences or lookaround), or plain text with literal=true.
         path: File or directory to search, default /mnt/user-data/workspace.
         glob: Only search files matching this glob, e.g. *.py (matched against the file name unless it contains /).
         literal: Treat pattern as plain text.
@@ -258,8 +293,8 @@ def grep_tool(
 
 
 FILE_READ_TOOLS: list[BaseTool] = [
-    _grouped(t, FILE_READ) for t in (ls_tool, read_file_tool, glob_tool, grep_tool)
+    _grouped(offloaded_tool(f), FILE_READ) for f in (ls_tool, read_file_tool, glob_tool, grep_tool)
 ]
 FILE_WRITE_TOOLS: list[BaseTool] = [
-    _grouped(t, FILE_WRITE) for t in (write_file_tool, str_replace_tool)
+    _grouped(offloaded_tool(f), FILE_WRITE) for f in (write_file_tool, str_replace_tool)
 ]

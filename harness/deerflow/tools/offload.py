@@ -1,0 +1,149 @@
+"""Blocking tool work off the event loop, with a deadline and a per-thread bound.
+
+A tool call can block on anything the model points it at: a FIFO that never
+gets a writer, a huge directory walk, a command that ignores its timeout.  In
+the Jupyter server all runs share one event loop, so such work must never run
+on it; and it must not run on the loop's *default* executor either, which has
+``min(32, cpus + 4)`` workers that ``asyncio.to_thread`` and LangChain's
+sync-tool path share: eight hung calls from one thread would take every worker
+and stall every other thread's run.
+
+:class:`Offloader` therefore runs each call on its own daemon thread and:
+
+* waits for it at most ``deadline`` seconds, then returns control with a
+  model-facing :class:`ToolFailure` (``code="tool_timeout"``) — Python cannot
+  kill a thread, so the call is *abandoned*, not stopped;
+* counts calls per key (the conversation thread id) until their thread really
+  ends, abandoned ones included, and refuses a call once ``per_key`` are in
+  flight (``code="tool_busy"``): a thread can wedge only its own tools;
+* refuses every call once ``total`` threads are in flight, so the process
+  cannot be driven out of threads either.
+
+Both entry points exist because tools run under ``agent.invoke`` (the sync
+path, on a LangGraph worker thread) and ``agent.ainvoke`` (on the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from deerflow.tools.errors import ToolFailure
+
+__all__ = ["OFFLOADER", "Offloader"]
+
+T = TypeVar("T")
+
+PER_KEY_LIMIT = 4
+TOTAL_LIMIT = 256
+
+
+class Offloader:
+    """Runs blocking calls on bounded daemon threads; see the module docstring.
+
+    Args:
+        per_key: Calls one key (conversation thread) may have in flight.
+        total: Calls the whole process may have in flight.
+    """
+
+    def __init__(self, *, per_key: int = PER_KEY_LIMIT, total: int = TOTAL_LIMIT) -> None:
+        self.per_key = per_key
+        self.total = total
+        self._lock = threading.Lock()
+        self._in_flight: Counter[str] = Counter()
+
+    def in_flight(self, key: str | None = None) -> int:
+        """Calls whose thread has not ended yet (for ``key``, or in all)."""
+        with self._lock:
+            return self._in_flight[key] if key is not None else sum(self._in_flight.values())
+
+    def _acquire(self, key: str, what: str) -> None:
+        with self._lock:
+            if self._in_flight[key] >= self.per_key:
+                raise ToolFailure(
+                    f"{what} was not started: {self._in_flight[key]} earlier operations of this "
+                    "conversation have not ended yet (still running, or stuck after timing "
+                    "out). Wait for them, avoid paths or commands that hang, and try again.",
+                    code="tool_busy",
+                )
+            if sum(self._in_flight.values()) >= self.total:
+                raise ToolFailure(
+                    f"{what} was not started: the server is busy. Try again in a minute.",
+                    code="tool_busy",
+                )
+            self._in_flight[key] += 1
+
+    def _release(self, key: str) -> None:
+        with self._lock:
+            self._in_flight[key] -= 1
+            if self._in_flight[key] <= 0:
+                del self._in_flight[key]
+
+    def _start(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], *, key: str, what: str
+    ) -> concurrent.futures.Future[T]:
+        self._acquire(key, what)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        context = contextvars.copy_context()  # callbacks and stream writers live in contextvars
+
+        def work() -> None:
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(context.run(fn, *args, **kwargs))
+                    except BaseException as exc:  # noqa: BLE001 - handed to the waiter, who re-raises it
+                        future.set_exception(exc)
+            finally:
+                self._release(key)
+
+        try:
+            threading.Thread(target=work, name=f"deerflow-offload:{what}", daemon=True).start()
+        except BaseException:
+            self._release(key)
+            raise
+        return future
+
+    def run(
+        self, fn: Callable[..., T], *args: Any, key: str, what: str, deadline: float, **kwargs: Any
+    ) -> T:
+        """``fn(*args, **kwargs)`` on a bounded thread; wait at most ``deadline`` seconds.
+
+        Raises:
+            ToolFailure: ``tool_timeout`` past the deadline, ``tool_busy`` when
+                ``key`` or the process has too many calls in flight; whatever
+                ``fn`` raises otherwise.
+        """
+        future = self._start(fn, args, kwargs, key=key, what=what)
+        try:
+            return future.result(timeout=deadline)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise _timed_out(what, deadline) from None
+
+    async def arun(
+        self, fn: Callable[..., T], *args: Any, key: str, what: str, deadline: float, **kwargs: Any
+    ) -> T:
+        """:meth:`run` for the event loop: the loop only awaits, never blocks."""
+        future = self._start(fn, args, kwargs, key=key, what=what)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), deadline)
+        except TimeoutError:
+            raise _timed_out(what, deadline) from None
+
+
+def _timed_out(what: str, deadline: float) -> ToolFailure:
+    return ToolFailure(
+        f"{what} did not finish within {deadline:g}s and was abandoned. It may be waiting on "
+        "something that never answers (a FIFO, a device, a huge tree); narrow it down or "
+        "avoid that path.",
+        code="tool_timeout",
+    )
+
+
+OFFLOADER = Offloader()
+"""The process's offloader: one set of bounds for every tool call in it."""
