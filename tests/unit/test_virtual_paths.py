@@ -35,7 +35,7 @@ def vfs(thread: ThreadPaths, skills: Path) -> VirtualFS:
 
 def refused(vfs: VirtualFS, path: str, *, write: bool = False) -> ToolFailure:
     with pytest.raises(ToolFailure) as info:
-        vfs.locate(path, write=write).host
+        vfs.locate(path, write=write)
     return info.value
 
 
@@ -80,11 +80,9 @@ def test_paths_outside_the_mounts_are_refused(vfs: VirtualFS, tmp_path: Path, pa
 
 def touched(vfs: VirtualFS, path: str, *, write: bool) -> ToolFailure:
     """The failure of a real read or write of ``path`` (it must fail)."""
+    action = (lambda: vfs.write_bytes(path, b"attacker")) if write else (lambda: vfs.read_bytes(path))
     with pytest.raises(ToolFailure) as info:
-        if write:
-            vfs.write_bytes(path, b"attacker")
-        else:
-            vfs.read_bytes(path)
+        action()
     return info.value
 
 
@@ -135,7 +133,7 @@ def test_symlinks_are_never_followed_by_the_host(vfs: VirtualFS, thread: ThreadP
     "path", ["/mnt/user-data/uploads/d.csv", "/mnt/skills/report/SKILL.md", "/mnt/acp-workspace/x"]
 )
 def test_read_only_mounts_refuse_writes_and_point_elsewhere(vfs: VirtualFS, path: str) -> None:
-    vfs.locate(path, write=False).host
+    vfs.locate(path, write=False)
     failure = refused(vfs, path, write=True)
     assert failure.code == "read_only"
     assert "/mnt/user-data/outputs" in failure.message
