@@ -214,3 +214,17 @@ def test_operator_environment_cannot_override_what_the_sandbox_sets() -> None:
         LocalSandboxProvider(environment={"PATH": "/evil"})
     with pytest.raises(ValueError, match="not a valid variable name"):
         LocalSandboxProvider(environment={"A=B": "x"})
+
+
+@needs_bwrap
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup-if-possible", "rlimits-only"])
+def test_memory_and_cpu_time_caps_stop_a_runaway(paths: ThreadPaths, cgroups: bool) -> None:
+    sandbox = BwrapSandboxProvider(limits=ProcessLimits(memory="256m", cpu_seconds=2), cgroups=cgroups)
+    try:
+        memory = sandbox.execute(paths, "python -c \"x = bytearray(600 << 20); print('allocated')\"", timeout=60)
+        spin = sandbox.execute(paths, 'python -c "while True: pass"', timeout=60)
+    finally:
+        sandbox.close()
+    assert memory.exit_code not in (0, None), memory.output
+    assert "allocated" not in memory.output
+    assert not spin.timed_out and spin.exit_code not in (0, None), spin

@@ -11,7 +11,8 @@ environment from scratch with :func:`sandbox_env`.  The agent's code sees:
 * ``HOME`` — a directory inside the sandbox or the thread (``/tmp`` in
   bwrap and docker; a private per-launch directory for the local provider);
 * ``LANG`` (``C.UTF-8`` unless the server sets one), ``LANGUAGE``, ``LC_*``
-  and ``TZ`` copied from the server — locale and time zone, never secrets;
+  and ``TZ`` copied from the server — locale and time zone, never secrets
+  (not for docker: an image need not have the server's locales);
 * ``TERM=dumb``, and for the sandbox user ``USER``/``LOGNAME``;
 * what the provider itself needs: ``LD_LIBRARY_PATH`` of a relocated
   interpreter, ``IPYTHONDIR`` (a private profile: no host startup scripts),
