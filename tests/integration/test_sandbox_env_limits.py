@@ -228,3 +228,21 @@ def test_memory_and_cpu_time_caps_stop_a_runaway(paths: ThreadPaths, cgroups: bo
     assert memory.exit_code not in (0, None), memory.output
     assert "allocated" not in memory.output
     assert not spin.timed_out and spin.exit_code not in (0, None), spin
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("bwrap", marks=needs_bwrap)])
+def test_an_interrupted_cells_children_are_killed_too(paths: ThreadPaths, kind: str) -> None:
+    marker = f"4242.{9 if kind == 'local' else 8}87"
+    sandbox: SandboxProvider = LocalSandboxProvider() if kind == "local" else BwrapSandboxProvider()
+    cell = (
+        "import subprocess, time\nkept = 'still here'\n"
+        f"procs = [subprocess.Popen(['sleep', '{marker}']) for _ in range(5)]\ntime.sleep(300)"
+    )
+    try:
+        with KernelPool(sandbox, default_timeout=60, interrupt_grace=10) as pool:
+            stopped = pool.run_sync(paths, cell, timeout=3)
+            assert stopped.timed_out and stopped.recovery == "interrupted", stopped
+            assert _gone(f"sleep {marker}")
+            assert "still here" in pool.run_sync(paths, "print(kept)").text
+    finally:
+        sandbox.close()  # type: ignore[attr-defined]

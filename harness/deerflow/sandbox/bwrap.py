@@ -180,7 +180,7 @@ class BwrapSandboxProvider(SandboxProvider):
                 "bwrap: no cgroup can be created and the server runs as root, so "
                 "pids_limit cannot hold (RLIMIT_NPROC does not apply to uid 0)"
             )
-        self._kernel_groups: dict[Path, LaunchCgroup] = {}
+        self._kernel_groups: dict[Path, LaunchCgroup] = {}  # by kernel runtime directory
         self._groups_lock = threading.Lock()
         self._shell = "/bin/bash" if Path("/usr/bin/bash").exists() else "/bin/sh"
         self._skeleton = Path(tempfile.mkdtemp(prefix="deerflow-bwrap-"))
@@ -357,11 +357,10 @@ class BwrapSandboxProvider(SandboxProvider):
             "ipykernel_launcher",
             "--HistoryManager.enabled=False",
         ]
-        self.kernel_stopped(paths)  # a kernel replaced without a stop leaves its group behind
         group = self._new_group()
         if group is not None:
             with self._groups_lock:
-                self._kernel_groups[paths.root] = group
+                self._kernel_groups[runtime_dir] = group
         inner, binds = self._supervised(paths, inner, group)
         argv = self.wrap(
             paths, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW, *binds], env=env
@@ -374,8 +373,14 @@ class BwrapSandboxProvider(SandboxProvider):
         )
 
     def kernel_stopped(self, paths: ThreadPaths) -> None:
-        """Kill what is left of the thread's kernel sandbox and remove its cgroup."""
+        """Kill what is left of stopped kernels' sandboxes and remove their cgroups.
+
+        A kernel's cgroup is keyed by its runtime directory, which the kernel
+        removes when it stops, so a group whose directory is gone is finished.
+        """
+        del paths
         with self._groups_lock:
-            group = self._kernel_groups.pop(paths.root, None)
-        if group is not None:
+            done = [d for d in self._kernel_groups if not d.exists()]
+            groups = [self._kernel_groups.pop(d) for d in done]
+        for group in groups:
             group.remove()

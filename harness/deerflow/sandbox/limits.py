@@ -190,9 +190,9 @@ def _own_cgroups() -> dict[str, str]:
 
 def _writable_parent(base: Path, prefix: str) -> Path | None:
     """A fresh parent cgroup under ``base``, or ``None`` if it cannot be made."""
-    parent = base / f"deerflow-{prefix}-{os.getpid()}"
+    parent = base / f"deerflow-{prefix}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        parent.mkdir(exist_ok=True)
+        parent.mkdir()
     except OSError:
         return None
     return parent
@@ -234,7 +234,10 @@ def _detect_v2(own: dict[str, str]) -> CgroupLayout | None:
 
 
 def detect_cgroups() -> CgroupLayout | None:
-    """The cgroup layout this server can create per-launch cgroups in, if any."""
+    """The cgroup layout this server can create per-launch cgroups in, if any.
+
+    Each call makes fresh parent cgroups (one provider's), removed by :func:`remove_layout`.
+    """
     own = _own_cgroups()
     return _detect_v1(own) or _detect_v2(own)
 
