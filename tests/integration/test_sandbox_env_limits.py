@@ -170,13 +170,15 @@ async def test_a_fork_bomb_stops_at_the_cap_and_the_server_keeps_answering(
 
 
 @needs_bwrap
-def test_what_a_command_leaves_running_is_killed_when_it_ends(
-    bwrap_capped: BwrapSandboxProvider, paths: ThreadPaths
-) -> None:
+def test_what_a_command_leaves_running_is_killed_when_it_ends(paths: ThreadPaths) -> None:
     marker = "4242.321"
-    result = bwrap_capped.execute(
-        paths, f"for i in 1 2 3 4 5; do setsid sleep {marker} & done; nohup sleep {marker} & echo started"
-    )
+    sandbox = BwrapSandboxProvider()
+    try:
+        result = sandbox.execute(
+            paths, f"for i in 1 2 3 4 5; do setsid sleep {marker} & done; nohup sleep {marker} & echo started"
+        )
+    finally:
+        sandbox.close()
     assert result.output.strip().endswith("started")
     assert _gone(f"sleep {marker}")
 
