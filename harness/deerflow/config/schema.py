@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deerflow.sandbox.env import check_environment
+from deerflow.sandbox.limits import parse_size
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
@@ -113,8 +116,6 @@ class SandboxConfig(_Section):
     @field_validator("memory_limit")
     @classmethod
     def _memory_is_a_size(cls, value: str | None) -> str | None:
-        from deerflow.sandbox.limits import parse_size
-
         if value is not None:
             parse_size(value)
         return value
@@ -122,8 +123,6 @@ class SandboxConfig(_Section):
     @field_validator("environment")
     @classmethod
     def _environment_names(cls, value: dict[str, str]) -> dict[str, str]:
-        from deerflow.sandbox.env import check_environment
-
         return check_environment(value)
 
 
