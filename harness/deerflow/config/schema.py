@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deerflow.sandbox.env import check_environment
+from deerflow.sandbox.limits import parse_size
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
@@ -94,14 +97,33 @@ class SandboxConfig(_Section):
     python_timeout: float = Field(default=120.0, gt=0)
     kernel_idle_timeout: float = Field(default=900.0, gt=0)
     image: str = "python:3.11-slim"
-    memory_limit: str | None = None
-    cpu_limit: float | None = None
-    pids_limit: int | None = Field(default=512, ge=1)
+    memory_limit: str | None = Field(default=None, description="bwrap and docker: memory cap, e.g. '2g' "
+        "(bwrap: a cgroup where the server can make one, else an address-space rlimit per process).")
+    cpu_limit: float | None = Field(default=None, description="docker: CPUs (a rate, e.g. 1.5).")
+    cpu_time_limit: float | None = Field(default=None, gt=0, description="bwrap: CPU seconds per process "
+        "(RLIMIT_CPU; a kernel's accumulate over its life, past them it is restarted).")
+    pids_limit: int | None = Field(default=512, ge=1, description="bwrap and docker: processes and threads "
+        "at once, per command or kernel (bwrap) or per container (docker).")
+    environment: dict[str, str] = Field(default_factory=dict, description="Variables the agent's code "
+        "gets besides the fixed allowlist (PATH, HOME, LANG/LANGUAGE/LC_*/TZ, TERM; nothing else of the "
+        "server's environment). Values are passed as written: never put credentials here.")
     warm_pool_size: int = Field(default=0, ge=0)
     docker_python: Literal["host", "image"] = Field(
         default="host", description="docker: 'host' binds the server's Python read-only into the container "
         "(same packages; needs a glibc image as new as the host's); 'image' uses the image's python3, which "
         "must have ipykernel.")
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory_is_a_size(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_size(value)
+        return value
+
+    @field_validator("environment")
+    @classmethod
+    def _environment_names(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_environment(value)
 
 
 class SkillsConfig(_Section):

@@ -22,8 +22,19 @@ proxy socket directory is bound at ``/run/egress`` and every command and
 kernel runs under :mod:`deerflow.sandbox.supervisor`, which relays
 ``127.0.0.1:3128`` (``HTTP_PROXY``) to it.  ``--new-session`` stops terminal
 injection; ``--die-with-parent`` ties the sandbox to the server.  The
-environment is built from scratch (``--clearenv``), so no host variable —
-secret or not — reaches the sandbox unless listed here.
+environment is built from scratch (``--clearenv``) from the allowlist of
+:mod:`deerflow.sandbox.env`, so no host variable — secret or not — reaches
+the sandbox unless listed there.
+
+Every command and kernel runs under the in-sandbox supervisor, which applies
+the rlimits of :class:`~deerflow.sandbox.limits.ProcessLimits` (``pids_limit``,
+``memory_limit``, ``cpu_time_limit``); where the server can create cgroups the
+whole sandbox also starts inside a cgroup of its own with ``pids.max`` and a
+memory limit, which holds even when the server runs as root (see
+:mod:`deerflow.sandbox.limits`).  When a command ends, bubblewrap's init (pid 1
+of the sandbox's pid namespace) exits and the kernel kills everything left in
+the namespace; a kernel's leftover children are killed after each cell by
+:mod:`deerflow.sandbox.kernel`.
 
 Kernels: the pool's per-kernel runtime directory is bound at
 ``/run/kernel``.  The kernel talks ZMQ over ``ipc`` sockets in that
@@ -33,11 +44,13 @@ network namespace boundary where loopback TCP would not.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -51,16 +64,27 @@ from deerflow.sandbox.egress_bridge import (
     supervisor_source,
 )
 from deerflow.sandbox.egress_proxy import EgressProxy
-from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.env import SYSTEM_PATH, check_environment, sandbox_env
+from deerflow.sandbox.limits import (
+    CgroupLayout,
+    LaunchCgroup,
+    ProcessLimits,
+    detect_cgroups,
+    remove_layout,
+)
 from deerflow.sandbox.network_policy import Allowlist, NetworkGate
+from deerflow.sandbox.process import ExecResult, run_command
 from deerflow.sandbox.provider import (
     VIRTUAL_WORKSPACE,
+    HostBashDisabled,
     KernelLaunch,
     Launch,
     NetworkMode,
     SandboxProvider,
 )
 from deerflow.sandbox.python_runtime import PythonRuntime
+
+log = logging.getLogger(__name__)
 
 KERNEL_RUNTIME_VIEW = "/run/kernel"
 SANDBOX_UID = 1000
@@ -107,6 +131,9 @@ class BwrapSandboxProvider(SandboxProvider):
         egress: The egress proxy for ``allowlist`` mode; the provider owns it and
             closes it.  Default: a proxy with an empty allowlist (every host is
             asked about).
+        limits: Process, memory and CPU-time caps of each command and kernel.
+        environment: Extra variables inside (``sandbox.environment``).
+        cgroups: Use per-launch cgroups when the server can create them.
         **kwargs: See :class:`SandboxProvider`.
 
     Raises:
@@ -122,6 +149,9 @@ class BwrapSandboxProvider(SandboxProvider):
         python: PythonRuntime | None = None,
         bwrap: str | None = None,
         egress: EgressProxy | None = None,
+        limits: ProcessLimits | None = None,
+        environment: Mapping[str, str] | None = None,
+        cgroups: bool = True,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -142,15 +172,31 @@ class BwrapSandboxProvider(SandboxProvider):
         if network == "allowlist":
             self.egress = egress or EgressProxy(NetworkGate(Allowlist()))
         self.python = python or PythonRuntime.current()
+        self.limits = limits or ProcessLimits()
+        self.environment = check_environment(environment or {})
+        self.cgroups: CgroupLayout | None = detect_cgroups() if cgroups else None
+        if self.cgroups is None and os.getuid() == 0 and self.limits.pids is not None:
+            log.warning(
+                "bwrap: no cgroup can be created and the server runs as root, so "
+                "pids_limit cannot hold (RLIMIT_NPROC does not apply to uid 0)"
+            )
+        self._kernel_groups: dict[Path, LaunchCgroup] = {}  # by kernel runtime directory
+        self._groups_lock = threading.Lock()
         self._shell = "/bin/bash" if Path("/usr/bin/bash").exists() else "/bin/sh"
         self._skeleton = Path(tempfile.mkdtemp(prefix="deerflow-bwrap-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._skeleton, True)
         self._write_skeleton()
 
     def close(self) -> None:
-        """Stop the egress proxy and remove the provider's skeleton files (idempotent)."""
+        """Stop the egress proxy, remove cgroups and skeleton files (idempotent)."""
         if self.egress is not None:
             self.egress.close()
+        with self._groups_lock:
+            groups, self._kernel_groups = list(self._kernel_groups.values()), {}
+        for group in groups:
+            group.remove()
+        if self.cgroups is not None:
+            remove_layout(self.cgroups)
         self._cleanup()
 
     def _write_skeleton(self) -> None:
@@ -165,18 +211,19 @@ class BwrapSandboxProvider(SandboxProvider):
         self.python.write_skeleton(self._skeleton)
 
     def sandbox_env(self) -> dict[str, str]:
-        """The complete environment inside the sandbox."""
-        env = {
-            "PATH": f"{self.python.bin_dir}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-            "HOME": "/tmp",
-            "USER": "sandbox",
-            "LOGNAME": "sandbox",
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            **self.python.env(),
-            **(proxy_env() if self.network == "allowlist" else {}),
-        }
-        return scrub_env(env)
+        """The complete environment inside the sandbox (the allowlist of :mod:`~deerflow.sandbox.env`)."""
+        return sandbox_env(
+            path=f"{self.python.bin_dir}:{SYSTEM_PATH}",
+            home="/tmp",
+            host=os.environ,
+            extra=self.environment,
+            fixed={
+                "USER": "sandbox",
+                "LOGNAME": "sandbox",
+                **self.python.env(),
+                **(proxy_env() if self.network == "allowlist" else {}),
+            },
+        )
 
     def _namespace_args(self) -> list[str]:
         args = [
@@ -248,23 +295,59 @@ class BwrapSandboxProvider(SandboxProvider):
             *argv,
         ]  # fmt: skip
 
-    def _egress(self, paths: ThreadPaths, argv: list[str]) -> tuple[list[str], list[str]]:
-        """``argv`` and extra binds, with the egress relay in ``allowlist`` mode."""
-        if self.egress is None:
-            return argv, []
-        binds = [
-            "--ro-bind", str(self.egress.endpoint(paths.root)), EGRESS_VIEW,
-            "--ro-bind", str(supervisor_source()), SUPERVISOR_VIEW,
-        ]  # fmt: skip
-        return supervised(self.python.executable, argv, relay=True), binds
+    def _supervised(
+        self, paths: ThreadPaths, argv: list[str], group: LaunchCgroup | None
+    ) -> tuple[list[str], list[str]]:
+        """``argv`` under the supervisor (rlimits; egress relay in ``allowlist`` mode), and its binds."""
+        binds = ["--ro-bind", str(supervisor_source()), SUPERVISOR_VIEW]
+        if self.egress is not None:
+            binds += ["--ro-bind", str(self.egress.endpoint(paths.root)), EGRESS_VIEW]
+        wrapped = supervised(self.python.executable, argv, relay=self.egress is not None)
+        split = wrapped.index("--")
+        rlimits = self.limits.rlimit_args(memory_in_cgroup=group is not None and group.has_memory)
+        return [*wrapped[:split], *rlimits, *wrapped[split:]], binds
 
-    def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
-        argv, binds = self._egress(paths, [self._shell, "-c", command])
+    def _new_group(self) -> LaunchCgroup | None:
+        """A cgroup for one launch, or ``None`` (no cgroups here, or creating one failed)."""
+        if self.cgroups is None:
+            return None
+        try:
+            return self.cgroups.create(self.limits)
+        except OSError as exc:
+            log.warning("bwrap: could not create a cgroup for a sandbox: %s", exc)
+            return None
+
+    def _launch(self, paths: ThreadPaths, command: str, group: LaunchCgroup | None) -> Launch:
+        argv, binds = self._supervised(paths, [self._shell, "-c", command], group)
+        outer = self.wrap(paths, argv, binds=binds)
         return Launch(
-            argv=self.wrap(paths, argv, binds=binds),
+            argv=group.wrap(outer) if group is not None else outer,
             env={"PATH": "/usr/bin:/bin"},
             cwd=paths.workspace,
         )
+
+    def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
+        """How to run ``command`` (without a cgroup: :meth:`execute` adds one)."""
+        return self._launch(paths, command, None)
+
+    def execute(
+        self, paths: ThreadPaths, command: str, *, timeout: float | None = None
+    ) -> ExecResult:
+        """Run ``command`` in a fresh sandbox, inside a cgroup of its own where possible."""
+        if not self.allows_bash:
+            raise HostBashDisabled()
+        paths.ensure()
+        group = self._new_group()
+        try:
+            launch = self._launch(paths, command, group)
+            return run_command(
+                launch.argv, env=launch.env, cwd=launch.cwd,
+                timeout=self.command_timeout if timeout is None else timeout,
+                max_output=self.max_output,
+            )  # fmt: skip
+        finally:
+            if group is not None:
+                group.remove()
 
     def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
         env = {**self.sandbox_env(), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
@@ -274,13 +357,30 @@ class BwrapSandboxProvider(SandboxProvider):
             "ipykernel_launcher",
             "--HistoryManager.enabled=False",
         ]
-        inner, binds = self._egress(paths, inner)
+        group = self._new_group()
+        if group is not None:
+            with self._groups_lock:
+                self._kernel_groups[runtime_dir] = group
+        inner, binds = self._supervised(paths, inner, group)
         argv = self.wrap(
             paths, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW, *binds], env=env
         )
         return KernelLaunch(
-            argv=argv,
+            argv=group.wrap(argv) if group is not None else argv,
             env={"PATH": "/usr/bin:/bin"},
             cwd=paths.workspace,
             runtime_view=KERNEL_RUNTIME_VIEW,
         )
+
+    def kernel_stopped(self, paths: ThreadPaths) -> None:
+        """Kill what is left of stopped kernels' sandboxes and remove their cgroups.
+
+        A kernel's cgroup is keyed by its runtime directory, which the kernel
+        removes when it stops, so a group whose directory is gone is finished.
+        """
+        del paths
+        with self._groups_lock:
+            done = [d for d in self._kernel_groups if not d.exists()]
+            groups = [self._kernel_groups.pop(d) for d in done]
+        for group in groups:
+            group.remove()

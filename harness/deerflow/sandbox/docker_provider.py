@@ -48,6 +48,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -64,7 +65,7 @@ from deerflow.sandbox.docker_spec import (
 )
 from deerflow.sandbox.egress_bridge import supervised, supervisor_source
 from deerflow.sandbox.egress_proxy import EgressProxy
-from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.env import check_environment, scrub_env
 from deerflow.sandbox.network_policy import Allowlist, NetworkGate
 from deerflow.sandbox.process import ExecResult, run_command
 from deerflow.sandbox.provider import (
@@ -157,7 +158,8 @@ class DockerSandboxProvider(SandboxProvider):
     def __init__(self, *, client: Any = None, image: str = "python:3.11-slim",
                  network: NetworkMode = "isolated", limits: Limits | None = None,
                  warm_pool_size: int = 0, python_mode: PythonMode = "host", user: str | None = None,
-                 shell: str = "/bin/bash", egress: EgressProxy | None = None, **kwargs: object) -> None:
+                 shell: str = "/bin/bash", egress: EgressProxy | None = None,
+                 environment: Mapping[str, str] | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         if network not in ("isolated", "open", "allowlist"):
             raise ValueError(f"docker network mode must be 'isolated', 'open' or 'allowlist', not {network!r}")
@@ -165,6 +167,7 @@ class DockerSandboxProvider(SandboxProvider):
         self.image = image
         self.network: NetworkMode = network
         self.limits = limits or Limits()
+        self.environment = check_environment(environment or {})
         self.warm_pool_size = warm_pool_size
         self.user = user or f"{os.getuid()}:{os.getgid()}"
         self.shell = shell
@@ -199,6 +202,7 @@ class DockerSandboxProvider(SandboxProvider):
             thread_mounts=self.mounts(paths), run_dir=self.run_dir(paths), supervisor=supervisor_source(),
             network=self.network, limits=self.limits, python=self.python, skeleton=self._root / "skeleton",
             egress_dir=self.egress.endpoint(paths.root) if self.egress is not None else None,
+            environment=self.environment,
             labels={"deerflow.sandbox": "1", "deerflow.provider": self.instance, "deerflow.thread": key},
         )  # fmt: skip
 

@@ -20,8 +20,8 @@ the security-relevant choices testable without an engine:
   capabilities dropped, ``no-new-privileges``, an init process reaping zombies,
   the server's own uid/gid (files written appear as the server's, and are
   never root-owned unless the server runs as root);
-* **environment** — built from scratch (never from the server's), then
-  scrubbed of secret-looking names as a second line of defence.
+* **environment** — built from the allowlist of :mod:`deerflow.sandbox.env`
+  (never from the server's), plus the operator's ``sandbox.environment``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deerflow.sandbox.egress_bridge import EGRESS_VIEW, SUPERVISOR_VIEW, proxy_env
-from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.env import SYSTEM_PATH, sandbox_env
 from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, NetworkMode
 from deerflow.sandbox.python_runtime import SANDBOX_PYTHON_HOME, SANDBOX_VENV, PythonRuntime
 from deerflow.sandbox.virtual_paths import Mount
@@ -42,7 +42,6 @@ from deerflow.sandbox.virtual_paths import Mount
 RUN_VIEW = "/run/deerflow"
 KEEPALIVE = ("sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done")
 TMPFS_OPTIONS = "rw,nosuid,nodev,size=512m"
-_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 PythonMode = Literal["host", "image"]
 
@@ -158,19 +157,33 @@ def python_mounts(python: ContainerPython, skeleton: Path) -> list[BindMount]:
     return mounts
 
 
-def container_env(python: ContainerPython | None, *, network: NetworkMode) -> dict[str, str]:
-    """The complete environment of the container, built from scratch and scrubbed."""
+def container_env(
+    python: ContainerPython | None,
+    *,
+    network: NetworkMode,
+    extra: Mapping[str, str] | None = None,
+    host: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The complete environment of the container: the allowlist, ``extra``, what Python needs.
+
+    Args:
+        python: The bound server interpreter, or ``None`` (the image's).
+        network: The sandbox network mode (``allowlist`` adds the proxy variables).
+        extra: The operator's ``sandbox.environment``.
+        host: The server's environment; only locale variables are read (default: none).
+    """
     bin_dir = f"{python.bin_dir}:" if python is not None else ""
-    env = {
-        "PATH": bin_dir + _SYSTEM_PATH,
-        "HOME": "/tmp",
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-        "PYDEVD_DISABLE_FILE_VALIDATION": "1",
-        **(python.env() if python is not None else {}),
-        **(proxy_env() if network == "allowlist" else {}),
-    }
-    return scrub_env(env)
+    return sandbox_env(
+        path=bin_dir + SYSTEM_PATH,
+        home="/tmp",
+        host=host or {},
+        extra=extra,
+        fixed={
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            **(python.env() if python is not None else {}),
+            **(proxy_env() if network == "allowlist" else {}),
+        },
+    )
 
 
 def build_container_spec(
@@ -187,6 +200,7 @@ def build_container_spec(
     skeleton: Path,
     egress_dir: Path | None = None,
     labels: Mapping[str, str] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> ContainerSpec:
     """The container of one thread.
 
@@ -203,6 +217,7 @@ def build_container_spec(
         skeleton: The provider directory holding the synthetic venv.
         egress_dir: The thread's egress socket directory (``allowlist`` mode only).
         labels: Labels identifying the owner and the thread.
+        environment: The operator's extra variables (``sandbox.environment``).
     """
     mounts = [BindMount(str(m.host), str(m.virtual), not m.writable) for m in thread_mounts]
     mounts.append(BindMount(str(run_dir), RUN_VIEW, False))
@@ -214,7 +229,7 @@ def build_container_spec(
             raise ValueError("allowlist mode needs the thread's egress socket directory")
         mounts.append(BindMount(str(egress_dir), EGRESS_VIEW, True))
     return ContainerSpec(
-        image=image, name=name, user=user, environment=container_env(python, network=network),
+        image=image, name=name, user=user, environment=container_env(python, network=network, extra=environment),
         mounts=tuple(mounts), network_mode=docker_network_mode(network), limits=limits,
         labels=dict(labels or {}),
     )  # fmt: skip

@@ -20,6 +20,7 @@ from deerflow.errors import ConfigError
 from deerflow.sandbox.bwrap import BwrapSandboxProvider
 from deerflow.sandbox.egress_proxy import EgressProxy, SystemResolver
 from deerflow.sandbox.kernel_pool import KernelPool
+from deerflow.sandbox.limits import ProcessLimits
 from deerflow.sandbox.local import LocalSandboxProvider
 from deerflow.sandbox.network_policy import Allowlist, NetworkGate
 from deerflow.sandbox.provider import SandboxProvider
@@ -43,6 +44,7 @@ def make_provider(config: SandboxConfig, *, skills_dir: Path | None = None) -> S
             )
         return LocalSandboxProvider(
             allow_host_bash=config.allow_host_bash,
+            environment=config.environment,
             command_timeout=config.command_timeout,
             skills_dir=skills_dir,
         )
@@ -52,6 +54,12 @@ def make_provider(config: SandboxConfig, *, skills_dir: Path | None = None) -> S
             lambda egress: BwrapSandboxProvider(
                 network=config.network,
                 egress=egress,
+                limits=ProcessLimits(
+                    pids=config.pids_limit,
+                    memory=config.memory_limit,
+                    cpu_seconds=config.cpu_time_limit,
+                ),
+                environment=config.environment,
                 command_timeout=config.command_timeout,
                 skills_dir=skills_dir,
             ),
@@ -102,6 +110,7 @@ def _make_docker(config: SandboxConfig, *, skills_dir: Path | None) -> SandboxPr
             limits=limits,
             warm_pool_size=config.warm_pool_size,
             python_mode=config.docker_python,
+            environment=config.environment,
             egress=egress,
             command_timeout=config.command_timeout,
             skills_dir=skills_dir,

@@ -19,6 +19,14 @@ sandboxed case work:
   it is killed and a new one started (state lost).  A kernel that dies on
   its own is noticed by polling ``is_alive`` while waiting.
 
+* **a cell's children die with the cell.**  When the kernel first answers,
+  the launch's process tree (sandbox wrapper, supervisor, kernel) is noted as
+  its *spine*; after every cell, and after an interrupt, every other process
+  in the tree is killed (:func:`~deerflow.sandbox.process.kill_strays`) and
+  the kernel is asked, silently, to reap the zombies.  Inside bubblewrap the
+  tree is the sandbox's whole pid namespace, so a double-forked daemon cannot
+  escape it; on the ``local`` provider such a daemon escapes to the host.
+
 Outputs are collected as nbformat output dicts, ready for the notebook log.
 """
 
@@ -38,12 +46,18 @@ from nbformat import NotebookNode
 from nbformat.v4 import output_from_msg
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.process import descendants, kill_strays
 from deerflow.sandbox.provider import SandboxProvider
 
 Recovery = Literal["none", "interrupted", "restarted", "died"]
 _POLL_S = 1.0
 _LOG_TAIL = 2000
 _SHUTDOWN_WAIT_S = 1.0
+# Run silently in the kernel after its children were killed: collect their exit statuses.
+_REAP_ZOMBIES = (
+    "exec('import os\\nwhile True:\\n    try:\\n        pid, _ = os.waitpid(-1, os.WNOHANG)\\n"
+    "    except ChildProcessError:\\n        break\\n    if not pid:\\n        break', {})"
+)
 
 
 class KernelStartError(RuntimeError):
@@ -148,6 +162,7 @@ class ThreadKernel:
         self._kc: Any = None
         self._runtime_dir: Path | None = None
         self._log: Any = None
+        self._spine: frozenset[int] = frozenset()
 
     @property
     def started(self) -> bool:
@@ -194,6 +209,24 @@ class ThreadKernel:
             detail = self._log_tail()
             await self.shutdown(now=True)
             raise KernelStartError(f"the Python kernel did not start: {exc}\n{detail}") from exc
+        root = self._root_pid()
+        if root is not None:
+            self._spine = frozenset({root, *await asyncio.to_thread(descendants, root)})
+
+    def _root_pid(self) -> int | None:
+        """Host pid of the launched process (the sandbox wrapper, or the kernel itself)."""
+        provisioner = getattr(self._km, "provisioner", None)
+        pid = getattr(provisioner, "pid", None)
+        return pid if isinstance(pid, int) else None
+
+    async def kill_cell_children(self) -> None:
+        """Kill every process the cells started (see the module docstring); keep the kernel."""
+        root = self._root_pid()
+        if root is None or not self._spine or self._kc is None:
+            return
+        if await asyncio.to_thread(kill_strays, root, self._spine):
+            # Queued before the next cell on the same shell channel; its reply is skipped.
+            self._kc.execute(_REAP_ZOMBIES, silent=True, store_history=False, allow_stdin=False)
 
     def _log_tail(self) -> str:
         if self._runtime_dir is None:
@@ -230,6 +263,7 @@ class ThreadKernel:
                 await self.restart()
         if result.recovery in ("none", "interrupted"):
             await self._drain_reply(msg_id)
+            await self.kill_cell_children()
         return result
 
     async def _collect(self, collector: _Collector, timeout: float) -> str:
@@ -273,6 +307,7 @@ class ThreadKernel:
         """Stop the kernel and remove its runtime directory (idempotent)."""
         km, kc = self._km, self._kc
         self._km = self._kc = None
+        self._spine = frozenset()
         try:
             if kc is not None:
                 kc.stop_channels()

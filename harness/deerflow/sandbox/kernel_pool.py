@@ -19,7 +19,8 @@ Design:
 * **Every cell is logged** to ``<workspace>/agent.ipynb`` (see
   :mod:`deerflow.sandbox.notebook_log`) before its result is rendered.
 * **Cancellation interrupts.**  If the awaiting caller is cancelled (the user
-  stopped the run), the kernel is interrupted instead of left computing.
+  stopped the run), the kernel is interrupted instead of left computing, and
+  the processes the cell started are killed.
 """
 
 from __future__ import annotations
@@ -207,7 +208,7 @@ class KernelPool:
                 self.provider.translate_in(paths, code), timeout=timeout
             )
         except asyncio.CancelledError:
-            await asyncio.shield(session.kernel.interrupt())
+            await asyncio.shield(self._interrupt(session.kernel))
             raise
         session.notebook.append_code(code, raw.outputs, raw.execution_count)
         if raw.recovery in ("restarted", "died"):
@@ -234,6 +235,12 @@ class KernelPool:
             recovery=raw.recovery,
             truncated=truncated,
         )
+
+    @staticmethod
+    async def _interrupt(kernel: ThreadKernel) -> None:
+        """Interrupt a cancelled cell and kill what it started."""
+        await kernel.interrupt()
+        await kernel.kill_cell_children()
 
     async def _retire(self, key: Path) -> None:
         session = self._sessions.pop(key, None)

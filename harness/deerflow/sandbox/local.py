@@ -4,8 +4,17 @@ This is the development default and it is *not* a security boundary.  A host
 shell can reach every file the server can, whatever the virtual mounts say,
 so ``bash`` is refused unless the operator sets ``allow_host_bash=True``.
 The Python kernel still runs (it is the notebook experience the project is
-about) with the workspace as its working directory and a scrubbed
-environment; use the ``bwrap`` provider when the model is not trusted.
+about) with the workspace as its working directory and an environment built
+from the allowlist of :mod:`deerflow.sandbox.env` (never the server's own);
+use the ``bwrap`` provider when the model is not trusted.
+
+``HOME`` is a private directory per thread that the provider creates and
+removes on :meth:`LocalSandboxProvider.close`, so tools that write dot files
+(pip, matplotlib, IPython) touch neither the server's home nor the workspace.
+A cell's leftover child processes are killed when it ends (see
+:mod:`deerflow.sandbox.kernel`); processes that detach from the kernel
+entirely (double fork) escape on the host, which is one more reason this
+provider is no boundary.
 
 Because the host has no ``/mnt/user-data``, virtual paths in commands and
 cells are rewritten to the thread's host directories before they run, and
@@ -15,18 +24,19 @@ containment.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.env import SYSTEM_PATH, check_environment, sandbox_env
 from deerflow.sandbox.provider import VIRTUAL_USER_DATA, KernelLaunch, Launch, SandboxProvider
-
-# Variables of a surrounding Jupyter/matplotlib session that would confuse a child kernel.
-_KERNEL_ENV_DROP_PREFIXES = ("JPY_", "MPLBACKEND", "IPYTHONDIR", "JUPYTER_RUNTIME_DIR")
 
 
 class LocalSandboxProvider(SandboxProvider):
@@ -35,18 +45,48 @@ class LocalSandboxProvider(SandboxProvider):
     Args:
         allow_host_bash: Run shell commands on the host (trusted setups only).
         python: Interpreter for kernels; defaults to the server's own.
+        environment: Extra variables for commands and kernels (``sandbox.environment``).
         **kwargs: See :class:`SandboxProvider`.
     """
 
     name: ClassVar[str] = "local"
 
     def __init__(
-        self, *, allow_host_bash: bool = False, python: str | None = None, **kwargs: object
+        self,
+        *,
+        allow_host_bash: bool = False,
+        python: str | None = None,
+        environment: Mapping[str, str] | None = None,
+        **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.allow_host_bash = allow_host_bash
         self.python = python or sys.executable
+        self.environment = check_environment(environment or {})
         self._shell = shutil.which("bash") or "/bin/sh"
+        self._homes = Path(tempfile.mkdtemp(prefix="deerflow-local-home-"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._homes, True)
+
+    def close(self) -> None:
+        """Remove the per-thread home directories (idempotent)."""
+        self._cleanup()
+
+    def home(self, paths: ThreadPaths) -> Path:
+        """The thread's private ``HOME`` (created on first use)."""
+        key = hashlib.sha256(str(paths.root).encode()).hexdigest()[:16]
+        home = self._homes / key
+        home.mkdir(mode=0o700, exist_ok=True)
+        return home
+
+    def child_env(self, paths: ThreadPaths, **fixed: str) -> dict[str, str]:
+        """The allowlisted environment of a command or kernel of the thread."""
+        return sandbox_env(
+            path=f"{Path(self.python).parent}:{SYSTEM_PATH}",
+            home=str(self.home(paths)),
+            host=os.environ,
+            extra=self.environment,
+            fixed=fixed,
+        )
 
     @property
     def allows_bash(self) -> bool:
@@ -63,19 +103,15 @@ class LocalSandboxProvider(SandboxProvider):
     def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
         return Launch(
             argv=[self._shell, "-c", command],
-            env=scrub_env(os.environ),
+            env=self.child_env(paths),
             cwd=paths.workspace,
         )
 
     def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
-        env = {
-            name: value
-            for name, value in scrub_env(os.environ).items()
-            if not name.startswith(_KERNEL_ENV_DROP_PREFIXES)
-        }
         # A private IPython dir: no host profile startup scripts, no shared history.
-        env["IPYTHONDIR"] = str(runtime_dir / "ipython")
-        env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+        env = self.child_env(
+            paths, IPYTHONDIR=str(runtime_dir / "ipython"), PYDEVD_DISABLE_FILE_VALIDATION="1"
+        )
         return KernelLaunch(
             argv=[self.python, "-m", "ipykernel_launcher", "--HistoryManager.enabled=False"],
             env=env,

@@ -13,20 +13,29 @@ Design:
   bytes, so ``yes`` running for a minute cannot exhaust memory.
 * The result is structured (:class:`ExecResult`); callers never parse text to
   learn the exit status.
+* A long-lived process (a kernel) cannot rely on its group being killed, so
+  :func:`kill_strays` kills a process tree except a kept *spine* (the kernel
+  and the sandbox processes above it): everything a cell forked, however it
+  re-grouped itself.  In a pid namespace orphans are re-parented to the
+  namespace's init, which is in the tree, so nothing can step outside it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 _READ_CHUNK = 65536
 _READER_GRACE_S = 2.0
+_STRAY_ROUNDS = 200
+_STRAY_PAUSE_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -140,3 +149,56 @@ def run_command(
         truncated=reader.dropped > 0,
         timed_out=timed_out,
     )
+
+
+def _parents() -> dict[int, int]:
+    """Every visible live process and its parent, from ``/proc`` (zombies left out)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:  # exited meanwhile
+            continue
+        if fields[0] not in (b"Z", b"X"):
+            parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def descendants(root: int) -> set[int]:
+    """The processes below ``root`` (not ``root`` itself)."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in _parents().items():
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kill_strays(root: int, keep: Collection[int]) -> int:
+    """SIGKILL every descendant of ``root`` not in ``keep``, until none is left.
+
+    Forks racing the kill are caught by the next round; the rounds are
+    bounded so a runaway tree cannot hold the caller forever.
+
+    Returns:
+        How many processes were signalled.
+    """
+    killed = 0
+    for _ in range(_STRAY_ROUNDS):
+        strays = descendants(root) - set(keep)
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(_STRAY_PAUSE_S)
+    return killed

@@ -6,7 +6,7 @@ standard library only and imports nothing from ``deerflow``.  Providers
 bind it read-only at ``/opt/deerflow/supervisor.py`` and run::
 
     python /opt/deerflow/supervisor.py [--relay 127.0.0.1:3128=/run/egress/proxy.sock]
-        [--pidfile PATH] [--watch-stdin] -- COMMAND...
+        [--pidfile PATH] [--watch-stdin] [--rlimit nproc=512 ...] -- COMMAND...
 
 What it does, and why:
 
@@ -20,6 +20,10 @@ What it does, and why:
 * ``--watch-stdin`` treats end-of-file on stdin as "the host side is gone":
   the Docker exec shim holds stdin open for as long as it lives, so a killed
   shim (timeout, kernel restart) takes the command's whole group with it.
+* ``--rlimit NAME=VALUE`` (``nproc``, ``cpu``, ``as``) sets a resource limit
+  (soft and hard) before the command starts, so the command and everything it
+  forks inherit it and cannot raise it again.  ``cpu`` gets a hard limit 5 s
+  above the soft one: ``SIGXCPU`` first, then ``SIGKILL``.
 * When the command ends, its group is killed, so background processes never
   outlive a one-shot command; termination signals are forwarded to the group.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -90,6 +95,21 @@ def start_relay(spec: str) -> socket.socket:
     return listener
 
 
+_RLIMITS = {"nproc": resource.RLIMIT_NPROC, "cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS}
+_CPU_HARD_GRACE_S = 5
+
+
+def set_rlimit(spec: str) -> None:
+    """Apply one ``NAME=VALUE`` limit to this process (inherited by the command)."""
+    name, _, value = spec.partition("=")
+    soft = int(value)
+    hard = soft + _CPU_HARD_GRACE_S if name == "cpu" else soft
+    _, current_hard = resource.getrlimit(_RLIMITS[name])
+    if current_hard != resource.RLIM_INFINITY:
+        soft, hard = min(soft, current_hard), min(hard, current_hard)
+    resource.setrlimit(_RLIMITS[name], (soft, hard))
+
+
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
@@ -109,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--relay", action="append", default=[], help="HOST:PORT=UNIX_SOCKET")
     parser.add_argument("--pidfile")
     parser.add_argument("--watch-stdin", action="store_true")
+    parser.add_argument("--rlimit", action="append", default=[], help="nproc|cpu|as=VALUE")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -116,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command given")
     for spec in args.relay:
         start_relay(spec)
+    for spec in args.rlimit:
+        set_rlimit(spec)
     stdin = subprocess.DEVNULL if args.watch_stdin else None
     child = subprocess.Popen(command, start_new_session=True, stdin=stdin)
     if args.pidfile:
