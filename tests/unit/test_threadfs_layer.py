@@ -32,7 +32,7 @@ _METHODS = {"write_bytes", "write_text", "read_bytes", "read_text", "unlink", "m
 # Receivers whose methods of these names are the safe layer's, not pathlib's: a SafeDir
 # (``root``, ``top``, ``sub``) or a VirtualFS (``vfs``, ``ctx.vfs``).  A heuristic by name,
 # kept honest by using these names for nothing else.
-_SAFE_RECEIVERS = {"root", "top", "sub", "vfs"}
+_SAFE_RECEIVERS = {"root", "top", "sub", "vfs", "SafeDir"}
 
 _HOST_ONLY = "host-private files only (config, databases, caches, state outside every mount)"
 # module (relative to its package root's parent) -> why it may touch files by path
@@ -65,6 +65,9 @@ ALLOWED = {
     "deerflow/sandbox/egress_proxy.py": "the proxy's private socket directory (mkdtemp)",
     "deerflow/sandbox/kernel.py": "the kernel's private runtime directory, written before the kernel starts",
     "deerflow/sandbox/network_policy.py": _HOST_ONLY,
+    "deerflow/sandbox/limits.py": "cgroup control files under /sys/fs/cgroup, the host's own",
+    "deerflow/sandbox/local.py": "per-thread HOME folders under a private mkdtemp directory",
+    "deerflow/sandbox/process.py": "reads /proc to find a command's process tree",
     "deerflow/sandbox/provider.py": "mkdtemp of private runtime directories",
     "deerflow/sandbox/python_runtime.py": "the sandbox's private venv skeleton",
     "deerflow/sandbox/read_marks.py": "sandbox-state/, outside every mount",
@@ -99,6 +102,8 @@ def _uses(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(func, ast.Attribute):
             if isinstance(func.value, ast.Name) and (func.value.id, func.attr) in _FUNCTIONS:
                 found.append((node.lineno, f"{func.value.id}.{func.attr}()"))
+            elif func.attr == "open" and isinstance(func.value, ast.BinOp) and isinstance(func.value.op, ast.Div):
+                found.append((node.lineno, "(path / name).open()"))
             elif func.attr in _METHODS and not _safe_receiver(func.value):
                 found.append((node.lineno, f".{func.attr}()"))
     return found

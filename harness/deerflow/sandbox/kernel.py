@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import queue
 import shutil
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from nbformat.v4 import output_from_msg
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.process import descendants, kill_strays
 from deerflow.sandbox.provider import SandboxProvider
+from deerflow.threadfs import SafeDir, UnsafePath
 
 Recovery = Literal["none", "interrupted", "restarted", "died"]
 _POLL_S = 1.0
@@ -231,8 +233,16 @@ class ThreadKernel:
     def _log_tail(self) -> str:
         if self._runtime_dir is None:
             return ""
-        log = self._runtime_dir / "kernel.log"
-        return log.read_text(errors="replace")[-_LOG_TAIL:] if log.exists() else ""
+        # The runtime directory is visible to the kernel (the sandbox): read the log through
+        # a SafeDir so a link or FIFO planted at kernel.log cannot make us read a host file.
+        try:
+            with SafeDir.open(self._runtime_dir) as root:
+                fd = root.open_file("kernel.log")
+        except UnsafePath:
+            return ""
+        with os.fdopen(fd, "rb") as log:
+            log.seek(max(0, os.fstat(fd).st_size - 4 * _LOG_TAIL))
+            return log.read().decode(errors="replace")[-_LOG_TAIL:]
 
     async def is_alive(self) -> bool:
         return self._km is not None and await self._km.is_alive()
