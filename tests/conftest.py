@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -56,18 +57,19 @@ def pytest_configure(config: pytest.Config) -> None:
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
     config.stash[_HOME] = (home, saved)
+    # Removed at interpreter exit, after the atexit hooks registered later (IPython's shells write
+    # their history into IPYTHONDIR from one).
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Give the environment back and remove the session's home."""
-    home, saved = config.stash.get(_HOME, (None, {}))
+    """Give the environment back (the session's home goes at exit)."""
+    _, saved = config.stash.get(_HOME, (None, {}))
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    if home is not None:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
