@@ -32,7 +32,7 @@ lint: $(STAMP)
 	@$(VENV)/bin/ruff check harness extension deerflow_kernel tests bench
 
 test: $(STAMP) lint
-	@$(VENV)/bin/pytest -q -p no:cacheprovider
+	@$(VENV)/bin/pytest -q -rs -p no:cacheprovider
 
 lab: $(STAMP)
 	@cfg="$${DEERFLOW_CONFIG:-}"; \

@@ -1,8 +1,24 @@
-"""Shared test setup: make ``tests/`` importable (``fixtures.*``) and isolate DEERFLOW_HOME."""
+"""Shared test setup.
+
+* ``tests/`` is importable (``fixtures.*``).
+* The whole session runs with ``HOME``, the XDG dirs and the user-level Jupyter/IPython dirs in a
+  temporary folder, set before anything starts, so no test (nor a server or kernel it starts)
+  writes into the real home: no ``notebook_secret``, runtime files or settings left there.  The
+  venv's own ``etc/jupyter`` (which enables the DeerFlow extension) is still found: it lives
+  under ``sys.prefix``, not in those user-level dirs.
+* ``deerflow_home`` gives a test a fresh DEERFLOW_HOME.
+* At the end of the session, processes that tests started and left running are listed, killed
+  and reaped, and the session fails: a leak must be seen, not inherited by the next CI step.
+"""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +26,76 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
+
+from fixtures.processes import ProcessInfo, end_processes, leftover_children  # noqa: E402
+
+# Where each variable points inside the session's temporary home.
+ISOLATED_DIRS = {
+    "HOME": ".",
+    "XDG_CONFIG_HOME": ".config",
+    "XDG_DATA_HOME": ".local/share",
+    "XDG_CACHE_HOME": ".cache",
+    "XDG_STATE_HOME": ".local/state",
+    "JUPYTER_CONFIG_DIR": ".jupyter",
+    "JUPYTER_DATA_DIR": ".local/share/jupyter",
+    "JUPYTER_RUNTIME_DIR": ".local/share/jupyter/runtime",
+    "IPYTHONDIR": ".ipython",
+    "MPLCONFIGDIR": ".config/matplotlib",
+}
+LEAK_SETTLE_SECONDS = 5.0  # servers stopped by the last fixtures may still be exiting
+_HOME = pytest.StashKey[tuple[Path, dict[str, str | None]]]()
+_LEAKED = pytest.StashKey[list[ProcessInfo]]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Point HOME and the user-level dirs into a fresh folder before any test or server starts."""
+    home = Path(tempfile.mkdtemp(prefix="deerflow-tests-home-"))
+    saved = {name: os.environ.get(name) for name in ISOLATED_DIRS}
+    for name, relative in ISOLATED_DIRS.items():
+        path = home / relative
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(path)
+    config.stash[_HOME] = (home, saved)
+    # Removed at interpreter exit, after the atexit hooks registered later (IPython's shells write
+    # their history into IPYTHONDIR from one).
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give the environment back (the session's home goes at exit)."""
+    _, saved = config.stash.get(_HOME, (None, {}))
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Kill what the tests left running; fail the session if there was anything."""
+    deadline = time.monotonic() + LEAK_SETTLE_SECONDS
+    left = leftover_children()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = leftover_children()
+    if left:
+        session.config.stash[_LEAKED] = end_processes(left)
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """Name the leaked processes last, where a reader of the CI log looks."""
+    leaked = config.stash.get(_LEAKED, [])
+    if leaked:
+        terminalreporter.section("processes left behind by the tests", sep="!", red=True, bold=True)
+        for info in leaked:
+            terminalreporter.line(f"pid {info.pid}: {info.command[:300]}", red=True)
+        terminalreporter.line(f"{len(leaked)} process(es) outlived the tests; killed now. Stop what a test "
+                              "starts (fixtures.processes.running_process / stop_process).", red=True)
+
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,12 +20,18 @@ from urllib.parse import urljoin
 import httpx
 import pytest
 
-from fixtures.browser import browser_page
+from fixtures.browser import (
+    LAB_ARGS,
+    OUTPUT,
+    browser_page,
+    quiet_lab_env,
+    save_failure,
+    wait_for_lab,
+)
 from fixtures.jupyter_process import running_jupyter
 
 pytestmark = pytest.mark.integration
 
-OUTPUT = Path(os.environ.get("DEERFLOW_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output"))
 # A 48x32 PNG, one flat colour (written by the agent's python tool, decoded by the browser).
 PNG_B64 = ("iVBORw0KGgoAAAANSUhEUgAAADAAAAAgCAIAAADbtmxLAAAAOElEQVR4nO3OMREAMAgEMJxgDA/1v9UFz5C7CEj1m1MqPhASEhJK"
            "D4SEhITSAyEhIaH0QEhIaNkHTbt8TBzVr14AAAAASUVORK5CYII=")
@@ -97,21 +102,22 @@ def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None
         (work / name).write_text(text)
     config = tmp_path / "config.yaml"
     config.write_text(config_text)
-    settings = tmp_path / "lab-settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        '{"fetchNews": "false"}')  # no "get news?" toast over the chat input
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(config), "OPENAI_API_KEY": "",
-           "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
-    with running_jupyter(work, app="lab", env=env, timeout=120) as lab, browser_page() as page:
-        page.set_default_timeout(90_000)
-        page.goto(f"{lab.url}lab?reset&token={lab.token}")
-        page.locator(".jp-LauncherCard", has_text="Chat").click()
-        box = page.locator(".jp-chat-input-container textarea[role=combobox]")
-        box.wait_for()
-        # a message sent before the input has picked its persona reaches nobody: wait for DeerFlow
-        page.locator(".jp-jai-personaControls-persona", has_text="DeerFlow").wait_for()
-        yield lab, page, box, work
+           **quiet_lab_env(tmp_path)}  # no "get news?" toast over the chat input
+    with running_jupyter(work, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, browser_page() as page:
+        try:
+            page.set_default_timeout(90_000)
+            page.goto(f"{lab.url}lab?reset&token={lab.token}")
+            wait_for_lab(page)  # restored, no dialog over the launcher
+            page.locator(".jp-LauncherCard", has_text="Chat").click()
+            box = page.locator(".jp-chat-input-container textarea[role=combobox]")
+            box.wait_for()
+            # a message sent before the input has picked its persona reaches nobody: wait for DeerFlow
+            page.locator(".jp-jai-personaControls-persona", has_text="DeerFlow").wait_for()
+            yield lab, page, box, work
+        except Exception:
+            save_failure(page, lab.log, f"chat-failure-{tmp_path.name}")
+            raise
 
 
 def chat_thread(root: Path) -> str:

@@ -3,20 +3,25 @@ and the submitted form continues the run until the chart artifact renders."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from fixtures.browser import browser_page
+from fixtures.browser import (
+    LAB_ARGS,
+    OUTPUT,
+    browser_page,
+    quiet_lab_env,
+    save_failure,
+    wait_for_notebook_kernel,
+)
 from fixtures.jupyter_process import running_jupyter
 
 pytestmark = pytest.mark.integration
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-OUTPUT = Path(os.environ.get("DEERFLOW_TEST_OUTPUT", Path(__file__).resolve().parents[2] / "test-output"))
 
 
 @pytest.fixture
@@ -32,14 +37,13 @@ def lab_workdir(tmp_path: Path) -> Path:
 def test_quickstart_form_card_in_jupyterlab(lab_workdir: Path, tmp_path: Path):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(lab_workdir / "offline-config.yaml"),
-           "OPENAI_API_KEY": ""}
-    with running_jupyter(lab_workdir, app="lab", env=env, timeout=120) as lab, browser_page() as page:
+           "OPENAI_API_KEY": "", **quiet_lab_env(tmp_path)}
+    with running_jupyter(lab_workdir, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, \
+            browser_page() as page:
         try:
             _drive_quickstart(page, lab)
         except Exception:
-            # Leave what the browser showed and what the server said, for the failure report.
-            page.screenshot(path=str(OUTPUT / "lab-failure.png"), full_page=True)
-            print(lab.log.read_text()[-6000:])
+            save_failure(page, lab.log, "lab-failure")
             raise
 
 
@@ -47,8 +51,6 @@ def _drive_quickstart(page, lab) -> None:
     page.set_default_timeout(60_000)
     page.goto(f"{lab.url}lab/tree/01_research_quickstart.ipynb?token={lab.token}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
-    _dismiss_news_prompt(page)
     # Run the setup cell, the question cell and the %%deerflow cell, one at a time: each is selected
     # by a click on its prompt and run with Ctrl+Enter; the next starts once the kernel has counted it.
     cells = page.locator(".jp-Notebook .jp-Cell")
@@ -73,20 +75,9 @@ def _drive_quickstart(page, lab) -> None:
 
 
 def _run_cell(page, cell, *, wait_for_count: bool) -> None:
+    wait_for_notebook_kernel(page)  # the keys go to the notebook, not to a dialog, and run now
     cell.locator(".jp-InputPrompt").click()
     page.keyboard.press("Escape")  # command mode, whatever the click did
     page.keyboard.press("Control+Enter")
     if wait_for_count:
         cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for()
-
-
-def _dismiss_news_prompt(page) -> None:
-    """JupyterLab asks once whether to fetch news; its toast can take focus from the notebook."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    no = page.locator("button.jp-toast-button", has_text="No")
-    try:
-        no.wait_for(timeout=5_000)
-        no.click()
-    except PlaywrightTimeout:
-        pass
