@@ -8,43 +8,23 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from langchain.tools import ToolRuntime
 from pydantic import BaseModel
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.runtime.context import RunContext
 from deerflow.sandbox.uploads import save_upload
 from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS, FILE_WRITE_TOOLS, tool_group
 from deerflow.tools.builtins.uploads_tool import list_uploaded_files
 from deerflow.tools.errors import ToolFailure
+from fixtures.tool_runtime import make_runtime
 
 # langchain serialises tool input (including the injected runtime) for callbacks.
 pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 
 WS = "/mnt/user-data/workspace"
 TOOLS = {t.name: t for t in [*FILE_READ_TOOLS, *FILE_WRITE_TOOLS, list_uploaded_files]}
-
-
-def make_runtime(paths: ThreadPaths, **services: Any) -> ToolRuntime[RunContext, Any]:
-    ctx = RunContext(
-        user_id="alice",
-        thread_id=paths.root.name,
-        run_id="run-1",
-        paths=paths,
-        config=cast("Any", None),
-        services=services,
-    )
-    return ToolRuntime(
-        state={},
-        context=ctx,
-        config={},
-        stream_writer=lambda _: None,
-        tool_call_id="t1",
-        store=None,
-    )
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from deerflow.config.paths import HomePaths, ThreadPaths
 from deerflow.tools.builtins import file_tools
 from deerflow.tools.errors import ToolFailure
 from deerflow.tools.offload import Offloader
-from tests.unit.test_file_tools import make_runtime
+from fixtures.tool_runtime import make_runtime
 
 pytestmark = pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 
