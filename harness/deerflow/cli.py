@@ -12,7 +12,8 @@
     deerflow lab
 
 User errors (bad config, unknown thread, empty prompt) print one line and
-exit with status 1 (2 for configuration errors); never a traceback.
+exit with status 1 (2 for configuration errors); never a traceback.  A run a
+guard ended (loop detection) prints why on stderr and exits with status 3.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from deerflow.scheduling.commands import add_schedule_parser, run_schedule_comma
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
 from deerflow.tools.errors import ToolFailure
+
+EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,14 +141,18 @@ def _run(client: Any, args: argparse.Namespace) -> int:
 
 def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
-    status = "error"
+    finished: ev.RunFinished | None = None
     for event in events:
         render(event)
         if isinstance(event, ev.RunFinished):
-            status = event.status
+            finished = event
             if not as_json:
                 _print_where(client, event)
-    return 0 if status in {"success", "interrupted"} else 1
+    if finished is not None and finished.status == "stopped":
+        print(f"deerflow: run stopped by {finished.stopped_by or 'a guard'}: {finished.error or 'no reason given'}",
+              file=sys.stderr)
+        return EXIT_STOPPED
+    return 0 if finished is not None and finished.status in {"success", "interrupted"} else 1
 
 
 def parse_reply_args(text: str | None, fields: Sequence[str]) -> Any:
@@ -277,7 +284,8 @@ class TerminalRenderer:
             self._line(f"    … and {len(entries) - 10} more")
 
     def _on_run_finished(self, e: ev.RunFinished) -> None:
-        line = f"● run finished: {e.status}" + (f" ({e.error})" if e.error else "")
+        status = f"stopped by {e.stopped_by or 'a guard'}" if e.status == "stopped" else e.status
+        line = f"● run finished: {status}" + (f" ({e.error})" if e.error else "")
         receipt = e.receipt or {}
         if receipt.get("status") and receipt["status"] != "nothing_produced":
             produced = len(receipt.get("produced", []))
