@@ -9,6 +9,7 @@
     deerflow batches list|status ID|export ID [--out F]|cancel ID|worker [--until-idle]
     deerflow agents list|show NAME|delete NAME|new NAME ["WHAT IT IS FOR"] [--display-name X]
     deerflow schedule add "PROMPT" --cron EXPR [--agent A] [--thread T] [--tz Z]|list|remove ID|runs ID|run-due
+    deerflow doctor [--repair] [--json]
     deerflow lab
 
 User errors (bad config, unknown thread, empty prompt) print one line and
@@ -72,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     batches_cli.add_parser(sub)
     add_agents_parser(sub)
     add_schedule_parser(sub)
+    doctor = sub.add_parser("doctor", help="check config, storage files and the sandbox; exit 1 if broken")
+    doctor.add_argument("--repair", action="store_true",
+                        help="move broken store files aside (renamed, never deleted) and start empty ones")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
     lab = sub.add_parser("lab", help="start JupyterLab with the DeerFlow extension")
     lab.add_argument("lab_args", nargs=argparse.REMAINDER)
     return parser
@@ -84,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _lab([*args.lab_args, *unknown])
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "doctor":  # before the client: it must work when the config or storage is broken
+        return _doctor(args)
     try:
         from deerflow.client import DeerFlowClient
 
@@ -292,6 +299,31 @@ class TerminalRenderer:
             shown = produced - len(receipt.get("unpresented", []))
             line += f" — delivery: {receipt['status']} ({shown} of {produced} new outputs presented)"
         self._line(line)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from deerflow import doctor
+    from deerflow.config.paths import HomePaths, default_home
+
+    home = HomePaths(Path(args.home).expanduser() if args.home else default_home())
+    findings = doctor.diagnose(args.config, home)
+    repairs = doctor.repair_broken(findings) if args.repair else []
+    if repairs:
+        findings = doctor.diagnose(args.config, home)
+    if args.json:
+        print(json.dumps({"ok": all(f.ok for f in findings), "findings": [f.to_dict() for f in findings],
+                          "repaired": [{"path": str(r.path), "moved": [[str(a), str(b)] for a, b in r.moved]}
+                                       for r in repairs]}))
+    else:
+        for r in repairs:
+            for old, new in r.moved:
+                print(f"moved {old} -> {new}")
+            print(f"created an empty store at {r.path}")
+        for finding in findings:
+            print(finding.line())
+    return 0 if all(f.ok for f in findings) else 1
 
 
 def _lab(extra: list[str]) -> int:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from tornado import web
 
 from deerflow.errors import ConfigError, NotFoundError, UserError
+from deerflow.persistence.sqlite import StorageError
 from deerflow.runtime.manager import RunManager
 from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.host import HarnessHost
@@ -92,6 +93,8 @@ class DeerFlowHandler(ExtensionHandlerMixin, APIHandler):
 def _http_error(exc: BaseException) -> web.HTTPError | None:
     if isinstance(exc, NotFoundError):
         return web.HTTPError(404, str(exc))
+    if isinstance(exc, StorageError):  # a broken store file: the service is unavailable until it is repaired
+        return web.HTTPError(503, str(exc))
     if isinstance(exc, ConfigError):
         return web.HTTPError(500, f"DeerFlow configuration error: {exc}")
     if isinstance(exc, UserError):
