@@ -21,7 +21,11 @@ OUTPUTS_PREFIX = "/mnt/user-data/outputs/"
 
 @dataclass(repr=False)
 class RunResult(HarnessRunResult):
-    """A finished run (``.text``, ``.artifacts``, ``.thread_id``, ``.status``, ``.load(name)``)."""
+    """A finished run (``.text``, ``.artifacts``, ``.thread_id``, ``.status``, ``.load(name)``).
+
+    ``status`` is ``stopped`` when a guard (loop detection...) ended the run;
+    ``.stopped_by`` names it and ``.error`` says why.
+    """
 
     session: Any = field(default=None, compare=False)
 
@@ -66,6 +70,8 @@ class RunResult(HarnessRunResult):
             parts.append(f"{len(names)} artifact{'s' * (len(names) != 1)}: {shown}")
         if self.waiting:
             parts.append(f"asks: {_clip(str(self.clarification.get('question', '')), 60)}")
+        elif self.status == "stopped":
+            parts.append(f"stopped by {self.stopped_by or 'a guard'}: {_clip(self.error or '', 60)}")
         elif self.error:
             parts.append(f"error: {_clip(self.error, 60)}")
         elif self.text:

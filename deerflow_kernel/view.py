@@ -31,9 +31,10 @@ from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
 
 TEXT_PUSH_SECONDS = 0.1
-_STATUS = {"success": "done", "interrupted": "waiting for your answer", "cancelled": "cancelled", "error": "failed"}
+_STATUS = {"success": "done", "interrupted": "waiting for your answer", "cancelled": "cancelled", "error": "failed",
+           "stopped": "stopped by a guard"}
 _STATUS_ICONS = {"success": icon("check", "#2e7d32"), "interrupted": icon("pause-circle", "#f0ad4e"),
-                 "cancelled": icon("stop"), "error": icon("times", "#c00")}
+                 "cancelled": icon("stop"), "error": icon("times", "#c00"), "stopped": icon("stop", "#f0ad4e")}
 _TODO_MARKS = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
 
 

@@ -4,6 +4,11 @@ One harness runtime per server (:class:`~deerflow_jupyter.host.HarnessHost`),
 the API under ``{base_url}deerflow/api/``, and the environment a kernel
 needs to reach it (``DEERFLOW_SERVER_URL`` / ``DEERFLOW_SERVER_TOKEN``), so
 ``%%deerflow`` in a notebook talks to the same runtime as the chat panel.
+
+Nothing here opens a store: a corrupt or unreadable ``deerflow.db`` or
+``checkpoints.db`` must not stop the extension from loading.  Requests that
+need the store answer 503 with the reason, and ``GET {base_url}deerflow/api/health``
+says which file is broken and how to repair it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from traitlets import Bool, Float, Unicode
 from deerflow.config.paths import check_id
 from deerflow_jupyter.handlers import ROUTES
 from deerflow_jupyter.handlers.base import NotFoundRoute
+from deerflow_jupyter.handlers.health import HealthHandler
 from deerflow_jupyter.handlers.plugins import plugin_routes
 from deerflow_jupyter.host import HarnessHost
 from deerflow_jupyter.scheduler import ServerScheduler
@@ -70,6 +76,7 @@ class DeerFlowExtension(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)
+        self.handlers.append((f"{API_PREFIX}/health", HealthHandler))  # config, storage, sandbox: what is broken
         # startup plugins' routes, behind Jupyter auth (plugins run with this server's privileges)
         self.handlers.extend(plugin_routes(self.deerflow_host.plugins(), API_PREFIX))
         self.handlers.append((f"{API_PREFIX}/.*", NotFoundRoute))  # last: a JSON 404 for any other API path

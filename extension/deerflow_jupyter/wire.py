@@ -22,9 +22,10 @@ from deerflow.persistence.store import RunRecord, ThreadRecord
 ASSISTANT_ID = "lead_agent"
 _EPOCH_ISO = "1970-01-01T00:00:00+00:00"
 
-# LangGraph run statuses; DeerFlow's precise status is kept in metadata.
+# LangGraph run statuses; DeerFlow's precise status is kept in metadata (``stopped``: a guard
+# such as loop detection ended the run, named by ``metadata.stopped_by``).
 _RUN_STATUS = {"running": "running", "pending": "pending", "success": "success",
-               "interrupted": "success", "cancelled": "interrupted", "error": "error"}
+               "interrupted": "success", "cancelled": "interrupted", "error": "error", "stopped": "error"}
 
 
 def iso(ts: float | None) -> str:
@@ -102,6 +103,8 @@ def run(record: RunRecord) -> dict[str, Any]:
     metadata = {"deerflow_status": record.status}
     if record.error:
         metadata["error"] = record.error
+    if record.status == "stopped":
+        metadata["stopped_by"] = record.result.get("stopped_by") or "guard"
     return {
         "run_id": record.run_id, "thread_id": record.thread_id, "assistant_id": ASSISTANT_ID,
         "created_at": iso(record.created_at), "updated_at": iso(record.updated_at),

@@ -9,10 +9,12 @@
     deerflow batches list|status ID|export ID [--out F]|cancel ID|worker [--until-idle]
     deerflow agents list|show NAME|delete NAME|new NAME ["WHAT IT IS FOR"] [--display-name X]
     deerflow schedule add "PROMPT" --cron EXPR [--agent A] [--thread T] [--tz Z]|list|remove ID|runs ID|run-due
+    deerflow doctor [--repair] [--json]
     deerflow lab
 
 User errors (bad config, unknown thread, empty prompt) print one line and
-exit with status 1 (2 for configuration errors); never a traceback.
+exit with status 1 (2 for configuration errors); never a traceback.  A run a
+guard ended (loop detection) prints why on stderr and exits with status 3.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from deerflow.scheduling.commands import add_schedule_parser, run_schedule_comma
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
 from deerflow.tools.errors import ToolFailure
+
+EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     batches_cli.add_parser(sub)
     add_agents_parser(sub)
     add_schedule_parser(sub)
+    doctor = sub.add_parser("doctor", help="check config, storage files and the sandbox; exit 1 if broken")
+    doctor.add_argument("--repair", action="store_true",
+                        help="move broken store files aside (renamed, never deleted) and start empty ones")
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
     lab = sub.add_parser("lab", help="start JupyterLab with the DeerFlow extension")
     lab.add_argument("lab_args", nargs=argparse.REMAINDER)
     return parser
@@ -81,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _lab([*args.lab_args, *unknown])
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "doctor":  # before the client: it must work when the config or storage is broken
+        return _doctor(args)
     try:
         from deerflow.client import DeerFlowClient
 
@@ -138,14 +148,18 @@ def _run(client: Any, args: argparse.Namespace) -> int:
 
 def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
-    status = "error"
+    finished: ev.RunFinished | None = None
     for event in events:
         render(event)
         if isinstance(event, ev.RunFinished):
-            status = event.status
+            finished = event
             if not as_json:
                 _print_where(client, event)
-    return 0 if status in {"success", "interrupted"} else 1
+    if finished is not None and finished.status == "stopped":
+        print(f"deerflow: run stopped by {finished.stopped_by or 'a guard'}: {finished.error or 'no reason given'}",
+              file=sys.stderr)
+        return EXIT_STOPPED
+    return 0 if finished is not None and finished.status in {"success", "interrupted"} else 1
 
 
 def parse_reply_args(text: str | None, fields: Sequence[str]) -> Any:
@@ -277,13 +291,39 @@ class TerminalRenderer:
             self._line(f"    … and {len(entries) - 10} more")
 
     def _on_run_finished(self, e: ev.RunFinished) -> None:
-        line = f"● run finished: {e.status}" + (f" ({e.error})" if e.error else "")
+        status = f"stopped by {e.stopped_by or 'a guard'}" if e.status == "stopped" else e.status
+        line = f"● run finished: {status}" + (f" ({e.error})" if e.error else "")
         receipt = e.receipt or {}
         if receipt.get("status") and receipt["status"] != "nothing_produced":
             produced = len(receipt.get("produced", []))
             shown = produced - len(receipt.get("unpresented", []))
             line += f" — delivery: {receipt['status']} ({shown} of {produced} new outputs presented)"
         self._line(line)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from deerflow import doctor
+    from deerflow.config.paths import HomePaths, default_home
+
+    home = HomePaths(Path(args.home).expanduser() if args.home else default_home())
+    findings = doctor.diagnose(args.config, home)
+    repairs = doctor.repair_broken(findings) if args.repair else []
+    if repairs:
+        findings = doctor.diagnose(args.config, home)
+    if args.json:
+        print(json.dumps({"ok": all(f.ok for f in findings), "findings": [f.to_dict() for f in findings],
+                          "repaired": [{"path": str(r.path), "moved": [[str(a), str(b)] for a, b in r.moved]}
+                                       for r in repairs]}))
+    else:
+        for r in repairs:
+            for old, new in r.moved:
+                print(f"moved {old} -> {new}")
+            print(f"created an empty store at {r.path}")
+        for finding in findings:
+            print(finding.line())
+    return 0 if all(f.ok for f in findings) else 1
 
 
 def _lab(extra: list[str]) -> int:

@@ -57,6 +57,12 @@ class RunResult:
                    events, finished.receipt, finished.error, clar)
 
     @property
+    def stopped_by(self) -> str | None:
+        """The guard that ended the run (status ``stopped``), e.g. ``loop_detection``."""
+        finished = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)
+        return finished.stopped_by if finished is not None else None
+
+    @property
     def notices(self) -> list[Any]:
         """The run's ``notice`` events (loop detected, unfinished todos, summarization...)."""
         return [e for e in self.events if isinstance(e, ev.Notice)]

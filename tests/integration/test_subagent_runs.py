@@ -219,6 +219,7 @@ def test_child_loop_detection_reaches_the_parents_events_before_the_task_returns
         result = client.chat("go")
         (entry,) = client.thread(result.thread_id).values["delegations"]
     loops = [n for n in result.notices if n.kind == "loop_detected"]
+    assert result.status == "success"  # a subagent's loop stops the subagent, not the lead's run
     assert {n.data.get("action") for n in loops} == {"warned", "stopped"}
     assert all(n.data["task_id"] == entry["id"] for n in loops)
     terminal = next(e for e in subagent_events(result) if e.status == "failed")

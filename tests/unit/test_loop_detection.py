@@ -27,7 +27,8 @@ def test_same_call_ten_times_is_warned_at_three_and_stopped_at_five(tmp_path):
     model = ScriptedChatModel(script=repeating(10))
     run = asyncio.run(AgentHarness(tmp_path).run(model, "List the workspace"))
 
-    assert run.status == "success"
+    assert run.status == "stopped"  # not success: the guard ended the run
+    assert run.error is not None and "kept repeating the same tool call" in run.error
     assert len(model.calls) == 5  # the 5th identical call ended the run; turns 6-10 never played
     assert [len(notes_seen(model, i)) for i in range(5)] == [0, 0, 0, 1, 2]
     assert "`ls` (3 times)" in notes_seen(model, 3)[0]
@@ -42,6 +43,7 @@ def test_same_call_ten_times_is_warned_at_three_and_stopped_at_five(tmp_path):
 
     notices = [n for n in run.notices if n.kind == "loop_detected"]
     assert [n.data["action"] for n in notices] == ["warned", "warned", "stopped"]
+    assert [n.data.get("stopped_by") for n in notices] == [None, None, "loop_detection"]
     assert notices[-1].data["calls"] == [{"name": "ls", "count": 5}]
 
 

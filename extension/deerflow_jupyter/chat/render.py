@@ -272,6 +272,8 @@ class RunRenderer:
             return f"_⏸ Waiting for your answer · {where}_"
         if e.status == "cancelled":
             return f"**⏹ Stopped.** The run was cancelled · {where}"
+        if e.status == "stopped":
+            return f"**⏹ Stopped by {md_escape(e.stopped_by or 'a guard')}:** {md_escape(e.error or '')} · {where}"
         return f"**✗ The run failed:** {md_escape(e.error or 'unknown error')} · {where}"
 
 

@@ -31,6 +31,7 @@ from tornado import httputil, web
 
 from deerflow.config.paths import UnsafeIdError, check_id
 from deerflow.errors import ConfigError, NotFoundError, UserError
+from deerflow.persistence.sqlite import StorageError
 from deerflow.runtime.manager import RunManager
 from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.host import HarnessHost
@@ -101,7 +102,7 @@ class DeerFlowHandler(ExtensionHandlerMixin, APIHandler):
             super()._handle_request_exception(e)
             return
         status, detail = error_response(e)
-        if status >= 500 and not isinstance(e, (web.HTTPError, ConfigError)):
+        if status >= 500 and not isinstance(e, (web.HTTPError, ConfigError, StorageError)):
             self.log.error("DeerFlow request failed: %s (user %s)", self._request_summary(),
                            self._user_for_log(), exc_info=e)
         elif status >= 500:
@@ -140,6 +141,8 @@ def error_response(exc: BaseException | None) -> tuple[int, str]:
         return exc.status_code, one_line(_http_message(exc))
     if isinstance(exc, NotFoundError):
         return 404, one_line(str(exc))
+    if isinstance(exc, StorageError):  # a broken store file: the service is unavailable until it is repaired
+        return 503, one_line(str(exc))
     if isinstance(exc, ConfigError):
         return 500, one_line(f"DeerFlow configuration error: {exc}")
     if isinstance(exc, UserError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -10,12 +11,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow.config.schema import StorageConfig
 from deerflow.errors import ConfigError
+from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem
 
 
 async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack: AsyncExitStack) -> BaseCheckpointSaver:
     """Open the configured checkpointer; ``stack`` closes it.
 
     SQLite (default) lives at ``storage.sqlite_path`` or ``default_path``.
+
+    Raises:
+        StorageError: the SQLite file is corrupt, truncated, unreadable or not a file.
     """
     if storage.checkpointer == "memory":
         return InMemorySaver()
@@ -33,11 +38,28 @@ async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    path = Path(storage.sqlite_path).expanduser() if storage.sqlite_path else default_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = await aiosqlite.connect(str(path))
+    path = sqlite_checkpoint_path(storage, default_path)
+    problem = file_problem(path)
+    if problem is not None:
+        raise StorageError(path, problem)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(path))
+    except OSError as exc:
+        raise StorageError(path, f"cannot be opened ({exc.strerror or exc})") from None
+    except sqlite3.DatabaseError as exc:
+        raise as_storage_error(path, exc) from None
     stack.push_async_callback(conn.close)
-    await conn.execute("PRAGMA journal_mode=WAL")
-    saver = AsyncSqliteSaver(conn)
-    await saver.setup()
+    try:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+    except sqlite3.DatabaseError as exc:
+        raise as_storage_error(path, exc) from None
     return saver
+
+
+def sqlite_checkpoint_path(storage: StorageConfig, default_path: Path) -> Path:
+    """Where the SQLite checkpointer keeps its file."""
+    return Path(storage.sqlite_path).expanduser() if storage.sqlite_path else default_path
+

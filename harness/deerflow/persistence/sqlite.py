@@ -1,35 +1,195 @@
-"""One way to open the harness's small SQLite stores.
+"""One way to open the harness's small SQLite stores, and to tell when a store file is broken.
 
 Short-lived connections per operation in WAL mode: safe from any thread and
 from several processes sharing one ``$DEERFLOW_HOME``.
+
+A store file that is corrupt, truncated, unreadable or not a file at all is
+an operator's problem, not a crash: every failure to use it is a
+:class:`StorageError` naming the file, the problem and the way out
+(``deerflow doctor --repair`` moves it aside and starts an empty store).  The
+schema is created on first use rather than in the constructor, so a process
+(the Jupyter extension) still starts with a broken file and reports it.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from deerflow.errors import UserError
+
+REPAIR_HINT = "move it aside and start an empty store with `deerflow doctor --repair` (nothing is deleted)"
+
+# sqlite3 messages that mean the file itself cannot be used (not a busy lock or a constraint).
+_BROKEN_FILE = (
+    "file is not a database", "malformed", "unable to open database file", "disk i/o error",
+    "readonly database", "not authorized", "file is encrypted",
+)
+_HEADER = b"SQLite format 3\x00"
+
+
+class StorageError(UserError):
+    """A store file that cannot be used: corrupt, truncated, unreadable, or not a file.
+
+    Args:
+        path: The file.
+        problem: What is wrong with it, in a few words.
+    """
+
+    exit_code = 4
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"storage error: {self.path}: {problem}; {REPAIR_HINT}")
+
+
+def is_broken_file_error(exc: BaseException) -> bool:
+    """True when a sqlite3 error means the database file is unusable (corrupt, unreadable...)."""
+    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.IntegrityError):
+        return False
+    text = str(exc).lower()
+    return any(marker in text for marker in _BROKEN_FILE)
+
+
+def file_problem(path: Path) -> str | None:
+    """What makes ``path`` unusable as a SQLite database, without opening it (None: fine or absent).
+
+    Cheap enough for every open: the file type, permissions, header and size.
+    A missing file is fine (it is created on first use).
+    """
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be inspected ({exc.strerror or exc})"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a database file"
+    if not stat.S_ISREG(info.st_mode):
+        return "is not a regular file"
+    if not os.access(path, os.R_OK | os.W_OK):
+        return "is not readable and writable by this user"
+    if info.st_size == 0:
+        return None  # an empty file is an empty database
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if len(header) < 100 or not header.startswith(_HEADER):
+        return "is not a SQLite database (unknown or damaged header)"
+    return _truncation(path, header, info.st_size)
+
+
+def _truncation(path: Path, header: bytes, size: int) -> str | None:
+    """The file is shorter than its header says (and no WAL holds the missing pages)."""
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96] and pages > 0  # the in-header size is trusted only then
+    wal = path.with_name(path.name + "-wal")
+    if not valid or (wal.exists() and wal.stat().st_size > 0):
+        return None
+    if size < pages * page_size:
+        return f"is truncated ({size} bytes, the header says {pages * page_size})"
+    return None
+
+
+def check_database(path: Path, *, deep: bool = True) -> str | None:
+    """What is wrong with the SQLite database at ``path`` (None: usable or absent).
+
+    ``deep`` runs ``PRAGMA quick_check`` (reads every page: for diagnosis, not every open).
+    """
+    problem = file_problem(path)
+    if problem is not None or not path.exists() or path.stat().st_size == 0:
+        return problem
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error as exc:
+        return f"cannot be opened ({exc})"
+    try:
+        db.execute("PRAGMA schema_version").fetchone()
+        if deep:
+            rows = [str(r[0]) for r in db.execute("PRAGMA quick_check(3)").fetchall()]
+            if rows != ["ok"]:
+                return "is corrupt (" + "; ".join(rows)[:200] + ")"
+    except sqlite3.DatabaseError as exc:
+        if not is_broken_file_error(exc):
+            raise
+        return f"is corrupt ({exc})"
+    finally:
+        db.close()
+    return None
+
 
 class SqliteStore:
-    """Base of a store: creates the file and its schema, hands out transactional connections."""
+    """Base of a store: creates the file and its schema on first use, hands out transactional connections.
+
+    Raises (from every operation):
+        StorageError: the file is corrupt, truncated, unreadable or not a file.
+    """
 
     schema: str = ""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(self.schema)
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    def _ensure_schema(self) -> None:
+        with self._ready_lock:
+            if self._ready:
+                return
+            problem = file_problem(self.path)
+            if problem is not None:
+                raise StorageError(self.path, problem)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(self.path, f"its folder cannot be created ({exc.strerror or exc})") from None
+            db = self._open()
+            try:
+                with db:
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.executescript(self.schema)
+            except sqlite3.DatabaseError as exc:
+                raise as_storage_error(self.path, exc) from None
+            finally:
+                db.close()
+            self._ready = True
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, timeout=30)
+        except sqlite3.DatabaseError as exc:
+            raise as_storage_error(self.path, exc) from None
+        db.row_factory = sqlite3.Row
+        return db
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30)
-        db.row_factory = sqlite3.Row
+        if not self._ready:
+            self._ensure_schema()
+        db = self._open()
         try:
             with db:
                 yield db
+        except sqlite3.DatabaseError as exc:
+            if is_broken_file_error(exc):
+                raise as_storage_error(self.path, exc) from None
+            raise
         finally:
             db.close()
+
+
+def as_storage_error(path: Path, exc: sqlite3.DatabaseError) -> Exception:
+    """``exc`` as a :class:`StorageError` about ``path`` when it means the file is unusable, else ``exc``."""
+    if not is_broken_file_error(exc):
+        return exc
+    return StorageError(path, file_problem(path) or f"cannot be used ({exc})")

@@ -106,14 +106,18 @@ class Notice(_Event):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-RunStatus = Literal["success", "error", "cancelled", "interrupted"]
+RunStatus = Literal["success", "error", "cancelled", "interrupted", "stopped"]
+
+STOPPED_BY = "stopped_by"
+"""Key of a ``notice``'s ``data`` naming the guard that ended the run (loop detection...)."""
 
 
 class RunFinished(_Event):
     """The last event of every run.
 
     ``status`` is ``interrupted`` when the run ended waiting for a human
-    (a clarification); ``receipt`` is the delivery receipt when present.
+    (a clarification), ``stopped`` when a guard ended it (``stopped_by`` names
+    the guard, ``error`` says why); ``receipt`` is the delivery receipt when present.
     """
 
     type: Literal["run_finished"] = "run_finished"
@@ -123,6 +127,7 @@ class RunFinished(_Event):
     artifacts: list[str] = Field(default_factory=list)
     receipt: dict[str, Any] | None = None
     error: str | None = None
+    stopped_by: str | None = None
 
 
 class Error(_Event):

@@ -35,6 +35,17 @@ class Outcome:
     error: str | None
     projector: Projector
     receipt: dict[str, Any] | None = None
+    stopped_by: str | None = None  # the guard that ended the run (status ``stopped``)
+
+
+def guard_stop(event: Any) -> tuple[str, str] | None:
+    """``(guard, reason)`` when ``event`` is a guard's notice that it ended the run."""
+    if not isinstance(event, ev.Notice):
+        return None
+    guard = event.data.get(ev.STOPPED_BY)
+    if not isinstance(guard, str) or not guard or "task_id" in event.data:  # a subagent's stop ends only it
+        return None
+    return guard, _first_line(Exception(event.text)).strip("[] ") or f"{guard} ended the run"
 
 
 def graph_config(context: RunContext) -> dict[str, Any]:
@@ -80,6 +91,7 @@ async def _stream_run(
     for note in notes:  # the host's notes about this run (an edited config picked up...)
         await publish(projector.make(ev.Notice, kind=note["kind"], text=note["text"]))
     inputs = {"messages": [HumanMessage(content=prompt)]}
+    stop: tuple[str, str] | None = None
     try:
         await watch.start()
         async for mode, chunk in lead.graph.astream(
@@ -87,6 +99,7 @@ async def _stream_run(
         ):
             await publish_raw(mode, chunk)
             for event in projector.feed(mode, chunk):
+                stop = stop or guard_stop(event)
                 await publish(event)
     except asyncio.CancelledError:
         return Outcome("cancelled", None, projector)
@@ -98,8 +111,12 @@ async def _stream_run(
         message = f"{type(exc).__name__}: {_first_line(exc)}"
         await publish(projector.make(ev.Error, kind="runtime", message=message))
         return Outcome("error", message, projector)
-    status: ev.RunStatus = "interrupted" if projector.clarification is not None else "success"
-    return Outcome(status, None, projector)
+    if projector.clarification is not None:
+        return Outcome("interrupted", None, projector)
+    if stop is not None:
+        guard, reason = stop
+        return Outcome("stopped", reason, projector, stopped_by=guard)
+    return Outcome("success", None, projector)
 
 
 def _first_line(exc: BaseException) -> str:

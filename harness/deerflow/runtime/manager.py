@@ -300,7 +300,7 @@ class RunManager:
                 status=status, text=projector.last_text if projector else "", title=title,
                 artifacts=list(projector.artifacts) if projector else [],
                 receipt=outcome.receipt if outcome else None,
-                error=outcome.error if outcome else None,
+                error=outcome.error if outcome else None, stopped_by=outcome.stopped_by if outcome else None,
             )
             await publish(finished)
             self._settle(live, finished)
@@ -310,7 +310,8 @@ class RunManager:
         self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
         result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt,
                   "workspace_changes": next((e.changes for e in live.events if isinstance(e, ev.WorkspaceChanges)),
-                                            None)}
+                                            None), "stopped_by": finished.stopped_by}
+        live.record.result = result
         self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result)
         self.store.update_thread(live.record.thread_id, title=finished.title)
         live.record.status = finished.status

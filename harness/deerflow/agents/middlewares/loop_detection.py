@@ -137,6 +137,7 @@ class LoopDetectionMiddleware(ResponseReviewMiddleware):
     """Warns on repeated identical tool calls, then strips them; caps calls per tool."""
 
     state_schema = LoopDetectionState
+    guard_name = "loop_detection"
 
     def __init__(self, limits: LoopDetectionConfig) -> None:
         super().__init__()
@@ -166,15 +167,20 @@ class LoopDetectionMiddleware(ResponseReviewMiddleware):
         if verdict.stop:
             note = stop_note(verdict.stop)
             result[index] = strip_tool_calls(message, note)
-            _notify(request, note, stopped=True, repeats=verdict.stop)
+            self._notify(request, note, stopped=True, repeats=verdict.stop)
         else:
             if verdict.warn:
                 update["loop_warning"] = warning_text(verdict.warn, self.limits.stop_after)
-                _notify(request, update["loop_warning"], stopped=False, repeats=verdict.warn)
+                self._notify(request, update["loop_warning"], stopped=False, repeats=verdict.warn)
             if verdict.refused:
                 update["messages"] = [_refusal(call, self.limits.max_calls_per_tool) for call in verdict.refused]
         model_response = ModelResponse(result=result, structured_response=response.structured_response)
         return ExtendedModelResponse(model_response=model_response, command=Command(update=update))
+
+    def _notify(self, request: ModelRequest, text: str, *, stopped: bool, repeats: Sequence[Repeat]) -> None:
+        self.notify(request, kind="loop_detected", text=text, stopped=stopped,
+                    data={"action": "stopped" if stopped else "warned",
+                          "calls": [{"name": r.name, "count": r.count} for r in repeats]})
 
 
 def _refusal(call: ToolCall, limit: int) -> ToolMessage:
@@ -184,12 +190,3 @@ def _refusal(call: ToolCall, limit: int) -> ToolMessage:
     )
 
 
-def _notify(request: ModelRequest, text: str, *, stopped: bool, repeats: Sequence[Repeat]) -> None:
-    runtime = request.runtime
-    if runtime is None:
-        return
-    runtime.stream_writer({
-        "type": "notice", "kind": "loop_detected", "text": text,
-        "data": {"action": "stopped" if stopped else "warned",
-                 "calls": [{"name": r.name, "count": r.count} for r in repeats]},
-    })

@@ -15,6 +15,8 @@ Calls over either limit are answered with an error ToolMessage saying which
 limit refused them (the agent loop does not execute an answered call), and
 a ``notice`` (``subagent_limit``) tells the user.  The response itself is
 kept, so the conversation stays truthful about what the model asked for.
+Refusing calls does not end the run (the model sees the refusals and goes on),
+so the run's status is not ``stopped`` because of these limits.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class SubagentLimitMiddleware(ResponseReviewMiddleware):
         max_total: Delegations per run (clamped 1-50).
     """
 
+    guard_name = "subagent_limits"
+
     def __init__(self, *, max_concurrent: int, max_total: int) -> None:
         super().__init__()
         self.max_concurrent = clamp(max_concurrent, CONCURRENT_RANGE, 3)
@@ -102,20 +106,11 @@ class SubagentLimitMiddleware(ResponseReviewMiddleware):
         messages = [refusal(c, reason="total" if i >= room else "concurrency",
                             limit=self.max_total if i >= room else self.max_concurrent, used=used)
                     for i, c in enumerate(calls) if i >= allowed]
-        _notify(request, len(messages), allowed, used, self.max_total)
+        self.notify(request, kind="subagent_limit",
+                    text=f"{len(messages)} task call(s) refused: {allowed} started in this response; "
+                         f"{used} of {self.max_total} delegations already used in this run.",
+                    data={"refused": len(messages), "started": allowed, "used": used, "max_total": self.max_total})
         return ExtendedModelResponse(model_response=response, command=Command(update={"messages": messages}))
-
-
-def _notify(request: ModelRequest, refused: int, allowed: int, used: int, total: int) -> None:
-    runtime = request.runtime
-    if runtime is None:
-        return
-    runtime.stream_writer({
-        "type": "notice", "kind": "subagent_limit",
-        "text": f"{refused} task call(s) refused: {allowed} started in this response; "
-                f"{used} of {total} delegations already used in this run.",
-        "data": {"refused": refused, "started": allowed, "used": used, "max_total": total},
-    })
 
 
 __all__ = ["SubagentLimitMiddleware", "clamp", "delegations_in_run", "refusal"]
