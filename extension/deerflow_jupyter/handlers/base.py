@@ -17,7 +17,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ValidationError
 from tornado import web
 
-from deerflow.errors import ConfigError, NotFoundError, UserError
+from deerflow.errors import Busy, ConfigError, NotFoundError, UserError
 from deerflow.runtime.manager import RunManager
 from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.host import HarnessHost
@@ -94,8 +94,10 @@ def _http_error(exc: BaseException) -> web.HTTPError | None:
         return web.HTTPError(404, str(exc))
     if isinstance(exc, ConfigError):
         return web.HTTPError(500, f"DeerFlow configuration error: {exc}")
+    if isinstance(exc, Busy):
+        return web.HTTPError(409, str(exc))
     if isinstance(exc, UserError):
-        return web.HTTPError(409 if "active run" in str(exc) else 422, str(exc))
+        return web.HTTPError(422, str(exc))
     if isinstance(exc, ToolFailure):
         return web.HTTPError(404 if exc.code == "not_found" else 422, exc.message)
     return None
