@@ -138,10 +138,6 @@ class BatchesConfig(_Section):
     backend: Literal["sqlite", "postgres"] = "sqlite"
     sqlite_path: str | None = None
     postgres_url: str | None = None
-    run_lease_seconds: float = Field(
-        default=30.0, gt=0, le=3600,
-        description="A run's lease on its thread lasts this long unless renewed (every third of it); "
-        "after a crash, the thread is free again once it expires.")
     concurrency: int = Field(default=4, ge=1, le=64)
     lease_seconds: float = Field(default=120.0, gt=0)
     max_items: int = Field(default=500, ge=1, le=10_000)
@@ -257,6 +253,10 @@ class StorageConfig(_Section):
     checkpointer: Literal["sqlite", "memory", "postgres"] = "sqlite"
     sqlite_path: str | None = None
     postgres_url: str | None = None
+    run_lease_seconds: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="A run's lease on its thread lasts this long unless renewed (every third of it); "
+        "after a crash, the thread is free again once it expires.")
 
 
 class UploadsConfig(_Section):
