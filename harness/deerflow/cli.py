@@ -12,7 +12,8 @@
     deerflow lab
 
 User errors (bad config, unknown thread, empty prompt) print one line and
-exit with status 1 (2 for configuration errors); never a traceback.
+exit with status 1 (2 for configuration errors, 75 when the thread already has
+an active run, here or in another process: try again later); never a traceback.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ which, like real providers, refuses a history with an unanswered tool call.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import time
@@ -23,8 +22,10 @@ import yaml
 from deerflow.persistence.store import INTERRUPTED
 from fixtures.fault_hooks import POINTS
 from fixtures.jupyter_process import running_jupyter
-from fixtures.openai_server import openai_server_fixture  # noqa: F401 (fixture)
-from fixtures.openai_server import unanswered_tool_calls
+from fixtures.openai_server import (
+    openai_server_fixture,  # noqa: F401 (fixture)
+    unanswered_tool_calls,
+)
 
 pytestmark = pytest.mark.integration
 
