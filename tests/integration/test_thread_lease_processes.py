@@ -1,8 +1,9 @@
 """One run per thread across processes: a Jupyter server and the CLI on one DEERFLOW_HOME.
 
 The model waits for a gate file, so the run that got the thread certainly still
-holds it when the other process tries; when the server tries is spread over the
-CLI's start-up, so either side comes first.  No durations are asserted: only
+holds it when the other process tries.  On even attempts the server tries at a
+random moment of the CLI's start-up (a real race, which the server usually wins:
+the CLI starts slowly); on odd ones it tries once the CLI holds the thread.  No durations are asserted: only
 who was accepted, what the refused side was told, and that the thread's history
 holds every accepted turn.
 """
@@ -56,10 +57,19 @@ class Setup:
         return subprocess.Popen([sys.executable, "-m", "deerflow.cli", *args], cwd=self.work, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
-    def lease_expiry(self, thread_id: str) -> float | None:
+    def lease(self, thread_id: str) -> tuple[str, float] | None:
+        """The thread's lease row as (holder, expires_at), if any."""
         with sqlite3.connect(self.home / "deerflow.db") as db:
-            row = db.execute("SELECT expires_at FROM thread_leases WHERE thread_id=?", (thread_id,)).fetchone()
-        return row[0] if row else None
+            row = db.execute("SELECT holder, expires_at FROM thread_leases WHERE thread_id=?",
+                             (thread_id,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def wait_until_held_by(self, proc: subprocess.Popen, thread_id: str, *, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while (lease := self.lease(thread_id)) is None or not lease[0].endswith(f":{proc.pid}"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return  # the attempt's assertions say what went wrong
+            time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +101,10 @@ def test_cli_and_server_racing_on_one_thread_get_one_run_per_attempt_and_lose_no
         s.gate.unlink(missing_ok=True)
         cli = s.cli("run", f"cli turn {n}", "--thread", "shared", "--model", "gated", "--json")
         try:
-            time.sleep(rng.uniform(0, 4))  # somewhere in the CLI's start-up: either may ask first
+            if n % 2:
+                s.wait_until_held_by(cli, "shared")
+            else:
+                time.sleep(rng.uniform(0, 4))  # somewhere in the CLI's start-up: a race
             response = http.post("/threads/shared/runs", json=run_body(f"server turn {n}"))
             assert response.status_code in (200, 409), response.text
             if response.status_code == 200:  # the server has the thread: the CLI must be refused
@@ -121,6 +134,7 @@ def test_cli_and_server_racing_on_one_thread_get_one_run_per_attempt_and_lose_no
     assert [m["content"] for m in messages if m["type"] == "ai"] == [f"answer {n}" for n in range(ATTEMPTS)]
     runs = http.get("/threads/shared/runs").json()
     assert len(runs) == ATTEMPTS and {r["status"] for r in runs} == {"success"}
+    assert {"server", "cli"} <= set(sides)
     print(f"accepted: {sides.count('server')} server runs, {sides.count('cli')} CLI runs")
 
 
@@ -140,9 +154,9 @@ def test_a_killed_cli_run_frees_the_thread_once_its_lease_expires(setup):
         kill(cli)
     refused = http.post("/threads/orphan/runs", json=run_body("too early"))
     assert refused.status_code == 409 and BUSY in refused.json()["detail"]  # the dead holder's lease still runs
-    expiry = s.lease_expiry("orphan")
-    assert expiry is not None
-    time.sleep(max(0.0, expiry - time.time()) + 0.2)  # let the lease lapse: nobody renews it any more
+    lease = s.lease("orphan")
+    assert lease is not None
+    time.sleep(max(0.0, lease[1] - time.time()) + 0.2)  # let the lease lapse: nobody renews it any more
     s.gate.touch()
     done = http.post("/threads/orphan/runs/wait", json=run_body("after the crash"))
     assert done.status_code == 200 and "__error__" not in done.json(), done.text
