@@ -13,8 +13,9 @@
     deerflow lab
 
 User errors (bad config, unknown thread, empty prompt) print one line and
-exit with status 1 (2 for configuration errors); never a traceback.  A run a
-guard ended (loop detection) prints why on stderr and exits with status 3.
+exit with status 1 (2 for configuration errors, 75 when the thread already has
+an active run, here or in another process: try again later); never a traceback.
+A run a guard ended (loop detection) prints why on stderr and exits with status 3.
 """
 
 from __future__ import annotations

@@ -41,3 +41,33 @@ class ConfigError(UserError):
 
 class NotFoundError(UserError):
     """An id (thread, run, artifact) that does not exist for this user."""
+
+
+class Busy(UserError):
+    """What was asked for is held by an active run: try again later.
+
+    HTTP 409; in the CLI one line and exit status 75 (``EX_TEMPFAIL``).
+    """
+
+    exit_code = 75
+
+
+class ThreadBusy(Busy):
+    """The thread already has an active run, in this process or another one.
+
+    Whoever asks second gets this same answer wherever the first run lives (a
+    Jupyter server, the CLI, a notebook's in-process client).
+
+    Args:
+        thread_id: The busy thread.
+        run_id: The run holding it, if known.
+        holder: Where that run executes (``host:pid``), when it is another process.
+    """
+
+    def __init__(self, thread_id: str, *, run_id: str | None = None, holder: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self.holder = holder
+        detail = ", ".join(x for x in (f"run {run_id}" if run_id else "", f"in process {holder}" if holder else "") if x)
+        super().__init__(f"thread {thread_id} already has an active run{f' ({detail})' if detail else ''}; "
+                         "wait for it to finish or cancel it")

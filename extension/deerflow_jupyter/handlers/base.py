@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from tornado import httputil, web
 
 from deerflow.config.paths import UnsafeIdError, check_id
-from deerflow.errors import ConfigError, NotFoundError, UserError
+from deerflow.errors import Busy, ConfigError, NotFoundError, UserError
 from deerflow.persistence.sqlite import StorageError
 from deerflow.runtime.manager import RunManager
 from deerflow.tools.errors import ToolFailure
@@ -145,8 +145,10 @@ def error_response(exc: BaseException | None) -> tuple[int, str]:
         return 503, one_line(str(exc))
     if isinstance(exc, ConfigError):
         return 500, one_line(f"DeerFlow configuration error: {exc}")
+    if isinstance(exc, Busy):
+        return 409, one_line(str(exc))
     if isinstance(exc, UserError):
-        return (409 if "active run" in str(exc) else 422), one_line(str(exc))
+        return 422, one_line(str(exc))
     if isinstance(exc, UnsafeIdError):
         return 400, "invalid id: use 1-128 letters, digits, '_', '-', '.', '@' (not starting with '.' or '-')"
     if isinstance(exc, ToolFailure):

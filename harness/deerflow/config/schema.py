@@ -275,6 +275,10 @@ class StorageConfig(_Section):
     checkpointer: Literal["sqlite", "memory", "postgres"] = "sqlite"
     sqlite_path: str | None = None
     postgres_url: str | None = None
+    run_lease_seconds: float = Field(
+        default=30.0, gt=0, le=3600,
+        description="A run's lease on its thread lasts this long unless renewed (every third of it); "
+        "after a crash, the thread is free again once it expires.")
 
 
 class UploadsConfig(_Section):

@@ -7,6 +7,20 @@ joined after the fact), its workspace change summary and delivery receipt.
 
 One short-lived connection per operation, WAL mode: safe from any thread and
 from several processes on the same ``$DEERFLOW_HOME``.
+
+**One run per thread, across processes.**  A run holds its thread's row in
+``thread_leases`` (an owner token, the holder's ``host:pid`` and an expiry).
+The lease is taken by one conditional upsert — insert, or take over a row whose
+``expires_at`` has passed — in the *same transaction* that inserts the run, so a
+run is never recorded without its lease nor a lease taken without its run.  The
+database serialises the upserts: of two processes asking at once exactly one
+sees a changed row, the other gets :class:`~deerflow.errors.ThreadBusy`.  The
+holder renews the expiry while the run lasts and deletes the row in the
+transaction that records the run's end.  A holder that dies stops renewing; once
+the lease has expired the next run takes it over and, in that transaction,
+marks the dead holder's run as interrupted.  The SQL is plain (``INSERT ... ON
+CONFLICT ... DO UPDATE ... WHERE``, no SQLite-only syntax) so the same contract
+holds on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -18,8 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deerflow.errors import NotFoundError
+from deerflow.errors import NotFoundError, ThreadBusy
 from deerflow.persistence.sqlite import SqliteStore
+
+INTERRUPTED = "interrupted: the process running it stopped (crash, kill or restart) before the run finished"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -43,6 +59,13 @@ CREATE TABLE IF NOT EXISTS runs (
     result TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS runs_thread ON runs(thread_id, created_at);
+CREATE TABLE IF NOT EXISTS thread_leases (
+    thread_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS run_events (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -89,6 +112,30 @@ class RunRecord:
     error: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """Who asks for a thread's lease and for how long.
+
+    Attributes:
+        owner: A token unique to this holding (one per run); only it renews or releases.
+        holder: Where the run executes (``host:pid``), shown to whoever finds the thread busy.
+        seconds: How long the lease lasts without renewal.
+    """
+
+    owner: str
+    holder: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Lease:
+    thread_id: str
+    owner: str
+    run_id: str
+    holder: str
+    expires_at: float
 
 
 class MetadataStore(SqliteStore):
@@ -148,11 +195,19 @@ class MetadataStore(SqliteStore):
                 runs = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE thread_id=?", (thread_id,))]
                 db.executemany("DELETE FROM run_events WHERE run_id=?", [(r,) for r in runs])
                 db.execute("DELETE FROM runs WHERE thread_id=?", (thread_id,))
+                db.execute("DELETE FROM thread_leases WHERE thread_id=?", (thread_id,))
         return bool(cur.rowcount)
 
     # -- runs --------------------------------------------------------------------
-    def create_run(self, run: RunRecord) -> None:
+    def create_run(self, run: RunRecord, *, lease: LeaseTerms | None = None) -> None:
+        """Record a new run; with ``lease``, take its thread's lease in the same transaction.
+
+        Raises:
+            ThreadBusy: another holder's lease on the thread has not expired (nothing is written).
+        """
         with self._connect() as db:
+            if lease is not None:
+                _take_lease(db, run.thread_id, run.run_id, lease)
             db.execute(
                 "INSERT INTO runs (run_id, thread_id, user_id, status, created_at, updated_at, error, options, result)"
                 " VALUES (?,?,?,?,?,?,?,?,?)",
@@ -160,12 +215,45 @@ class MetadataStore(SqliteStore):
                  run.error, json.dumps(run.options), json.dumps(run.result)),
             )
 
-    def finish_run(self, run_id: str, *, status: str, error: str | None = None, result: dict[str, Any] | None = None) -> None:
+    def finish_run(self, run_id: str, *, status: str, error: str | None = None, result: dict[str, Any] | None = None,
+                   lease_owner: str | None = None) -> None:
+        """Record the run's end; with ``lease_owner``, release its thread's lease in the same transaction."""
         with self._connect() as db:
             db.execute(
                 "UPDATE runs SET status=?, error=?, result=?, updated_at=? WHERE run_id=?",
                 (status, error, json.dumps(result or {}), time.time(), run_id),
             )
+            if lease_owner is not None:
+                db.execute("DELETE FROM thread_leases WHERE run_id=? AND owner=?", (run_id, lease_owner))
+
+    # -- thread leases -------------------------------------------------------------
+    def acquire_lease(self, thread_id: str, activity: str, lease: LeaseTerms) -> None:
+        """Take the thread's lease for work that is not a recorded run (``activity``: compaction...).
+
+        Raises:
+            ThreadBusy: another holder's lease has not expired.
+        """
+        with self._connect() as db:
+            _take_lease(db, thread_id, activity, lease)
+
+    def renew_lease(self, thread_id: str, owner: str, seconds: float) -> bool:
+        """Push the lease's expiry ``seconds`` from now; False if ``owner`` no longer holds it."""
+        with self._connect() as db:
+            cur = db.execute("UPDATE thread_leases SET expires_at=? WHERE thread_id=? AND owner=?",
+                             (time.time() + seconds, thread_id, owner))
+        return cur.rowcount == 1
+
+    def release_lease(self, thread_id: str, owner: str) -> None:
+        """Give the lease back (a no-op if ``owner`` lost it meanwhile)."""
+        with self._connect() as db:
+            db.execute("DELETE FROM thread_leases WHERE thread_id=? AND owner=?", (thread_id, owner))
+
+    def thread_lease(self, thread_id: str) -> Lease | None:
+        """The thread's unexpired lease, if any process holds one."""
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM thread_leases WHERE thread_id=? AND expires_at>=?",
+                             (thread_id, time.time())).fetchone()
+        return _lease(row) if row else None
 
     def get_run(self, run_id: str, user_id: str) -> RunRecord | None:
         with self._connect() as db:
@@ -180,11 +268,16 @@ class MetadataStore(SqliteStore):
         return [_run(r) for r in rows]
 
     def mark_interrupted_runs(self) -> int:
-        """Runs left 'running' by a process that died are marked as errors on startup."""
+        """Mark runs left 'running' by a process that died (on startup); their count.
+
+        Only runs whose lease expired (or that never had one) are marked: a run
+        another live process is executing keeps renewing its lease and is left alone.
+        """
         with self._connect() as db:
             cur = db.execute(
-                "UPDATE runs SET status='error', error='the process running it stopped', updated_at=?"
-                " WHERE status IN ('pending', 'running')", (time.time(),),
+                "UPDATE runs SET status='error', error=?, updated_at=? WHERE status IN ('pending', 'running')"
+                " AND NOT EXISTS (SELECT 1 FROM thread_leases l WHERE l.run_id=runs.run_id AND l.expires_at>=?)",
+                (INTERRUPTED, time.time(), time.time()),
             )
         return cur.rowcount
 
@@ -208,3 +301,29 @@ def _thread(row: sqlite3.Row) -> ThreadRecord:
 def _run(row: sqlite3.Row) -> RunRecord:
     return RunRecord(row["run_id"], row["thread_id"], row["user_id"], row["status"], row["created_at"],
                      row["updated_at"], row["error"], json.loads(row["options"]), json.loads(row["result"]))
+
+
+def _take_lease(db: sqlite3.Connection, thread_id: str, run_id: str, lease: LeaseTerms) -> None:
+    """Take the thread's lease inside the caller's transaction, or raise ThreadBusy.
+
+    One statement decides: insert the row, or take over one that has expired.
+    The database serialises writers, so of two concurrent callers exactly one
+    changes a row.  Runs still 'running' on the thread then belong to a holder
+    that died (its lease expired): they are marked interrupted here.
+    """
+    now = time.time()
+    cur = db.execute(
+        "INSERT INTO thread_leases (thread_id, owner, run_id, holder, expires_at) VALUES (?,?,?,?,?)"
+        " ON CONFLICT (thread_id) DO UPDATE SET owner=excluded.owner, run_id=excluded.run_id,"
+        " holder=excluded.holder, expires_at=excluded.expires_at WHERE thread_leases.expires_at<?",
+        (thread_id, lease.owner, run_id, lease.holder, now + lease.seconds, now),
+    )
+    if cur.rowcount != 1:
+        row = db.execute("SELECT run_id, holder FROM thread_leases WHERE thread_id=?", (thread_id,)).fetchone()
+        raise ThreadBusy(thread_id, run_id=row["run_id"] if row else None, holder=row["holder"] if row else None)
+    db.execute("UPDATE runs SET status='error', error=?, updated_at=? WHERE thread_id=? AND status IN"
+               " ('pending', 'running')", (INTERRUPTED, now, thread_id))
+
+
+def _lease(row: sqlite3.Row) -> Lease:
+    return Lease(row["thread_id"], row["owner"], row["run_id"], row["holder"], row["expires_at"])

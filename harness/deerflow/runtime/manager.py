@@ -4,16 +4,27 @@ One manager per host process (the CLI, an embedded client, the Jupyter
 server).  It owns the checkpointer and the metadata store, starts each run as
 an asyncio task on its loop, allows one active run per thread, and records
 every run (status, timestamps, error, events) so it survives a restart.
+
+One run per thread holds *across processes* too: each run takes its thread's
+lease in the store in the transaction that records it (see
+:mod:`deerflow.persistence.store`), a heartbeat task renews it off the event
+loop while the run lasts, and the transaction that records the run's end gives
+it back.  A second run, here or in any process sharing the store, gets
+:class:`~deerflow.errors.ThreadBusy`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
+import socket
+import sqlite3
 import time
 import uuid
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,11 +47,11 @@ from deerflow.custom_agents import (
     known_skills,
     resolve_profile,
 )
-from deerflow.errors import NotFoundError, UserError
+from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.mcp.manager import MCP_RUN_SERVICE, MCP_SERVICE, open_mcp, prepare_mcp_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
-from deerflow.persistence.store import MetadataStore, RunRecord, ThreadRecord
+from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult, compact_thread
@@ -89,6 +100,7 @@ class RunManager:
         self._stack = stack
         self._live: dict[str, LiveRun] = {}
         self._active_by_thread: dict[str, str] = {}
+        self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self.services: dict[str, Any] = {}
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
@@ -166,11 +178,10 @@ class RunManager:
 
         Raises:
             NotFoundError: unknown thread (or another user's).
-            UserError: the thread has an active run.
+            ThreadBusy: the thread has an active run (here or in another process).
         """
         self.thread(thread_id, user_id)
-        if thread_id in self._active_by_thread:
-            raise UserError(f"thread {thread_id} has an active run; cancel it first")
+        self._check_idle(thread_id)
         await self.checkpointer.adelete_thread(thread_id)
         self.store.delete_thread(thread_id, user_id)
         shutil.rmtree(self.home.thread(user_id, thread_id).root, ignore_errors=True)
@@ -189,30 +200,79 @@ class RunManager:
 
         Raises:
             NotFoundError: unknown thread (or another user's).
-            UserError: the thread has an active run; ConfigError for an unknown model.
+            ThreadBusy: the thread has an active run (here or in another process).
+            ConfigError: an unknown model.
         """
         self.thread(thread_id, user_id)
-        if thread_id in self._active_by_thread:
-            raise UserError(f"thread {thread_id} has an active run; compact it once the run is over")
+        self._check_idle(thread_id)
         config, config_file = self.loaded.config, _str(self.loaded.path)
         policy, summarizer = summarization_setup(
             config, create_chat_model(config, model_name, config_file=config_file),
             config_file=config_file, always_write=True)
+        self._check_idle(thread_id)
         self._active_by_thread[thread_id] = "compaction"
         try:
-            return await compact_thread(self.checkpointer, thread_id, summarizer=summarizer,
-                                        keep_messages=keep_messages or policy.keep_messages)
+            async with self._thread_lease(thread_id, "compaction"):
+                return await compact_thread(self.checkpointer, thread_id, summarizer=summarizer,
+                                            keep_messages=keep_messages or policy.keep_messages)
         finally:
             self._active_by_thread.pop(thread_id, None)
+
+    def _check_idle(self, thread_id: str) -> None:
+        """Raise ThreadBusy when a run holds the thread, in this process or another."""
+        if thread_id in self._active_by_thread:
+            raise ThreadBusy(thread_id, run_id=self._active_by_thread[thread_id])
+        lease = self.store.thread_lease(thread_id)
+        if lease is not None:
+            raise ThreadBusy(thread_id, run_id=lease.run_id, holder=lease.holder)
+
+    def _lease_terms(self) -> LeaseTerms:
+        return LeaseTerms(owner=uuid.uuid4().hex, holder=self._holder,
+                          seconds=self.loaded.config.storage.run_lease_seconds)
+
+    @asynccontextmanager
+    async def _thread_lease(self, thread_id: str, activity: str) -> AsyncIterator[None]:
+        """Hold the thread's lease (renewed) for work that is not a run."""
+        terms = self._lease_terms()
+        await asyncio.to_thread(self.store.acquire_lease, thread_id, activity, terms)
+        task = asyncio.current_task()
+        heartbeat = asyncio.create_task(self._heartbeat(thread_id, terms, on_lost=task.cancel if task else None))
+        try:
+            yield
+        finally:
+            heartbeat.cancel()
+            await asyncio.to_thread(self.store.release_lease, thread_id, terms.owner)
+
+    async def _heartbeat(self, thread_id: str, terms: LeaseTerms, *, on_lost: Callable[[], Any] | None) -> None:
+        """Renew the lease every third of its term, off the event loop; ``on_lost`` if another holder took it.
+
+        A renewal that fails on a locked or unreachable database is logged and
+        retried at the next beat: the lease only lapses after a whole term of failures.
+        """
+        while True:
+            await asyncio.sleep(terms.seconds / 3)
+            try:
+                held = await asyncio.to_thread(self.store.renew_lease, thread_id, terms.owner, terms.seconds)
+            except sqlite3.Error as exc:
+                logger.warning("could not renew the lease on thread %s (%s: %s); retrying",
+                               thread_id, type(exc).__name__, exc)
+                continue
+            if not held:
+                logger.error("the lease on thread %s was taken over (this process stalled past its term); "
+                             "stopping the work that held it", thread_id)
+                if on_lost is not None:
+                    on_lost()
+                return
 
     # -- runs --------------------------------------------------------------------
     async def start(self, request: RunRequest) -> LiveRun:
         """Validate the request, record the run and start it in the background.
 
         Raises:
-            UserError: empty prompt, unknown thread, a run already active on the thread,
-                an internal-only option in an untrusted request, an unknown interaction
-                mode, or a configuration problem with the requested model.
+            ThreadBusy: a run is already active on the thread (in this process or another).
+            UserError: empty prompt, unknown thread, an internal-only option in an untrusted
+                request, an unknown interaction mode, or a configuration problem with the
+                requested model.
         """
         prompt = request.prompt.strip()
         if not prompt:
@@ -222,8 +282,7 @@ class RunManager:
         if request.thread_id:
             self.thread(request.thread_id, user_id)
             if request.thread_id in self._active_by_thread:
-                raise UserError(f"thread {request.thread_id} already has an active run "
-                                f"({self._active_by_thread[request.thread_id]}); wait for it or cancel it")
+                raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
@@ -238,7 +297,7 @@ class RunManager:
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
         mcp_run = await prepare_mcp_run(self.services, user_id=user_id, thread_id=new_thread_id)
         if request.thread_id in self._active_by_thread:  # MCP discovery awaited: the thread may be busy now
-            raise UserError(f"thread {request.thread_id} already has an active run; wait for it or cancel it")
+            raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=with_subagent_source(
                                  builtin_sources(self.loaded.config, resolved,
@@ -264,12 +323,19 @@ class RunManager:
                 skills, self.home.thread(user_id, thread.thread_id)),
                 **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {})},
         )
-        self.store.create_run(record)
+        if thread.thread_id in self._active_by_thread:
+            raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
+        lease = self._lease_terms()
+        self._active_by_thread[thread.thread_id] = record.run_id  # claimed here while the store decides
+        try:  # the run and its lease on the thread, in one transaction (ThreadBusy: another process has it)
+            await asyncio.to_thread(self.store.create_run, record, lease=lease)
+        except BaseException:
+            self._active_by_thread.pop(thread.thread_id, None)
+            raise
         live = LiveRun(record)
         self._live[record.run_id] = live
-        self._active_by_thread[thread.thread_id] = record.run_id
         notes = [{"kind": "config_reloaded", "text": config_note}] if config_note else []
-        live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes))
+        live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes, lease))
         return live
 
     def _refresh_config(self) -> str | None:
@@ -286,12 +352,14 @@ class RunManager:
         return change.note()
 
     async def _run(self, live: LiveRun, lead: Any, context: RunContext, prompt: str,
-                   notes: list[dict[str, str]]) -> None:
+                   notes: list[dict[str, str]], lease: LeaseTerms) -> None:
         outcome = None
         publish = self.plugins.observe(live.publish)  # plugin observers see every event
+        heartbeat = asyncio.create_task(self._heartbeat(context.thread_id, lease, on_lost=_canceller(live)))
         try:
             outcome = await execute_run(lead, context, prompt, publish, live.publish_raw, notes=notes)
         finally:
+            heartbeat.cancel()
             projector = outcome.projector if outcome else None
             status = outcome.status if outcome else "cancelled"
             title = projector.title if projector else None
@@ -303,16 +371,17 @@ class RunManager:
                 error=outcome.error if outcome else None, stopped_by=outcome.stopped_by if outcome else None,
             )
             await publish(finished)
-            self._settle(live, finished)
+            self._settle(live, finished, lease)
 
-    def _settle(self, live: LiveRun, finished: ev.RunFinished) -> None:
+    def _settle(self, live: LiveRun, finished: ev.RunFinished, lease: LeaseTerms) -> None:
         self._active_by_thread.pop(live.record.thread_id, None)
         self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
         result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt,
                   "workspace_changes": next((e.changes for e in live.events if isinstance(e, ev.WorkspaceChanges)),
                                             None), "stopped_by": finished.stopped_by}
         live.record.result = result
-        self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result)
+        self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result,
+                              lease_owner=lease.owner)
         self.store.update_thread(live.record.thread_id, title=finished.title)
         live.record.status = finished.status
         live.record.error = finished.error
@@ -326,8 +395,9 @@ class RunManager:
             del self._live[run_id]
 
     def thread_status(self, thread_id: str) -> str:
-        """``busy`` while a run is active on the thread, else ``idle``."""
-        return "busy" if thread_id in self._active_by_thread else "idle"
+        """``busy`` while a run is active on the thread (in any process sharing the store), else ``idle``."""
+        busy = thread_id in self._active_by_thread or self.store.thread_lease(thread_id) is not None
+        return "busy" if busy else "idle"
 
     def run_record(self, run_id: str, user_id: str, *, thread_id: str | None = None) -> RunRecord:
         """A run's record (live or stored); NotFoundError for unknown/foreign runs."""
@@ -381,6 +451,13 @@ def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
     graph.add_edge("model", END)
     graph.add_edge("tools", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def _canceller(live: LiveRun) -> Callable[[], None]:
+    def cancel() -> None:
+        if live.task is not None and not live.task.done():
+            live.task.cancel()
+    return cancel
 
 
 def _str(path: Any) -> str | None:

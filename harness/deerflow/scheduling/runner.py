@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from deerflow.agents.interaction_policy import parse_blocked_result
-from deerflow.errors import UserError
+from deerflow.errors import Busy, UserError
 from deerflow.runtime import events as ev
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.scheduling.cron import CronExpression, zone
@@ -90,7 +90,7 @@ class Scheduler:
         schedule = self.store.get(schedule_id, user_id)
         now = self.clock()
         if not self.store.claim(schedule_id, self.owner, now=now, lease_seconds=self.lease_seconds, force=True):
-            raise UserError(f"schedule {schedule_id} already has an active run; wait for it")
+            raise Busy(f"schedule {schedule_id} already has an active run; wait for it")
         return await self._spawn(schedule, now)
 
     async def aclose(self) -> None:
