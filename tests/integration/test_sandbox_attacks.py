@@ -1,0 +1,279 @@
+"""Attacks planted from inside bubblewrap on the host-side readers and writers (issue #16).
+
+Each test runs the real agent (embedded client, ``sandbox.use: bwrap``) on a
+scripted model that plays what a prompt-injected model would: its own
+``python`` cell plants a symlink, a directory swap, a FIFO... at the exact path
+a host-side writer or reader is about to use, and the next tool call makes the
+host act on it.  A host canary outside the thread (a directory with a secret
+file, under ``tmp_path``) must stay unchanged, its content must never appear in
+any event, and nothing new may appear in it.
+
+The link targets are absolute *host* paths: they do not exist inside the
+sandbox, and they do not need to: the host, not the sandbox, would follow them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow import AsyncDeerFlowClient, DeerFlowClient
+from deerflow.client import RunResult
+from deerflow.config.paths import HomePaths
+from deerflow.tools.errors import ToolFailure
+from deerflow.runtime import events as ev
+from deerflow.sandbox.bwrap import find_bwrap
+from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap (bwrap) is not installed"),
+]
+
+WS = "/mnt/user-data/workspace"
+OUT = "/mnt/user-data/outputs"
+SECRET = "host-canary-7f3a9c-do-not-read"
+RACE_CALLS = 200  # the issue's bound: >= 200 attempts per racing tool
+PER_TURN = 25  # parallel tool calls per scripted turn (RACE_CALLS / PER_TURN turns)
+PNG_B64 = base64.b64encode(
+    base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+    )
+).decode()
+
+# A kernel-side thread that swaps directory ``d`` with the symlink ``swap`` (to the host canary
+# directory) with renameat2(RENAME_EXCHANGE) until ``_swap_stop`` is set; counts its swaps.
+SWAPPER = """
+import ctypes, os, threading
+_libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs('d', exist_ok=True)
+open('d/canary.txt', 'w').write('decoy-in-workspace')
+if not os.path.lexists('swap'):
+    os.symlink({canary!r}, 'swap')
+_swap_stop = threading.Event()
+_swaps = [0]
+def _swap_loop():
+    while not _swap_stop.is_set():
+        if _libc.renameat2(-100, b'd', -100, b'swap', 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
+            _swaps[0] += 1
+threading.Thread(target=_swap_loop, daemon=True).start()
+print('swapper started')
+"""
+STOP_SWAPPER = "_swap_stop.set(); import time; time.sleep(0.2); print('swaps', _swaps[0])"
+
+
+@dataclass
+class Canary:
+    """A host directory outside every thread, with one secret file in it."""
+
+    dir: Path
+    file: Path
+
+    def snapshot(self) -> dict[str, tuple[str, int]]:
+        """Every entry below the directory (not following links): digest and mtime."""
+        found = {}
+        for root, dirs, files in os.walk(self.dir):
+            for name in dirs + files:
+                path = Path(root, name)
+                st = path.lstat()
+                digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+                found[str(path.relative_to(self.dir))] = (digest, st.st_mtime_ns)
+        return found
+
+
+@pytest.fixture
+def canary(tmp_path: Path) -> Canary:
+    directory = tmp_path / "host-canary"
+    directory.mkdir()
+    secret = directory / "canary.txt"
+    secret.write_text(SECRET)
+    return Canary(directory, secret)
+
+
+def py(code: str) -> dict[str, Any]:
+    return call("python", code=code)
+
+
+def config(tmp_path: Path, turns: list[Any], **extra: Any) -> Path:
+    path, _log = scripted_config(tmp_path, turns, extra={"sandbox": {"use": "bwrap"}, **extra})
+    return path
+
+
+def all_text(result: RunResult) -> str:
+    """Everything the run emitted, as text (tool results, messages, notices)."""
+    return "\n".join(repr(e) for e in result.events)
+
+
+def tool_results(result: RunResult, name: str) -> list[ev.ToolResult]:
+    return [e for e in result.events if isinstance(e, ev.ToolResult) and e.name == name]
+
+
+def assert_untouched(canary: Canary, before: dict[str, tuple[str, int]], *results: RunResult) -> None:
+    assert canary.snapshot() == before
+    assert canary.file.read_text() == SECRET
+    for result in results:
+        assert SECRET not in all_text(result)
+
+
+def test_cell_outputs_do_not_follow_a_planted_figures_link(tmp_path: Path, deerflow_home: Path,
+                                                            canary: Canary) -> None:
+    show = f"from IPython.display import Image, display\ndisplay(Image(data=__import__('base64').b64decode({PNG_B64!r})))"
+    turns = [
+        # ``figures`` itself is a link to the host directory
+        {"tool_calls": [py(f"import os\nos.symlink({str(canary.dir)!r}, 'figures')\n{show}")]},
+        # ``figures`` is real, and the exact names the next cells' images get are links
+        {"tool_calls": [py("import os\nos.remove('figures'); os.mkdir('figures')\n"
+                           f"for n in range(1, 10):\n    os.symlink({str(canary.file)!r}, f'figures/cell-{{n}}-1.png')\n"
+                           f"{show}")]},
+        {"tool_calls": [py(show)]},
+        "Done.",
+    ]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        result = client.chat("plot it")
+        figures = HomePaths(deerflow_home).thread("local", result.thread_id).workspace / "figures"
+    assert result.status == "success", result.error
+    first, second, third = (e.text for e in tool_results(result, "python"))
+    assert "not saved" in first and "symbolic link" in first  # the linked folder is refused
+    # a link at the file's own name is replaced by the new file, never written through
+    for name, text in (("cell-2-1.png", second), ("cell-3-1.png", third)):
+        assert f"{WS}/figures/{name}" in text
+        assert not (figures / name).is_symlink() and (figures / name).read_bytes().startswith(b"\x89PNG")
+    assert (figures / "cell-4-1.png").is_symlink()  # planted links elsewhere stay the agent's own
+    assert_untouched(canary, before, result)
+
+
+def test_agent_notebook_is_not_written_through_planted_links(tmp_path: Path, deerflow_home: Path,
+                                                             canary: Canary) -> None:
+    plant = (
+        "import os\n"
+        "pids = set(range(1, 3000)) | {os.getpid(), os.getppid()}\n"
+        "pids |= {int(v) for k, v in os.environ.items() if k.endswith('PID') and v.isdigit()}\n"
+        "for pid in pids:\n"
+        f"    os.symlink({str(canary.file)!r}, f'.agent.ipynb.{{pid}}.tmp')\n"
+        "if os.path.lexists('agent.ipynb'):\n    os.remove('agent.ipynb')\n"
+        f"os.symlink({str(canary.file)!r}, 'agent.ipynb')\n"
+        "print(len(pids), 'links')"
+    )
+    turns = [{"tool_calls": [py(plant)]}, {"tool_calls": [py("1 + 1")]},
+             {"tool_calls": [py(plant.replace("os.symlink(", "os.path.lexists(f'.agent.ipynb.{pid}.tmp') or os.symlink(", 1))]},
+             {"tool_calls": [py("2 + 2")]}, "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        result = client.chat("compute")
+        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
+    assert result.status == "success", result.error
+    assert [e.status for e in tool_results(result, "python")] == ["success"] * 4
+    assert_untouched(canary, before, result)
+    assert (workspace / "agent.ipynb").is_file() and not (workspace / "agent.ipynb").is_symlink()
+    assert "2 + 2" in (workspace / "agent.ipynb").read_text()
+
+
+def test_mcp_images_are_not_saved_through_a_planted_server_folder(tmp_path: Path, deerflow_home: Path,
+                                                                 canary: Canary) -> None:
+    turns = [
+        {"tool_calls": [py(f"import os\nos.makedirs('{OUT}/mcp', exist_ok=True)\n"
+                           f"os.symlink({str(canary.dir)!r}, '{OUT}/mcp/test')")]},
+        {"tool_calls": [call("test_image", caption="planted")]},
+        "Done.",
+    ]
+    write_extensions(tmp_path / "extensions_config.json", {"test": stdio_entry()})
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        result = client.chat("use the image tool")
+    assert result.status == "success", result.error
+    (image,) = tool_results(result, "test_image")
+    assert "planted" in image.text  # the tool answered; only the save was refused
+    assert not [e for e in result.events if isinstance(e, ev.Artifact)]
+    assert_untouched(canary, before, result)
+
+
+def _race_turns(canary: Canary, calls: list[dict[str, Any]]) -> list[Any]:
+    batches = [calls[i:i + PER_TURN] for i in range(0, len(calls), PER_TURN)]
+    return [{"tool_calls": [py(SWAPPER.format(canary=str(canary.dir)))]},
+            *({"tool_calls": batch} for batch in batches),
+            {"tool_calls": [py(STOP_SWAPPER)]}, "Done."]
+
+
+def _swaps(result: RunResult) -> int:
+    last = tool_results(result, "python")[-1].text
+    return int(last.split("swaps", 1)[1].split()[0])
+
+
+def test_write_file_racing_a_directory_swap_never_lands_on_the_host(tmp_path: Path, deerflow_home: Path,
+                                                                    canary: Canary) -> None:
+    writes = [call("write_file", path=f"{WS}/d/planted-{i}.txt", content=f"attack {i}") for i in range(RACE_CALLS)]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, _race_turns(canary, writes))) as client:
+        result = client.chat("write them")
+    assert result.status == "success", result.error
+    assert _swaps(result) > 0  # the swap really raced the writes
+    assert len(tool_results(result, "write_file")) == RACE_CALLS
+    assert_untouched(canary, before, result)
+
+
+def test_read_file_racing_a_directory_swap_never_reads_the_host(tmp_path: Path, deerflow_home: Path,
+                                                                canary: Canary) -> None:
+    reads = [call("read_file", path=f"{WS}/d/canary.txt") for _ in range(RACE_CALLS)]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, _race_turns(canary, reads))) as client:
+        result = client.chat("read it")
+    assert result.status == "success", result.error
+    assert _swaps(result) > 0
+    answers = tool_results(result, "read_file")
+    assert len(answers) == RACE_CALLS
+    assert any("decoy-in-workspace" in a.text for a in answers)  # reads did happen
+    assert_untouched(canary, before, result)
+
+
+async def test_read_file_on_a_fifo_fails_promptly_and_other_threads_run(tmp_path: Path, deerflow_home: Path,
+                                                                        canary: Canary) -> None:
+    turns = [{"tool_calls": [py("import os\nos.mkfifo('pipe')")]},
+             {"tool_calls": [call("read_file", path=f"{WS}/pipe")]}, "Done."]
+    async with AsyncDeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        # two threads at once, both reading their own FIFO; a hang guard, not a timing assertion
+        first, second = await asyncio.wait_for(
+            asyncio.gather(client.chat("read the pipe"), client.chat("read the pipe too")), timeout=180)
+    for result in (first, second):
+        assert result.status == "success", result.error
+        (read,) = tool_results(result, "read_file")
+        assert read.status == "error" and "regular file" in read.text, read.text
+
+
+def test_read_file_refuses_a_hard_link_to_a_host_file(tmp_path: Path, deerflow_home: Path,
+                                                      canary: Canary) -> None:
+    # The sandbox cannot make this link itself: a hard link cannot cross bwrap's bind mounts
+    # (EXDEV), and the canary is not visible inside.  A co-tenant on the host, or an earlier
+    # compromise, could; so the test plants it from the host side and checks the reader.
+    turns = [{"tool_calls": [call("read_file", path=f"{WS}/linked.txt")]}, "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        thread_id = client.create_thread()
+        workspace = HomePaths(deerflow_home).thread("local", thread_id).ensure().workspace
+        os.link(canary.file, workspace / "linked.txt")
+        result = client.chat("read the link", thread_id)
+    assert result.status == "success", result.error
+    (read,) = tool_results(result, "read_file")
+    assert read.status == "error" and "link" in read.text, read.text
+    assert SECRET not in all_text(result)
+    assert canary.file.read_text() == SECRET and canary.snapshot().keys() == before.keys()
+
+
+def test_artifacts_never_serve_a_planted_link(tmp_path: Path, deerflow_home: Path, canary: Canary) -> None:
+    turns = [{"tool_calls": [py(f"import os\nos.symlink({str(canary.file)!r}, '{OUT}/report.txt')")]},
+             {"tool_calls": [call("present_files", filepaths=[f"{OUT}/report.txt"])]}, "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        result = client.chat("present it")
+        with pytest.raises(ToolFailure) as refused:
+            client.read_artifact(result.thread_id, f"{OUT}/report.txt")
+    assert refused.value.code == "not_found"
+    assert SECRET not in str(refused.value)
+    assert_untouched(canary, before, result)
