@@ -238,9 +238,11 @@ async def test_read_file_on_a_fifo_fails_promptly_and_other_threads_run(tmp_path
     turns = [{"tool_calls": [py("import os\nos.mkfifo('pipe')")]},
              {"tool_calls": [call("read_file", path=f"{WS}/pipe")]}, "Done."]
     async with AsyncDeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        # (threads made first: two concurrent first calls would each open a run manager)
+        threads = [await client.create_thread(), await client.create_thread()]
         # two threads at once, both reading their own FIFO; a hang guard, not a timing assertion
         first, second = await asyncio.wait_for(
-            asyncio.gather(client.chat("read the pipe"), client.chat("read the pipe too")), timeout=180)
+            asyncio.gather(*(client.chat("read the pipe", t) for t in threads)), timeout=180)
     for result in (first, second):
         assert result.status == "success", result.error
         (read,) = tool_results(result, "read_file")
