@@ -41,7 +41,8 @@ WS = "/mnt/user-data/workspace"
 OUT = "/mnt/user-data/outputs"
 SECRET = "host-canary-7f3a9c-do-not-read"
 RACE_CALLS = 200  # the issue's bound: >= 200 attempts per racing tool
-PER_TURN = 25  # parallel tool calls per scripted turn (RACE_CALLS / PER_TURN turns)
+PER_RUN = 50  # the loop guard allows 50 calls of one tool per run
+PER_TURN = 25  # parallel tool calls per scripted turn
 PNG_B64 = base64.b64encode(
     base64.b64decode(
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -195,42 +196,59 @@ def test_mcp_images_are_not_saved_through_a_planted_server_folder(tmp_path: Path
     assert_untouched(canary, before, result)
 
 
-def _race_turns(canary: Canary, calls: list[dict[str, Any]]) -> list[Any]:
-    batches = [calls[i:i + PER_TURN] for i in range(0, len(calls), PER_TURN)]
-    return [{"tool_calls": [py(SWAPPER.format(canary=str(canary.dir)))]},
-            *({"tool_calls": batch} for batch in batches),
-            {"tool_calls": [py(STOP_SWAPPER)]}, "Done."]
+def race(tmp_path: Path, canary: Canary, calls: list[dict[str, Any]]) -> list[RunResult]:
+    """Play ``calls`` against the swapping cell: one run starts the swapper, then runs of
+    ``PER_RUN`` calls (the per-run cap of one tool), then a run stops it.  One thread,
+    so the kernel and its swapping thread live across the runs."""
+    turns: list[Any] = [{"tool_calls": [py(SWAPPER.format(canary=str(canary.dir)))]}, "Swapping."]
+    for start in range(0, len(calls), PER_RUN):
+        batch = calls[start:start + PER_RUN]
+        turns += [*({"tool_calls": batch[i:i + PER_TURN]} for i in range(0, len(batch), PER_TURN)), "Batch done."]
+    turns += [{"tool_calls": [py(STOP_SWAPPER)]}, "Done."]
+    results = []
+    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+        results.append(client.chat("start"))
+        thread_id = results[0].thread_id
+        for _ in range(0, len(calls), PER_RUN):
+            results.append(client.chat("go on", thread_id))
+        results.append(client.chat("stop", thread_id))
+    for result in results:
+        assert result.status == "success", result.error
+        assert not result.notices, result.notices
+    return results
 
 
-def _swaps(result: RunResult) -> int:
-    last = tool_results(result, "python")[-1].text
+def _swaps(results: list[RunResult]) -> int:
+    last = tool_results(results[-1], "python")[-1].text
     return int(last.split("swaps", 1)[1].split()[0])
+
+
+def _answers(results: list[RunResult], name: str) -> list[ev.ToolResult]:
+    return [a for r in results for a in tool_results(r, name)]
 
 
 def test_write_file_racing_a_directory_swap_never_lands_on_the_host(tmp_path: Path, deerflow_home: Path,
                                                                     canary: Canary) -> None:
     writes = [call("write_file", path=f"{WS}/d/planted-{i}.txt", content=f"attack {i}") for i in range(RACE_CALLS)]
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, _race_turns(canary, writes))) as client:
-        result = client.chat("write them")
-    assert result.status == "success", result.error
-    assert _swaps(result) > 0  # the swap really raced the writes
-    assert len(tool_results(result, "write_file")) == RACE_CALLS
-    assert_untouched(canary, before, result)
+    results = race(tmp_path, canary, writes)
+    assert _swaps(results) > 0  # the swap really ran while the writes did
+    answers = _answers(results, "write_file")
+    assert len(answers) == RACE_CALLS and not any("most allowed" in a.text for a in answers)
+    assert_untouched(canary, before, *results)
 
 
 def test_read_file_racing_a_directory_swap_never_reads_the_host(tmp_path: Path, deerflow_home: Path,
                                                                 canary: Canary) -> None:
-    reads = [call("read_file", path=f"{WS}/d/canary.txt") for _ in range(RACE_CALLS)]
+    # distinct arguments, or loop detection (rightly) stops 200 identical calls
+    reads = [call("read_file", path=f"{WS}/d/canary.txt", start_line=1, end_line=i + 1) for i in range(RACE_CALLS)]
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, _race_turns(canary, reads))) as client:
-        result = client.chat("read it")
-    assert result.status == "success", result.error
-    assert _swaps(result) > 0
-    answers = tool_results(result, "read_file")
-    assert len(answers) == RACE_CALLS
+    results = race(tmp_path, canary, reads)
+    assert _swaps(results) > 0
+    answers = _answers(results, "read_file")
+    assert len(answers) == RACE_CALLS and not any("most allowed" in a.text for a in answers)
     assert any("decoy-in-workspace" in a.text for a in answers)  # reads did happen
-    assert_untouched(canary, before, result)
+    assert_untouched(canary, before, *results)
 
 
 async def test_read_file_on_a_fifo_fails_promptly_and_other_threads_run(tmp_path: Path, deerflow_home: Path,
