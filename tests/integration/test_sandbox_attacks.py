@@ -17,20 +17,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from deerflow import AsyncDeerFlowClient, DeerFlowClient
 from deerflow.client import RunResult
 from deerflow.config.paths import HomePaths
-from deerflow.tools.errors import ToolFailure
 from deerflow.runtime import events as ev
 from deerflow.sandbox.bwrap import find_bwrap
+from deerflow.tools.errors import ToolFailure
 from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
+from fixtures.web_browser import PAGES, need_chromium
+from fixtures.web_server import serve
 
 pytestmark = [
     pytest.mark.integration,
@@ -297,3 +301,62 @@ def test_artifacts_never_serve_a_planted_link(tmp_path: Path, deerflow_home: Pat
     assert refused.value.code == "not_found"
     assert SECRET not in str(refused.value)
     assert_untouched(canary, before, result)
+
+
+def test_browser_screenshots_are_not_written_through_planted_links(tmp_path: Path, deerflow_home: Path,
+                                                                   canary: Canary) -> None:
+    need_chromium()
+    shot = call("browser_screenshot", filename="shot.png")
+    auto = call("browser_screenshot")
+    with serve(PAGES) as site:
+        turns = [
+            {"tool_calls": [call("browser_navigate", url=site.url("/form"))]},
+            # ``screenshots`` itself is a link to the host directory
+            {"tool_calls": [py(f"import os\nos.symlink({str(canary.dir)!r}, '{OUT}/screenshots')")]},
+            {"tool_calls": [shot]}, {"tool_calls": [auto]},
+            # a real folder, with links at the requested name and at the automatic names
+            {"tool_calls": [py(f"import os\nos.remove('{OUT}/screenshots'); os.mkdir('{OUT}/screenshots')\n"
+                               f"os.symlink({str(canary.file)!r}, '{OUT}/screenshots/shot.png')\n"
+                               "for n in range(1, 20):\n"
+                               f"    os.symlink({str(canary.file)!r}, f'{OUT}/screenshots/order-form-{{n:03d}}.png')")]},
+            {"tool_calls": [shot]}, {"tool_calls": [auto]},
+            "Done.",
+        ]
+        extra = {"browser": {"enabled": True, "allow_private_addresses": True}}
+        before = canary.snapshot()
+        with DeerFlowClient(config_path=config(tmp_path, turns, **extra)) as client:
+            result = client.chat("screenshot the form")
+            outputs = HomePaths(deerflow_home).thread("local", result.thread_id).outputs
+    assert result.status == "success", result.error
+    through_dir, through_dir_auto, by_name, by_auto = tool_results(result, "browser_screenshot")
+    for refused in (through_dir, through_dir_auto):
+        assert refused.status == "error" and "symbolic link" in refused.text, refused.text
+    assert by_name.status == "success", by_name.text
+    saved = outputs / "screenshots" / "shot.png"  # the planted link was replaced, not followed
+    assert not saved.is_symlink() and saved.read_bytes().startswith(b"\x89PNG")
+    assert by_auto.status == "success", by_auto.text
+    assert_untouched(canary, before, result)
+
+
+@pytest.fixture
+def jp_server_config(deerflow_home: Path, tmp_path: Path, canary: Canary) -> dict[str, Any]:
+    turns = [{"tool_calls": [py(f"import os\nos.symlink({str(canary.file)!r}, '{OUT}/report.txt')")]}, "Done."]
+    return {
+        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
+        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(config(tmp_path, turns)),
+                              "home": str(deerflow_home), "owner": "owner"},
+    }
+
+
+async def test_the_artifact_route_never_serves_a_planted_link(jp_fetch, canary: Canary) -> None:
+    api = ("deerflow", "api")
+    thread = json.loads((await jp_fetch(*api, "threads", method="POST", body="{}")).body)["thread_id"]
+    body = json.dumps({"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "go"}]}})
+    values = json.loads((await jp_fetch(*api, "threads", thread, "runs", "wait", method="POST", body=body)).body)
+    assert any(m.get("name") == "python" for m in values["messages"])  # the planting cell ran
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch(*api, "threads", thread, "artifacts", "report.txt")
+    assert refused.value.code == 404
+    assert SECRET.encode() not in (refused.value.response.body or b"")
+    listing = (await jp_fetch(*api, "threads", thread, "artifacts")).body
+    assert SECRET.encode() not in listing and canary.file.read_text() == SECRET
