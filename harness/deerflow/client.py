@@ -99,6 +99,7 @@ class AsyncDeerFlowClient:
         self.home = HomePaths(Path(home).expanduser() if home else default_home())
         self.user_id = user_id
         self._manager: RunManager | None = None
+        self._opening: asyncio.Future[RunManager] | None = None
 
     @property
     def config(self) -> Any:
@@ -106,8 +107,20 @@ class AsyncDeerFlowClient:
         return (self._manager.loaded if self._manager is not None else self._loaded).config
 
     async def manager(self) -> RunManager:
+        """The run manager, opened on first use; concurrent first calls share one opening
+        (two managers on one home would leave one unclosed, its database thread alive)."""
         if self._manager is None:
-            self._manager = await RunManager.open(loaded=self._loaded, home=self.home)
+            opening = self._opening
+            if opening is None or opening.get_loop() is not asyncio.get_running_loop():
+                opening = self._opening = asyncio.ensure_future(
+                    RunManager.open(loaded=self._loaded, home=self.home))
+            try:
+                manager = await asyncio.shield(opening)
+            finally:
+                if opening.done() and self._opening is opening:
+                    self._opening = None
+            if self._manager is None:
+                self._manager = manager
         return self._manager
 
     async def aclose(self) -> None:
