@@ -1,6 +1,7 @@
-"""Attacks planted from inside bubblewrap on the host-side readers and writers (issue #16).
+"""Attacks planted from inside the sandbox (bubblewrap and Docker) on the host-side readers and writers (issue #16).
 
-Each test runs the real agent (embedded client, ``sandbox.use: bwrap``) on a
+Each test runs the real agent (embedded client, ``sandbox.use: bwrap``, and again with ``docker``
+where an engine and the test image are there) on a
 scripted model that plays what a prompt-injected model would: its own
 ``python`` cell plants a symlink, a directory swap, a FIFO... at the exact path
 a host-side writer or reader is about to use, and the next tool call makes the
@@ -38,7 +39,6 @@ from fixtures.web_server import serve
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap (bwrap) is not installed"),
 ]
 
 WS = "/mnt/user-data/workspace"
@@ -80,6 +80,7 @@ class Canary:
 
     dir: Path
     file: Path
+    sandbox: dict[str, Any]
 
     def snapshot(self) -> dict[str, tuple[str, int]]:
         """Every entry below the directory (not following links): digest and mtime."""
@@ -93,21 +94,51 @@ class Canary:
         return found
 
 
-@pytest.fixture
-def canary(tmp_path: Path) -> Canary:
+def _docker_problem() -> str | None:
+    """Why the Docker variant cannot run here (None: it can): an engine and a locally built image."""
+    image = os.environ.get("DEERFLOW_TEST_DOCKER_IMAGE")
+    if not image:
+        return "DEERFLOW_TEST_DOCKER_IMAGE is not set (.ci/run builds one with tests/fixtures/docker/)"
+    try:
+        import docker
+        from docker.errors import DockerException
+        from requests.exceptions import RequestException
+    except ImportError:
+        return "the docker SDK is not installed"
+    try:
+        client = docker.from_env()
+        client.ping()
+        client.images.get(image)
+    except (DockerException, RequestException) as exc:
+        return f"no Docker engine or image {image}: {type(exc).__name__}"
+    return None
+
+
+@pytest.fixture(params=["bwrap", "docker"])
+def canary(request: pytest.FixtureRequest, tmp_path: Path) -> Canary:
+    """The host canary, and the sandbox the attack is planted from (each test runs in both)."""
+    if request.param == "bwrap":
+        if find_bwrap() is None:
+            pytest.skip("bubblewrap (bwrap) is not installed")
+        sandbox: dict[str, Any] = {"use": "bwrap"}
+    else:
+        problem = _docker_problem()
+        if problem:
+            pytest.skip(problem)
+        sandbox = {"use": "docker", "image": os.environ["DEERFLOW_TEST_DOCKER_IMAGE"], "warm_pool_size": 0}
     directory = tmp_path / "host-canary"
     directory.mkdir()
     secret = directory / "canary.txt"
     secret.write_text(SECRET)
-    return Canary(directory, secret)
+    return Canary(directory, secret, sandbox)
 
 
 def py(code: str) -> dict[str, Any]:
     return call("python", code=code)
 
 
-def config(tmp_path: Path, turns: list[Any], **extra: Any) -> Path:
-    path, _log = scripted_config(tmp_path, turns, extra={"sandbox": {"use": "bwrap"}, **extra})
+def config(tmp_path: Path, turns: list[Any], canary: Canary, **extra: Any) -> Path:
+    path, _log = scripted_config(tmp_path, turns, extra={"sandbox": canary.sandbox, **extra})
     return path
 
 
@@ -141,7 +172,7 @@ def test_cell_outputs_do_not_follow_a_planted_figures_link(tmp_path: Path, deerf
         "Done.",
     ]
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         result = client.chat("plot it")
         figures = HomePaths(deerflow_home).thread("local", result.thread_id).workspace / "figures"
     assert result.status == "success", result.error
@@ -171,7 +202,7 @@ def test_agent_notebook_is_not_written_through_planted_links(tmp_path: Path, dee
              {"tool_calls": [py(plant.replace("os.symlink(", "os.path.lexists(f'.agent.ipynb.{pid}.tmp') or os.symlink(", 1))]},
              {"tool_calls": [py("2 + 2")]}, "Done."]
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         result = client.chat("compute")
         workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
     assert result.status == "success", result.error
@@ -191,7 +222,7 @@ def test_mcp_images_are_not_saved_through_a_planted_server_folder(tmp_path: Path
     ]
     write_extensions(tmp_path / "extensions_config.json", {"test": stdio_entry()})
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         result = client.chat("use the image tool")
     assert result.status == "success", result.error
     (image,) = tool_results(result, "test_image")
@@ -210,7 +241,7 @@ def race(tmp_path: Path, canary: Canary, calls: list[dict[str, Any]]) -> list[Ru
         turns += [*({"tool_calls": batch[i:i + PER_TURN]} for i in range(0, len(batch), PER_TURN)), "Batch done."]
     turns += [{"tool_calls": [py(STOP_SWAPPER)]}, "Done."]
     results = []
-    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         results.append(client.chat("start"))
         thread_id = results[0].thread_id
         for _ in range(0, len(calls), PER_RUN):
@@ -259,7 +290,7 @@ async def test_read_file_on_a_fifo_fails_promptly_and_other_threads_run(tmp_path
                                                                         canary: Canary) -> None:
     turns = [{"tool_calls": [py("import os\nos.mkfifo('pipe')")]},
              {"tool_calls": [call("read_file", path=f"{WS}/pipe")]}, "Done."]
-    async with AsyncDeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    async with AsyncDeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         # (threads made first: two concurrent first calls would each open a run manager)
         threads = [await client.create_thread(), await client.create_thread()]
         # two threads at once, both reading their own FIFO; a hang guard, not a timing assertion
@@ -278,7 +309,7 @@ def test_read_file_refuses_a_hard_link_to_a_host_file(tmp_path: Path, deerflow_h
     # compromise, could; so the test plants it from the host side and checks the reader.
     turns = [{"tool_calls": [call("read_file", path=f"{WS}/linked.txt")]}, "Done."]
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         thread_id = client.create_thread()
         workspace = HomePaths(deerflow_home).thread("local", thread_id).ensure().workspace
         os.link(canary.file, workspace / "linked.txt")
@@ -294,7 +325,7 @@ def test_artifacts_never_serve_a_planted_link(tmp_path: Path, deerflow_home: Pat
     turns = [{"tool_calls": [py(f"import os\nos.symlink({str(canary.file)!r}, '{OUT}/report.txt')")]},
              {"tool_calls": [call("present_files", filepaths=[f"{OUT}/report.txt"])]}, "Done."]
     before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns)) as client:
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         result = client.chat("present it")
         with pytest.raises(ToolFailure) as refused:
             client.read_artifact(result.thread_id, f"{OUT}/report.txt")
@@ -324,7 +355,7 @@ def test_browser_screenshots_are_not_written_through_planted_links(tmp_path: Pat
         ]
         extra = {"browser": {"enabled": True, "allow_private_addresses": True}}
         before = canary.snapshot()
-        with DeerFlowClient(config_path=config(tmp_path, turns, **extra)) as client:
+        with DeerFlowClient(config_path=config(tmp_path, turns, canary, **extra)) as client:
             result = client.chat("screenshot the form")
             outputs = HomePaths(deerflow_home).thread("local", result.thread_id).outputs
     assert result.status == "success", result.error
@@ -344,7 +375,7 @@ def jp_server_config(deerflow_home: Path, tmp_path: Path, canary: Canary) -> dic
     turns = [{"tool_calls": [py(f"import os\nos.symlink({str(canary.file)!r}, '{OUT}/report.txt')")]}, "Done."]
     return {
         "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(config(tmp_path, turns)),
+        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(config(tmp_path, turns, canary)),
                               "home": str(deerflow_home), "owner": "owner"},
     }
 
