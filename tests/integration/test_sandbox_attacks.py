@@ -392,3 +392,34 @@ async def test_the_artifact_route_never_serves_a_planted_link(jp_fetch, canary: 
     assert SECRET.encode() not in (refused.value.response.body or b"")
     listing = (await jp_fetch(*api, "threads", thread, "artifacts")).body
     assert SECRET.encode() not in listing and canary.file.read_text() == SECRET
+
+
+def test_change_summaries_never_read_through_swaps_links_or_fifos(tmp_path: Path, deerflow_home: Path,
+                                                                  canary: Canary) -> None:
+    """The run's change summary snapshots the workspace while the agent's code keeps swapping ``d``
+    with a link to the host directory, and a link and a FIFO sit in the workspace."""
+    plant = (f"import os\nos.symlink({str(canary.file)!r}, 'leak.txt')\nos.mkfifo('pipe')\n"
+             "open('note.txt', 'w').write('a real change')")
+    before = canary.snapshot()
+    results = race(tmp_path, canary, [py(plant)])  # the swapper runs through the whole run, snapshots included
+    assert _swaps(results) > 0
+    changes = [e for r in results for e in r.events if isinstance(e, ev.WorkspaceChanges)]
+    assert any("note.txt" in repr(e) for e in changes), changes
+    assert_untouched(canary, before, *results)
+
+
+def test_uploads_cannot_be_planted_from_the_sandbox(tmp_path: Path, deerflow_home: Path, canary: Canary) -> None:
+    """Uploads are the host's to write: the sandbox sees them read-only, so it cannot plant a link
+    where the next upload lands, and the upload writes a new regular file."""
+    attempt = (f"import os\ntry:\n    os.symlink({str(canary.file)!r}, '/mnt/user-data/uploads/data.csv')\n"
+               "    print('planted')\nexcept OSError as exc:\n    print('refused', exc.errno)")
+    turns = [{"tool_calls": [py(attempt)]}, "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
+        result = client.chat("try it")
+        client.upload(result.thread_id, b"a,b\n1,2\n", name="data.csv")
+        uploads = HomePaths(deerflow_home).thread("local", result.thread_id).uploads
+    (answer,) = tool_results(result, "python")
+    assert "refused" in answer.text, answer.text
+    assert not (uploads / "data.csv").is_symlink() and (uploads / "data.csv").read_bytes() == b"a,b\n1,2\n"
+    assert_untouched(canary, before, result)
