@@ -409,10 +409,13 @@ def test_change_summaries_never_read_through_swaps_links_or_fifos(tmp_path: Path
 
 
 def test_uploads_cannot_be_planted_from_the_sandbox(tmp_path: Path, deerflow_home: Path, canary: Canary) -> None:
-    """Uploads are the host's to write: the sandbox sees them read-only, so it cannot plant a link
-    where the next upload lands, and the upload writes a new regular file."""
-    attempt = (f"import os\ntry:\n    os.symlink({str(canary.file)!r}, '/mnt/user-data/uploads/data.csv')\n"
-               "    print('planted')\nexcept OSError as exc:\n    print('refused', exc.errno)")
+    """Uploads, the skills view and the ACP workspace are the host's to write: the sandbox sees them
+    read-only (or not at all), so it cannot plant a link where the host writes next, and the next
+    upload writes a new regular file."""
+    attempt = ("import os\n"
+               f"for where in ('/mnt/user-data/uploads/data.csv', '/mnt/skills/x', '/mnt/acp-workspace/x'):\n"
+               f"    try:\n        os.symlink({str(canary.file)!r}, where)\n        print('planted', where)\n"
+               "    except OSError as exc:\n        print('refused', where, exc.errno)")
     turns = [{"tool_calls": [py(attempt)]}, "Done."]
     before = canary.snapshot()
     with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
@@ -420,6 +423,6 @@ def test_uploads_cannot_be_planted_from_the_sandbox(tmp_path: Path, deerflow_hom
         client.upload(result.thread_id, b"a,b\n1,2\n", name="data.csv")
         uploads = HomePaths(deerflow_home).thread("local", result.thread_id).uploads
     (answer,) = tool_results(result, "python")
-    assert "refused" in answer.text, answer.text
+    assert "planted" not in answer.text and answer.text.count("refused") == 3, answer.text
     assert not (uploads / "data.csv").is_symlink() and (uploads / "data.csv").read_bytes() == b"a,b\n1,2\n"
     assert_untouched(canary, before, result)
