@@ -48,7 +48,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.mcp.manager import MCP_RUN_SERVICE, MCP_SERVICE, open_mcp, prepare_mcp_run
+from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
@@ -124,6 +124,10 @@ class RunManager:
             manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
             manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
                 loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+            from deerflow.mcp.manager import (
+                open_mcp,  # the MCP SDK loads with the first host, not on import
+            )
+
             manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
         except BaseException:
@@ -295,6 +299,8 @@ class RunManager:
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
+        from deerflow.mcp.manager import prepare_mcp_run
+
         mcp_run = await prepare_mcp_run(self.services, user_id=user_id, thread_id=new_thread_id)
         if request.thread_id in self._active_by_thread:  # MCP discovery awaited: the thread may be busy now
             raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])

@@ -36,7 +36,7 @@ from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMidd
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from deerflow.config.schema import AppConfig
-from deerflow.mcp.manager import MCP_RUN_SERVICE
+from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel
 from deerflow.runtime.context import RunContext
 from deerflow.skills.activation import active_skills
