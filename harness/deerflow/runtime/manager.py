@@ -64,6 +64,7 @@ from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
 from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
 from deerflow.subagents.runtime import SUBAGENTS_SERVICE
+from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolCache
 from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
@@ -101,7 +102,8 @@ class RunManager:
         self._live: dict[str, LiveRun] = {}
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
-        self.services: dict[str, Any] = {}
+        self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
+        self.services: dict[str, Any] = {TOOL_CACHE_SERVICE: self.tool_cache}
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
 
@@ -307,7 +309,8 @@ class RunManager:
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=with_subagent_source(
                                  builtin_sources(self.loaded.config, resolved,
-                                                 sandbox=self.services.get("sandbox"), skills=skills),
+                                                 sandbox=self.services.get("sandbox"), skills=skills,
+                                                 cache=self.tool_cache),
                                  self.services, self.loaded.config),
                              config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
@@ -354,6 +357,7 @@ class RunManager:
         if change is None:
             return None
         self.loaded = change.loaded
+        self.tool_cache.clear()
         logger.info("%s", change.note())
         return change.note()
 
