@@ -398,11 +398,19 @@ class RunManager:
         live.record.updated_at = time.time()
         self._forget_old_runs()
 
-    def _forget_old_runs(self, keep: int = 256) -> None:
-        """Finished runs stay joinable in memory for a while, then only in the store."""
+    def _forget_old_runs(self, keep: int = 256, keep_raw: int = 16) -> None:
+        """Finished runs stay joinable in memory for a while, then only in the store.
+
+        Memory stays bounded by the runs' own output, not their threads' history:
+        all but the ``keep_raw`` most recently finished runs drop their raw
+        LangGraph chunks (``values`` are whole copies of the thread state); their
+        typed events stay, and the state is read from the checkpointer.
+        """
         finished = [rid for rid, lv in self._live.items() if lv.done]
         for run_id in finished[: max(0, len(finished) - keep)]:
             del self._live[run_id]
+        for run_id in finished[max(0, len(finished) - keep): max(0, len(finished) - keep_raw)]:
+            self._live[run_id].drop_raw_frames()
 
     def thread_status(self, thread_id: str) -> str:
         """``busy`` while a run is active on the thread (in any process sharing the store), else ``idle``."""
