@@ -26,17 +26,19 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from deerflow.agents.clarification_form import field_hint
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import UserError
 from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
-from deerflow.runtime import events as ev
 from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
 from deerflow.tools.errors import ToolFailure
+
+if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--help` stays fast
+    from deerflow.runtime import events as ev
 
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 
@@ -148,6 +150,8 @@ def _run(client: Any, args: argparse.Namespace) -> int:
 
 
 def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
+    from deerflow.runtime import events as ev
+
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
     finished: ev.RunFinished | None = None
     for event in events:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
@@ -22,7 +22,7 @@ from deerflow.config.paths import HomePaths, default_home
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
-from deerflow.mcp.manager import MCP_SERVICE, McpManager
+from deerflow.mcp.keys import MCP_SERVICE
 from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
@@ -31,6 +31,9 @@ from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
 from deerflow.tools.builtins.agent_tools import host_catalog
+
+if TYPE_CHECKING:
+    from deerflow.mcp.manager import McpManager
 
 T = TypeVar("T")
 

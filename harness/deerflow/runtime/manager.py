@@ -48,7 +48,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.mcp.manager import MCP_RUN_SERVICE, MCP_SERVICE, open_mcp, prepare_mcp_run
+from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
@@ -64,6 +64,7 @@ from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
 from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
 from deerflow.subagents.runtime import SUBAGENTS_SERVICE
+from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolCache
 from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
@@ -101,7 +102,8 @@ class RunManager:
         self._live: dict[str, LiveRun] = {}
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
-        self.services: dict[str, Any] = {}
+        self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
+        self.services: dict[str, Any] = {TOOL_CACHE_SERVICE: self.tool_cache}
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
 
@@ -124,6 +126,10 @@ class RunManager:
             manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
             manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
                 loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+            from deerflow.mcp.manager import (
+                open_mcp,  # the MCP SDK loads with the first host, not on import
+            )
+
             manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
         except BaseException:
@@ -295,13 +301,16 @@ class RunManager:
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
+        from deerflow.mcp.manager import prepare_mcp_run
+
         mcp_run = await prepare_mcp_run(self.services, user_id=user_id, thread_id=new_thread_id)
         if request.thread_id in self._active_by_thread:  # MCP discovery awaited: the thread may be busy now
             raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=with_subagent_source(
                                  builtin_sources(self.loaded.config, resolved,
-                                                 sandbox=self.services.get("sandbox"), skills=skills),
+                                                 sandbox=self.services.get("sandbox"), skills=skills,
+                                                 cache=self.tool_cache),
                                  self.services, self.loaded.config),
                              config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
@@ -348,6 +357,7 @@ class RunManager:
         if change is None:
             return None
         self.loaded = change.loaded
+        self.tool_cache.clear()
         logger.info("%s", change.note())
         return change.note()
 
@@ -388,11 +398,19 @@ class RunManager:
         live.record.updated_at = time.time()
         self._forget_old_runs()
 
-    def _forget_old_runs(self, keep: int = 256) -> None:
-        """Finished runs stay joinable in memory for a while, then only in the store."""
+    def _forget_old_runs(self, keep: int = 256, keep_raw: int = 16) -> None:
+        """Finished runs stay joinable in memory for a while, then only in the store.
+
+        Memory stays bounded by the runs' own output, not their threads' history:
+        all but the ``keep_raw`` most recently finished runs drop their raw
+        LangGraph chunks (``values`` are whole copies of the thread state); their
+        typed events stay, and the state is read from the checkpointer.
+        """
         finished = [rid for rid, lv in self._live.items() if lv.done]
         for run_id in finished[: max(0, len(finished) - keep)]:
             del self._live[run_id]
+        for run_id in finished[max(0, len(finished) - keep): max(0, len(finished) - keep_raw)]:
+            self._live[run_id].drop_raw_frames()
 
     def thread_status(self, thread_id: str) -> str:
         """``busy`` while a run is active on the thread (in any process sharing the store), else ``idle``."""

@@ -36,7 +36,7 @@ from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMidd
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from deerflow.config.schema import AppConfig
-from deerflow.mcp.manager import MCP_RUN_SERVICE
+from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel
 from deerflow.runtime.context import RunContext
 from deerflow.skills.activation import active_skills
@@ -48,7 +48,7 @@ from deerflow.subagents.middlewares import (
     SubagentToolGuard,
 )
 from deerflow.subagents.registry import FORBIDDEN_CHILD_TOOLS, SubagentType
-from deerflow.tools.assembly import ToolSources, get_available_tools
+from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy
 from deerflow.tools.builtins import builtin_sources
 
@@ -71,7 +71,8 @@ ToolSourcesFactory = Callable[[AppConfig, ResolvedModel, RunContext], ToolSource
 
 def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContext) -> ToolSources:
     """The lead's built-in tool sources, on the thread's sandbox, plus the parent run's MCP tools."""
-    sources = builtin_sources(config, model, sandbox=ctx.services.get("sandbox"))
+    sources = builtin_sources(config, model, sandbox=ctx.services.get("sandbox"),
+                              cache=ctx.services.get(TOOL_CACHE_SERVICE))
     mcp_run = ctx.services.get(MCP_RUN_SERVICE)
     if mcp_run is not None:
         sources = replace(sources, mcp=mcp_run.child_source)

@@ -38,7 +38,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.config.schema import AppConfig
 from deerflow.errors import UserError
-from deerflow.mcp.manager import MCP_RUN_SERVICE
+from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.models.script_format import ModelError
 from deerflow.runtime.context import RunContext

@@ -8,12 +8,12 @@ from deerflow.config.schema import AppConfig
 from deerflow.models.factory import ResolvedModel
 from deerflow.sandbox.provider import SandboxProvider
 from deerflow.skills.run import RunSkills
-from deerflow.tools.assembly import ToolSources
+from deerflow.tools.assembly import ToolCache, ToolSources
 
 
 def builtin_groups(
     app_config: AppConfig, model: ResolvedModel, *, sandbox: SandboxProvider | None = None,
-    skills: RunSkills | None = None,
+    skills: RunSkills | None = None, cache: ToolCache | None = None,
 ) -> dict[str, list[BaseTool]]:
     """Built-in tools by group; later capabilities add their groups here.
 
@@ -23,9 +23,12 @@ def builtin_groups(
     false; ``browser`` only with ``browser.enabled``.  The skill
     tools (``describe_skill``, ``install_skill``) join ``builtin`` when the run's
     skills call for them (see :mod:`deerflow.tools.builtins.skill_tools`).
+
+    With a host's ``cache`` the groups built from functions (exec, web, browser)
+    are built once per key and shared by later runs.
     """
     from deerflow.tools.builtins.clarification import ask_clarification
-    from deerflow.tools.builtins.exec_tools import exec_tools
+    from deerflow.tools.builtins.exec_tools import bash_description, exec_tools
     from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS, FILE_WRITE_TOOLS
     from deerflow.tools.builtins.present_files import present_files
     from deerflow.tools.builtins.skill_tools import skill_tools
@@ -38,24 +41,28 @@ def builtin_groups(
         "file:read": list(FILE_READ_TOOLS),
         "file:write": list(FILE_WRITE_TOOLS),
     }
+    cache = cache or ToolCache()
     if sandbox is not None:
-        groups["exec"] = exec_tools(sandbox, python_timeout=app_config.sandbox.python_timeout)
+        timeout = app_config.sandbox.python_timeout
+        key = ("exec", sandbox.allows_bash and bash_description(sandbox), timeout)  # all the tools depend on
+        groups["exec"] = cache.get(key, lambda: exec_tools(sandbox, python_timeout=timeout))
     if app_config.web.enabled:
         from deerflow.tools.builtins.web_tools import web_tools
 
-        groups["web"] = web_tools()
+        groups["web"] = cache.get(("web",), web_tools)
     if app_config.browser.enabled:  # the host refuses to start when the browser is unusable
         from deerflow.tools.builtins.browser_tools import browser_tools
 
-        groups["browser"] = browser_tools(vision=model.supports_vision)
+        sees = model.supports_vision
+        groups["browser"] = cache.get(("browser", sees), lambda: browser_tools(vision=sees))
     return groups
 
 
 def builtin_sources(
     app_config: AppConfig, model: ResolvedModel, *, sandbox: SandboxProvider | None = None,
-    skills: RunSkills | None = None,
+    skills: RunSkills | None = None, cache: ToolCache | None = None,
 ) -> ToolSources:
     from deerflow.tools.builtins.acp_tools import acp_tools
 
-    return ToolSources(builtins=builtin_groups(app_config, model, sandbox=sandbox, skills=skills),
+    return ToolSources(builtins=builtin_groups(app_config, model, sandbox=sandbox, skills=skills, cache=cache),
                        acp=lambda: acp_tools(app_config))
