@@ -103,3 +103,25 @@ def test_a_token_budget_stops_a_runaway_run_before_its_next_model_call(deerflow_
     assert len(openai_server.completions) == 2  # 600, then 1,200 >= 1,000: the third call never went out
     assert [e.name for e in result.events if isinstance(e, ev.ToolResult)] == ["wait", "wait"]  # no tool was cut
     assert result.usage["total_tokens"] == 1200
+
+
+def test_a_subagents_model_calls_are_counted_and_attributed_to_it(deerflow_home, tmp_path):
+    script = """
+turns:
+  - tool_calls: [{name: task, args: {prompt: "CHILD go", subagent_type: general-purpose}}]
+  - "All delegated."
+conversations:
+  - {match: CHILD, turns: ["child done"]}
+"""
+    config = tmp_path / "config.yaml"
+    config.write_text("models:\n  - name: scripted\n    use: deerflow.models.scripted:ScriptedChatModel\n"
+                      "    script: |\n" + "".join(f"      {line}\n" for line in script.strip().splitlines())
+                      + "subagents:\n  enabled: true\n")
+    with DeerFlowClient(config_path=config) as client:
+        result = client.chat("go")
+    assert result.status == "success", result.error
+    sources = result.usage["by_source"]
+    assert sources["lead"]["calls"] == 2
+    assert sources["subagent:general-purpose"]["calls"] == 1
+    assert result.usage["calls"] == 3
+    assert result.usage["total_tokens"] == sum(s["total_tokens"] for s in sources.values())
