@@ -162,6 +162,7 @@ def test_metrics_show_runs_tokens_and_tools(deerflow_home, tmp_path, openai_serv
     assert samples['deerflow_model_tokens_total{direction="output",model="fixture-model"}'] == 10
     assert samples['deerflow_model_calls_total{model="fixture-model",usage="reported"}'] == 3
     assert samples['deerflow_tool_calls_total{status="success",tool="wait"}'] == 1
+    assert samples['deerflow_model_call_seconds_count{model="fixture-model"}'] == 3
 
 
 def parse_samples(text: str) -> dict[str, float]:

@@ -31,6 +31,8 @@ MODEL_CALLS = Counter("deerflow_model_calls", "Model calls, by model and whether
                       ["model", "usage"])
 MODEL_TOKENS = Counter("deerflow_model_tokens", "Provider-reported tokens, by model and direction",
                        ["model", "direction"])
+MODEL_LATENCY = Histogram("deerflow_model_call_seconds", "Wall time of a model call (streamed to its end), by model",
+                          ["model"], buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, float("inf")))
 TOOL_CALLS = Counter("deerflow_tool_calls", "Tool calls of the lead agent, by tool and result status",
                      ["tool", "status"])
 
@@ -40,8 +42,9 @@ def run_started() -> None:
     ACTIVE_RUNS.inc()
 
 
-def model_call(model: str, usage: Mapping[str, int] | None) -> None:
-    """Count one model call and its tokens (the usage meter calls this)."""
+def model_call(model: str, usage: Mapping[str, int] | None, seconds: float) -> None:
+    """Count one model call, its latency and its tokens (the usage meter calls this)."""
+    MODEL_LATENCY.labels(model=model).observe(max(0.0, seconds))
     MODEL_CALLS.labels(model=model, usage="reported" if usage is not None else "unknown").inc()
     if usage is not None:
         MODEL_TOKENS.labels(model=model, direction="input").inc(usage.get("input_tokens", 0))

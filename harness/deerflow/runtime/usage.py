@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,7 @@ class Tally:
 class _Call:
     source: str
     model: str
+    started: float = field(default_factory=time.monotonic)
 
 
 class UsageMeter(BaseCallbackHandler):
@@ -134,7 +136,7 @@ class UsageMeter(BaseCallbackHandler):
                           self.by_source.setdefault(call.source, Tally())):
                 tally.add(usage)
         if self.on_call is not None:
-            self.on_call(call.model, usage)
+            self.on_call(call.model, usage, time.monotonic() - call.started)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
