@@ -9,11 +9,18 @@ Nothing here opens a store: a corrupt or unreadable ``deerflow.db`` or
 ``checkpoints.db`` must not stop the extension from loading.  Requests that
 need the store answer 503 with the reason, and ``GET {base_url}deerflow/api/health``
 says which file is broken and how to repair it.
+
+Stopping, by SIGTERM or SIGINT, with or without a terminal, ends active runs
+as ``interrupted: server stopped`` (their last checkpoint kept, to continue
+with ``deerflow run --thread T --continue``) and closes kernels, sandboxes,
+browsers, MCP servers and stores (:mod:`deerflow_jupyter.shutdown`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import getpass
+import logging
 import os
 
 from jupyter_server.extension.application import ExtensionApp
@@ -26,6 +33,7 @@ from deerflow_jupyter.handlers.health import HealthHandler
 from deerflow_jupyter.handlers.plugins import plugin_routes
 from deerflow_jupyter.host import HarnessHost
 from deerflow_jupyter.scheduler import ServerScheduler
+from deerflow_jupyter.shutdown import STOP_REASON, LastResortCleanup, route_sigint_to_stop
 
 API_PREFIX = "/deerflow/api"
 
@@ -73,6 +81,7 @@ class DeerFlowExtension(ExtensionApp):
         })
         if self.export_kernel_env:
             self._export_kernel_env()
+        self._log_runs_with_server()
 
     def initialize_handlers(self) -> None:
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)
@@ -80,6 +89,17 @@ class DeerFlowExtension(ExtensionApp):
         # startup plugins' routes, behind Jupyter auth (plugins run with this server's privileges)
         self.handlers.extend(plugin_routes(self.deerflow_host.plugins(), API_PREFIX))
         self.handlers.append((f"{API_PREFIX}/.*", NotFoundRoute))  # last: a JSON 404 for any other API path
+
+    def _log_runs_with_server(self) -> None:
+        """The one line per finished run (``deerflow.runs``) goes where the server logs, at INFO."""
+        server_log = getattr(self.serverapp, "log", None)
+        runs = logging.getLogger("deerflow.runs")
+        if server_log is None or runs.handlers:
+            return
+        for handler in server_log.handlers:
+            runs.addHandler(handler)
+        runs.setLevel(logging.INFO)
+        runs.propagate = False
 
     def _export_kernel_env(self) -> None:
         server = self.serverapp
@@ -90,13 +110,23 @@ class DeerFlowExtension(ExtensionApp):
         if token:
             os.environ["DEERFLOW_SERVER_TOKEN"] = token
 
+    _last_resort: LastResortCleanup | None = None
+
     async def _start_jupyter_server_extension(self, serverapp: object) -> None:
+        if route_sigint_to_stop(serverapp):
+            self.log.info("DeerFlow: SIGINT stops this server cleanly (no terminal)")
+        cleanup = getattr(serverapp, "_cleanup", None)
+        if cleanup is not None:
+            self._last_resort = LastResortCleanup(asyncio.get_running_loop(), cleanup)
+            self._last_resort.install()
         if self.scheduler_enabled:
             self.deerflow_scheduler.start()
 
     async def stop_extension(self) -> None:
+        if self._last_resort is not None:
+            self._last_resort.done = True
         await self.deerflow_scheduler.stop()
-        await self.deerflow_host.close()
+        await self.deerflow_host.close(reason=STOP_REASON)
 
 
 def _os_user() -> str:

@@ -57,8 +57,9 @@ class HarnessHost:
                 self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
             return self._manager
 
-    async def close(self) -> None:
+    async def close(self, *, reason: str | None = None) -> None:
+        """Close the run manager; with ``reason``, its active runs are recorded ``interrupted: {reason}``."""
         async with self._lock:
             if self._manager is not None:
-                await self._manager.close()
+                await self._manager.close(reason=reason)
                 self._manager = None

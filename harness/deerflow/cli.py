@@ -1,6 +1,8 @@
 """``deerflow``: run the agent from a terminal.
 
     deerflow run "PROMPT" [--thread ID] [--model NAME] [--mode M] [--skill S] [--json]
+    deerflow run --thread ID --continue          (resume a run the server's stop or a cancel ended)
+    deerflow usage [--by user|thread|day|model] [--since YYYY-MM-DD] [--all-users] [--json]
     deerflow reply THREAD ["ANSWER"] [--field NAME=VALUE ...] [--json]
     deerflow threads
     deerflow mcp list|tools|reset
@@ -41,6 +43,7 @@ if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--h
     from deerflow.runtime import events as ev
 
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
+USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--user", default=os.environ.get("DEERFLOW_USER", "local"), help="user id (default: local)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the agent on a prompt and stream its progress")
-    run.add_argument("prompt")
+    run.add_argument("prompt", nargs="?", help="what the agent should do (optional with --continue)")
     run.add_argument("--thread", help="continue this thread (default: a new one)")
+    run.add_argument("--continue", dest="resume", action="store_true",
+                     help="resume the thread's last run, ended by a server stop, a crash or a cancel")
     run.add_argument("--model", help="model name from config.yaml")
     run.add_argument("--mode", help="interaction mode: interactive, scheduled, webhook, autonomous")
     run.add_argument("--skill", help="activate a skill for this turn (same as starting the prompt with /NAME)")
@@ -69,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a form value; repeat for each field (and for several choices)")
     reply.add_argument("--json", action="store_true", help="print one JSON event per line")
     sub.add_parser("threads", help="list your threads")
+    usage = sub.add_parser("usage", help="tokens used by your runs (per day, thread, user or model)")
+    usage.add_argument("--by", choices=USAGE_GROUPINGS, default="day", help="group by (default: day)")
+    usage.add_argument("--since", metavar="YYYY-MM-DD", help="only runs started on or after this day (UTC)")
+    usage.add_argument("--all-users", action="store_true",
+                       help="every user of this DEERFLOW_HOME (an operator's view; needs access to its files)")
+    usage.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     add_mcp_parser(sub)
     arts = sub.add_parser("artifacts", help="list a thread's presented artifacts")
     arts.add_argument("thread")
@@ -116,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(client: Any, args: argparse.Namespace) -> int:
     if args.command == "mcp":
         return run_mcp_command(client, args)
+    if args.command == "usage":
+        return _usage(client, args)
     if args.command == "threads":
         for t in client.threads():
             print(f"{t.thread_id}  {t.title or '(untitled)'}")
@@ -140,6 +153,10 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
 
 
 def _run(client: Any, args: argparse.Namespace) -> int:
+    if args.resume:
+        args.prompt = continuation_prompt(client, args.thread, args.prompt)
+    elif not args.prompt:
+        raise UserError("give a prompt (or --thread ID --continue to resume a stopped run)")
     prompt = args.prompt if not args.skill else f"/{args.skill} {args.prompt}"
     options = {k: v for k, v in {
         "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
@@ -165,6 +182,61 @@ def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
               file=sys.stderr)
         return EXIT_STOPPED
     return 0 if finished is not None and finished.status in {"success", "interrupted"} else 1
+
+
+CONTINUE_PROMPT = ("Continue the task from where you stopped: your previous run was interrupted ({reason}). "
+                   "Tool calls that did not finish were not completed; check their effects and redo what is missing.")
+RESUMABLE = ("error", "cancelled", "stopped")
+
+
+def continuation_prompt(client: Any, thread_id: str | None, extra: str | None) -> str:
+    """The prompt that resumes ``thread_id``'s last run (UserError when there is nothing to continue)."""
+    if not thread_id:
+        raise UserError("--continue needs --thread ID (the thread whose run to resume)")
+    client.thread(thread_id)  # unknown or foreign thread: one line
+    runs = _store(client).list_runs(thread_id, client.user_id)
+    last = runs[-1] if runs else None
+    if last is None or last.status not in RESUMABLE:
+        state = f"its last run ended {last.status}" if last else "it has no run yet"
+        raise UserError(f"thread {thread_id} has nothing to continue: {state}")
+    reason = (last.error or last.status).removeprefix("interrupted: ")
+    prompt = CONTINUE_PROMPT.format(reason=reason)
+    return f"{prompt}\n\n{extra}" if extra else prompt
+
+
+def _store(client: Any) -> Any:
+    """The run records of the client's home, read without starting the runtime's services."""
+    from deerflow.persistence.store import MetadataStore
+
+    return MetadataStore(client._async.home.database)
+
+
+def _usage(client: Any, args: argparse.Namespace) -> int:
+    try:
+        from deerflow.runtime.usage import parse_since
+
+        since = parse_since(args.since)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    store = _store(client)
+    from deerflow.runtime.usage import usage_report
+
+    rows = usage_report(store.runs_since(since, user_id=None if args.all_users else client.user_id), by=args.by)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows]))
+        return 0
+    if not rows:
+        print("no usage recorded" + (f" since {args.since}" if args.since else ""))
+        return 0
+    width = max(len(args.by), *(len(r.key) for r in rows))
+    print(f"{args.by:<{width}}  {'runs':>5}  {'tokens':>12}  {'input':>12}  {'output':>12}  calls")
+    for r in rows:
+        d = r.to_dict()
+        total = f"{d['total_tokens']:,}" if d["total_tokens"] is not None else "unknown"
+        unknown = f" ({d['unknown_calls']} without usage)" if d["unknown_calls"] else ""
+        print(f"{r.key:<{width}}  {d['runs']:>5}  {total:>12}  {d['input_tokens']:>12,}  {d['output_tokens']:>12,}"
+              f"  {d['calls']}{unknown}")
+    return 0
 
 
 def parse_reply_args(text: str | None, fields: Sequence[str]) -> Any:
@@ -304,6 +376,9 @@ class TerminalRenderer:
             shown = produced - len(receipt.get("unpresented", []))
             line += f" — delivery: {receipt['status']} ({shown} of {produced} new outputs presented)"
         self._line(line)
+        from deerflow.runtime.usage import summary_line
+
+        self._line(f"  {summary_line(e.usage)}")
 
 
 def _doctor(args: argparse.Namespace) -> int:

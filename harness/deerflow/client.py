@@ -66,6 +66,12 @@ class RunResult:
         return finished.stopped_by if finished is not None else None
 
     @property
+    def usage(self) -> dict[str, Any] | None:
+        """The run's provider-reported token usage (totals, ``by_model``, ``by_source``); None without model calls."""
+        finished = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)
+        return finished.usage if finished is not None else None
+
+    @property
     def notices(self) -> list[Any]:
         """The run's ``notice`` events (loop detected, unfinished todos, summarization...)."""
         return [e for e in self.events if isinstance(e, ev.Notice)]

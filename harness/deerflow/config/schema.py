@@ -308,6 +308,15 @@ class PluginConfig(_Section):
         return self
 
 
+class LimitsConfig(_Section):
+    """Per-run limits an operator sets for everyone (a lab paying for a hosted model)."""
+
+    max_tokens_per_run: int | None = Field(
+        default=None, ge=1,
+        description="Stop a run (status stopped, stopped_by token_budget) before a model call once its "
+                    "model calls, subagents included, have used this many tokens.")
+
+
 class AppConfig(_Section):
     """The whole of ``config.yaml``."""
 
@@ -332,6 +341,7 @@ class AppConfig(_Section):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     uploads: UploadsConfig = Field(default_factory=UploadsConfig)
     plugins: list[PluginConfig] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
 
     @field_validator("models")
     @classmethod

@@ -149,6 +149,8 @@ def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseCh
     kwargs.pop("context_window", None)
     if isinstance(kwargs.get("script"), str):
         kwargs["script"] = resolve_script(kwargs["script"], config_file=config_file)
+    if "stream_usage" in getattr(cls, "model_fields", {}) and "stream_usage" not in kwargs:
+        kwargs["stream_usage"] = True  # usage when streaming (stream_options.include_usage); `stream_usage: false` opts out
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:

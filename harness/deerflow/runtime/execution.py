@@ -21,6 +21,7 @@ from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.deliverables import DeliveryWatch
 from deerflow.runtime.projection import Projector
+from deerflow.runtime.usage import BUDGET_GUARD, USAGE_SERVICE, TokenBudgetExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,12 @@ def guard_stop(event: Any) -> tuple[str, str] | None:
 def graph_config(context: RunContext) -> dict[str, Any]:
     """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
     recursion_limit = int(context.options.get("recursion_limit") or 200)
-    return {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
-            "metadata": {"run_id": context.run_id}}
+    config: dict[str, Any] = {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
+                              "metadata": {"run_id": context.run_id}}
+    meter = context.services.get(USAGE_SERVICE)  # meters every model call of the run (subagents inherit it)
+    if meter is not None:
+        config["callbacks"] = [meter]
+    return config
 
 
 async def _ignore_raw(mode: str, chunk: Any) -> None:
@@ -103,6 +108,9 @@ async def _stream_run(
                 await publish(event)
     except asyncio.CancelledError:
         return Outcome("cancelled", None, projector)
+    except TokenBudgetExceeded as exc:  # raised before a model call: no tool is cut
+        await publish(projector.make(ev.Notice, kind=BUDGET_GUARD, text=str(exc), data={ev.STOPPED_BY: BUDGET_GUARD}))
+        return Outcome("stopped", str(exc), projector, stopped_by=BUDGET_GUARD)
     except UserError as exc:
         await publish(projector.make(ev.Error, kind="user", message=str(exc)))
         return Outcome("error", str(exc), projector)

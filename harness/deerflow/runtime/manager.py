@@ -54,11 +54,13 @@ from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime import events as ev
+from deerflow.runtime import metrics
 from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
+from deerflow.runtime.usage import USAGE_SERVICE, UsageMeter
 from deerflow.sandbox.factory import make_kernel_pool, make_provider
 from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
@@ -106,6 +108,7 @@ class RunManager:
         self.services: dict[str, Any] = {TOOL_CACHE_SERVICE: self.tool_cache}
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
+        self._stop_reason: str | None = None  # set by close(reason=...): runs it cancels end "interrupted: ..."
 
     @classmethod
     async def open(cls, *, loaded: LoadedConfig, home: HomePaths, plugins: PluginSet | None = None) -> RunManager:
@@ -137,7 +140,13 @@ class RunManager:
             raise
         return manager
 
-    async def close(self) -> None:
+    async def close(self, *, reason: str | None = None) -> None:
+        """Cancel active runs (each saves its last checkpoint and is recorded), then close every service.
+
+        With ``reason`` (the server stopping), the cancelled runs are recorded as
+        ``error`` ``"interrupted: {reason}"``, like a crashed process's runs, and can be continued.
+        """
+        self._stop_reason = reason
         for live in list(self._live.values()):
             if live.task and not live.task.done():
                 live.task.cancel()
@@ -330,7 +339,8 @@ class RunManager:
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
             options=options, services={**self.services, **project_run_skills(
                 skills, self.home.thread(user_id, thread.thread_id)),
-                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {})},
+                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {}),
+                USAGE_SERVICE: _usage_meter(self.loaded.config, resolved.name)},
         )
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
@@ -343,6 +353,7 @@ class RunManager:
             raise
         live = LiveRun(record)
         self._live[record.run_id] = live
+        metrics.run_started()
         notes = [{"kind": "config_reloaded", "text": config_note}] if config_note else []
         live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes, lease))
         return live
@@ -372,13 +383,17 @@ class RunManager:
             heartbeat.cancel()
             projector = outcome.projector if outcome else None
             status = outcome.status if outcome else "cancelled"
+            error = outcome.error if outcome else None
+            if status == "cancelled" and self._stop_reason:  # the server is stopping: a run to continue later
+                status, error = "error", f"interrupted: {self._stop_reason}"
             title = projector.title if projector else None
             finished = ev.RunFinished(
                 run_id=live.run_id, thread_id=context.thread_id, seq=(projector.seq + 1) if projector else 1,
                 status=status, text=projector.last_text if projector else "", title=title,
                 artifacts=list(projector.artifacts) if projector else [],
                 receipt=outcome.receipt if outcome else None,
-                error=outcome.error if outcome else None, stopped_by=outcome.stopped_by if outcome else None,
+                error=error, stopped_by=outcome.stopped_by if outcome else None,
+                usage=context.services[USAGE_SERVICE].summary(),
             )
             await publish(finished)
             self._settle(live, finished, lease)
@@ -388,7 +403,7 @@ class RunManager:
         self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
         result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt,
                   "workspace_changes": next((e.changes for e in live.events if isinstance(e, ev.WorkspaceChanges)),
-                                            None), "stopped_by": finished.stopped_by}
+                                            None), "stopped_by": finished.stopped_by, "usage": finished.usage}
         live.record.result = result
         self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result,
                               lease_owner=lease.owner)
@@ -396,6 +411,8 @@ class RunManager:
         live.record.status = finished.status
         live.record.error = finished.error
         live.record.updated_at = time.time()
+        metrics.run_finished(user_id=live.record.user_id, finished=finished, events=live.events,
+                             seconds=live.record.updated_at - live.record.created_at)
         self._forget_old_runs()
 
     def _forget_old_runs(self, keep: int = 256, keep_raw: int = 16) -> None:
@@ -469,6 +486,13 @@ def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
     graph.add_edge("model", END)
     graph.add_edge("tools", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def _usage_meter(config: AppConfig, model_name: str) -> UsageMeter:
+    """The run's usage meter: counts every model call, enforces ``limits.max_tokens_per_run``."""
+    meter = UsageMeter(default_model=model_name, budget=config.limits.max_tokens_per_run)
+    meter.on_call = metrics.model_call
+    return meter
 
 
 def _canceller(live: LiveRun) -> Callable[[], None]:
