@@ -34,6 +34,7 @@ from typing import Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import AgentState, ExtendedModelResponse
+from langchain_core.messages import BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
@@ -97,12 +98,24 @@ def _schema_tokens(tools: Sequence[Any]) -> int:
     return chars // 4
 
 
+def messages_within(messages: Sequence[BaseMessage], tokens: int) -> int:
+    """How many of the latest ``messages`` fit in ``tokens`` (at least 2: the last call and its result)."""
+    used = kept = 0
+    for message in reversed(messages):
+        used += count_tokens_approximately([message])
+        if used > tokens:
+            break
+        kept += 1
+    return max(2, kept)
+
+
 class SummarizationMiddleware(AgentMiddleware):
     """Projects the thread summary into requests and summarizes when a trigger is crossed.
 
     ``default_window`` (the model's context window) sets the default trigger of
     each request: :data:`DEFAULT_WINDOW_FRACTION` of it minus the request's
-    system prompt and tool schemas.
+    system prompt and tool schemas, and keeps verbatim only the latest messages
+    that fit in half of that.
     """
 
     state_schema = SummarizationState
@@ -113,19 +126,21 @@ class SummarizationMiddleware(AgentMiddleware):
         self.summarizer = summarizer
         self.default_window = default_window
 
-    def _policy_for(self, request: ModelRequest) -> SummaryPolicy:
+    def _policy_for(self, request: ModelRequest, live: Sequence[BaseMessage]) -> SummaryPolicy:
+        """The configured policy, or the default one sized for this request (trigger and verbatim tail)."""
         if self.default_window is None:
             return self.policy
         budget = int(self.default_window * DEFAULT_WINDOW_FRACTION) - request_overhead(request)
-        return dataclasses.replace(self.policy, trigger_tokens=max(self.default_window // 8, budget))
+        trigger = max(self.default_window // 8, budget)
+        keep = min(self.policy.keep_messages, messages_within(live, trigger // 2))
+        return dataclasses.replace(self.policy, trigger_tokens=trigger, keep_messages=keep)
 
     def _due(self, request: ModelRequest) -> Compaction | None:
         state = request.state
-        policy = self._policy_for(request)
-        if not policy.automatic:
-            return None
         summary, through = state.get("summary_text"), state.get("summarized_through")
-        if not policy.should_summarize(live_messages(request.messages, through), summary):
+        live = live_messages(request.messages, through)
+        policy = self._policy_for(request, live)
+        if not policy.automatic or not policy.should_summarize(live, summary):
             return None
         return plan_compaction(state.get("messages") or [], through, policy.keep_messages)
 
