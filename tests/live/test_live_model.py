@@ -53,7 +53,9 @@ def live_config(folder: Path) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path, deerflow_home) -> Path:
+def config(tmp_path, deerflow_home, monkeypatch) -> Path:
+    if OPENAI_KEY:  # ``deerflow_home`` removes the key from the environment; the live entry reads it from there
+        monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     return live_config(tmp_path)
 
 
