@@ -17,6 +17,7 @@ from langchain_core.messages import HumanMessage
 
 from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError
+from deerflow.models.script_format import ModelError
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.deliverables import DeliveryWatch
@@ -114,6 +115,13 @@ async def _stream_run(
     except UserError as exc:
         await publish(projector.make(ev.Error, kind="user", message=str(exc)))
         return Outcome("error", str(exc), projector)
+    except ModelError as exc:  # the model's failure, named and classified: one log line, no traceback
+        message = model_error_message(exc)
+        logger.warning("run %s on thread %s failed: %s", context.run_id, context.thread_id, " | ".join(
+            line.strip() for line in message.splitlines() if line.strip()))
+        logger.debug("run %s: the model call's traceback", context.run_id, exc_info=exc)
+        await publish(projector.make(ev.Error, kind="model", message=message))
+        return Outcome("error", message, projector)
     except Exception as exc:
         logger.exception("run %s on thread %s failed", context.run_id, context.thread_id)
         message = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -125,6 +133,12 @@ async def _stream_run(
         guard, reason = stop
         return Outcome("stopped", reason, projector, stopped_by=guard)
     return Outcome("success", None, projector)
+
+
+def model_error_message(exc: BaseException, limit: int = 2_000) -> str:
+    """The whole message of a model failure (every line of the provider's words), bounded."""
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -30,6 +30,7 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
+from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMiddleware
@@ -123,6 +124,7 @@ def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware]:
     """The child's middleware chain (first = outermost)."""
     chain: list[AgentMiddleware] = [
         DanglingToolCallsMiddleware(),
+        CutOffToolCallsMiddleware(),
         ReceiptMiddleware(),
         SubagentToolGuard(),
         ToolAuthorizationMiddleware(ToolPolicy.for_user(config.authorization, user_id)),

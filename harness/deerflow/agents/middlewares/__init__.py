@@ -14,6 +14,7 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.consent import ConsentMiddleware
+from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.fusion import fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
@@ -71,6 +72,7 @@ def build_middlewares(
         UploadsMiddleware(),
         *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),
         DanglingToolCallsMiddleware(),
+        CutOffToolCallsMiddleware(),  # before anything reads the arguments of a call cut off mid-JSON
         ToolAuthorizationMiddleware(policy),
         SkillToolPolicyMiddleware(),  # after user authorization: an active skill only narrows
         *mcp_middlewares(options.mcp),  # MCP notices; deferred schemas (only narrow, like the skill policy)
