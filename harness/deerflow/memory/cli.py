@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from deerflow.memory.book import MemoryBook
-from deerflow.memory.commands import memory_action, render_text
+from deerflow.memory.commands import act_on_home, render_text
 from deerflow.memory.store import open_store
 
 
@@ -45,19 +45,20 @@ def add_parser(sub: Any) -> None:
 
 def run(client: Any, args: argparse.Namespace) -> int:
     """Execute ``deerflow memory ...``; user errors propagate to the main CLI (one line, status 1)."""
-    with ExitStack() as stack:
-        store = open_store(client.config.storage, home=client.home.home, stack=stack)
-        book = MemoryBook(store, client.user_id, agent=args.agent, max_facts=client.config.memory.max_facts)
-        verb = args.memory_command
-        if verb == "add":
+    verb = args.memory_command
+    if verb == "add":
+        with ExitStack() as stack:
+            store = open_store(client.config.storage, home=client.home.home, stack=stack)
+            book = MemoryBook(store, client.user_id, agent=args.agent, max_facts=client.config.memory.max_facts)
             print(book.add(args.text, category=args.category).id)
-            return 0
-        result = memory_action(book, verb, getattr(args, "id", ""))
-        if verb == "list" and args.json:
-            print(json.dumps(result["facts"], ensure_ascii=False))
-        elif verb == "export" and args.out:
-            Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            print(f"wrote {len(result['facts'])} facts to {args.out}")
-        else:
-            print(render_text(verb, result))
+        return 0
+    result = act_on_home(client.config, client.home.home, client.user_id, verb, getattr(args, "id", ""),
+                         agent=args.agent)
+    if verb == "list" and args.json:
+        print(json.dumps(result["facts"], ensure_ascii=False))
+    elif verb == "export" and args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {len(result['facts'])} facts to {args.out}")
+    else:
+        print(render_text(verb, result))
     return 0

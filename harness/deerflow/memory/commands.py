@@ -10,6 +10,8 @@ synchronous): async callers run it with :func:`asyncio.to_thread`.
 from __future__ import annotations
 
 import shlex
+from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from deerflow.errors import UserError
@@ -29,6 +31,17 @@ def split_verb(text: str) -> tuple[str, str]:
     if verb in {"add", "forget"} and len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
         rest = " ".join(shlex.split(rest))  # a quoted argument, as typed in a shell
     return verb, rest
+
+
+def act_on_home(config: Any, home: Path, user_id: str, verb: str, argument: str = "", *,
+                agent: str | None = None) -> dict[str, Any]:
+    """Open the home's memory store, run one verb, close it (CLI and the in-kernel backend)."""
+    from deerflow.memory.store import open_store
+
+    with ExitStack() as stack:
+        store = open_store(config.storage, home=home, stack=stack)
+        book = MemoryBook(store, user_id, agent=agent, max_facts=config.memory.max_facts)
+        return memory_action(book, verb, argument)
 
 
 def memory_action(book: MemoryBook, verb: str, argument: str = "") -> dict[str, Any]:
