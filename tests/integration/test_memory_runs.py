@@ -163,3 +163,30 @@ def test_a_stop_during_extraction_exits_cleanly(deerflow_home, tmp_path, openai_
         # leaving the client closed the manager: pending extraction got its grace, then stopped
 
     asyncio.run(asyncio.wait_for(scenario(), timeout=60))
+
+
+def test_extraction_starts_only_after_the_run_is_finished_and_recorded(deerflow_home, tmp_path, openai_server,
+                                                                       monkeypatch):
+    import deerflow.memory.service as service_module
+
+    cfg = config(tmp_path, openai_server.base_url, memory="  debounce_seconds: 0\n")
+    seen: list[tuple[str, list[str]]] = []
+    real_propose = service_module.propose
+
+    async def scenario() -> None:
+        async with AsyncDeerFlowClient(config_path=cfg, user_id="alice") as alice:
+            manager = await alice.manager()
+
+            async def recording_propose(model, exchanges, facts):
+                record = manager.store.get_run(exchanges[-1].run_id, "alice")
+                seen.append((record.status, [type(e).__name__ for e in manager.recorded_events(record.run_id,
+                                                                                               "alice")][-1:]))
+                return await real_propose(model, exchanges, facts)
+
+            monkeypatch.setattr(service_module, "propose", recording_propose)
+            openai_server.add("Done.", extraction_reply((FACT, 0.9)))
+            assert (await alice.chat(f"{FACT}. Go.")).status == "success"
+            await (await memory_of(alice)).flush()
+
+    asyncio.run(scenario())
+    assert seen == [("success", ["RunFinished"])]

@@ -74,16 +74,20 @@ class MemoryService:
     def book(self, user_id: str, agent: str | None = None) -> MemoryBook:
         return MemoryBook(self.store, user_id, agent=agent, max_facts=self.config.memory.max_facts)
 
-    def block_for(self, user_id: str, agent: str | None, query: str) -> str:
-        """The memory block for a run's system prompt ("" when off or empty); reads the store (blocking)."""
-        settings = self.config.memory
+    def block_for(self, user_id: str, agent: str | None, query: str, *, config: AppConfig | None = None) -> str:
+        """The memory block for a run's system prompt ("" when off or empty); reads the store (blocking).
+
+        ``config`` is the run's (an edited config.yaml applies from the next run); else the host's.
+        """
+        settings = (config or self.config).memory
         if not (settings.enabled and settings.injection_enabled) or settings.max_injection_tokens <= 0:
             return ""
         return memory_block(self.book(user_id, agent).relevant(query, max_tokens=settings.max_injection_tokens))
 
-    async def prompt_block(self, user_id: str, agent: str | None, query: str) -> str:
+    async def prompt_block(self, user_id: str, agent: str | None, query: str, *,
+                           config: AppConfig | None = None) -> str:
         """:meth:`block_for`, with the store read off the event loop."""
-        return await asyncio.to_thread(self.block_for, user_id, agent, query)
+        return await asyncio.to_thread(self.block_for, user_id, agent, query, config=config)
 
     def after_run(self, exchange: Exchange, *, user_id: str, agent: str | None, model_name: str | None,
                   attended: bool, options: dict[str, Any]) -> bool:
@@ -177,6 +181,7 @@ def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finish
     service = services.get(MEMORY_SERVICE)
     if not isinstance(service, MemoryService) or getattr(finished, "status", None) != "success":
         return
+    service.config = context.config  # the config the run had: an edited memory section applies from here
     exchange = Exchange(user_text=prompt, answer_text=finished.text or "", thread_id=context.thread_id,
                         run_id=context.run_id)
     service.after_run(exchange, user_id=context.user_id, agent=context.options.get("agent_name"),

@@ -60,7 +60,7 @@ class MemoryMiddleware(AgentMiddleware):
         if block is None:
             context = request.runtime.context
             block = self._blocks[run_id] = service.block_for(
-                context.user_id, context.options.get("agent_name"), _query(request))
+                context.user_id, context.options.get("agent_name"), _query(request), config=context.config)
         return handler(self._with_block(request, block))
 
     async def awrap_model_call(
@@ -72,5 +72,5 @@ class MemoryMiddleware(AgentMiddleware):
         if block is None:
             context = request.runtime.context
             block = self._blocks[run_id] = await service.prompt_block(
-                context.user_id, context.options.get("agent_name"), _query(request))
+                context.user_id, context.options.get("agent_name"), _query(request), config=context.config)
         return await handler(self._with_block(request, block))
