@@ -198,6 +198,10 @@ class Backend(ABC):
         """
         raise BackendError(f"this backend cannot {action} skills")
 
+    def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
+        """``%deerflow memory VERB``: the result of :func:`deerflow.memory.commands.memory_action`."""
+        raise BackendError("this backend has no memory")
+
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A URL a browser can open for the artifact, when there is one."""
         del thread_id, path

@@ -100,6 +100,11 @@ class InProcessBackend(Backend):
         tools = self.client.mcp_tools() if action == "tools" else None
         return {"servers": self.client.mcp_servers(), **({"tools": tools} if tools is not None else {})}
 
+    def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
+        from deerflow.memory.commands import act_on_home
+
+        return act_on_home(self.client.config, self.client.home.home, self.client.user_id, verb, argument)
+
     def close(self) -> None:
         self.client.close()
 

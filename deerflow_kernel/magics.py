@@ -10,6 +10,7 @@
     %deerflow artifacts [THREAD] | threads | skills | status | help
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
+    %deerflow memory [list | add TEXT | forget ID | clear | export]
 
 User mistakes (bad options, unknown variables, unknown threads, a reply
 that does not fit the question) are shown as one ``UsageError`` line.
@@ -156,6 +157,13 @@ class DeerFlowMagics(Magics):
         _no_args(rest, "status")
         for key, value in self.session.status().items():
             print(f"{key:>9}: {value}")
+
+    def _cmd_memory(self, rest: str) -> None:
+        """``memory list | add TEXT | forget ID | clear | export``: what DeerFlow remembers about you."""
+        from deerflow.memory.commands import render_text, split_verb
+
+        verb, argument = split_verb(rest)
+        print(render_text(verb, self.session.backend().memory(verb, argument)))
 
     def _cmd_mcp(self, rest: str) -> None:
         from deerflow.mcp.cli import ACTIONS, RESET_TEXT, problem_lines, server_lines, tool_lines

@@ -22,7 +22,7 @@ try:
 except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
-SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp")
+SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp", "memory")
 _VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
 _FLAGS = {"--new", "--plan", "--subagents", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")

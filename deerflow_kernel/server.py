@@ -147,6 +147,15 @@ class ServerBackend(Backend):
         return self._json("POST", "skills/install", params={"name": package.name, "replace": str(replace).lower()},
                           content=package.read_bytes())
 
+    def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
+        if verb == "add":
+            return self._json("POST", "memory", json={"text": argument})
+        if verb == "forget":
+            return self._json("DELETE", f"memory/{_q(argument)}")
+        if verb == "clear":
+            return self._json("DELETE", "memory")
+        return self._json("GET", "memory/export" if verb == "export" else "memory")
+
     def close(self) -> None:
         self._http.close()
 

@@ -19,6 +19,7 @@ from deerflow.errors import UserError
 PUBLIC_OPTIONS = frozenset({
     "model_name", "thinking_enabled", "is_plan_mode", "subagent_enabled", "max_concurrent_subagents",
     "max_total_subagents", "agent_name", "is_bootstrap",
+    "memory",  # false: the run neither sees nor teaches the user's memory (--no-memory)
     "referenced_threads",  # other threads of the user this request points at (grants read_conversation)
 })
 # Interaction-policy keys: internal callers only (never obeyed from HTTP).

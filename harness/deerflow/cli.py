@@ -11,6 +11,7 @@
     deerflow batches list|status ID|export ID [--out F]|cancel ID|worker [--until-idle]
     deerflow agents list|show NAME|delete NAME|new NAME ["WHAT IT IS FOR"] [--display-name X]
     deerflow schedule add "PROMPT" --cron EXPR [--agent A] [--thread T] [--tz Z]|list|remove ID|runs ID|run-due
+    deerflow memory list [--json]|add "TEXT"|forget ID|clear|export [--out F]
     deerflow doctor [--repair] [--json]
     deerflow lab
 
@@ -34,6 +35,7 @@ from deerflow.agents.clarification_form import field_hint
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import UserError
 from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
+from deerflow.memory import cli as memory_cli
 from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
@@ -67,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--record", metavar="FILE", help="record the model's answers to a cassette")
     run.add_argument("--replay", metavar="FILE", help="replay model answers from a cassette (offline)")
     run.add_argument("--json", action="store_true", help="print one JSON event per line")
+    run.add_argument("--no-memory", action="store_true",
+                     help="this run neither sees nor teaches your memory (see `deerflow memory`)")
     reply = sub.add_parser("reply", help="answer a thread's clarification and continue the run")
     reply.add_argument("thread")
     reply.add_argument("answer", nargs="?", help="free-text answer, or an option (its text or number)")
@@ -87,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     batches_cli.add_parser(sub)
     add_agents_parser(sub)
     add_schedule_parser(sub)
+    memory_cli.add_parser(sub)
     doctor = sub.add_parser("doctor", help="check config, storage files and the sandbox; exit 1 if broken")
     doctor.add_argument("--repair", action="store_true",
                         help="move broken store files aside (renamed, never deleted) and start empty ones")
@@ -146,6 +151,8 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
         return run_agents_command(client, args, render=_render_run)
     if args.command == "schedule":
         return run_schedule_command(client, args)
+    if args.command == "memory":
+        return memory_cli.run(client, args)
     if args.command == "reply":
         answer = parse_reply_args(args.answer, args.field)
         return _render_run(client, client.stream_reply(args.thread, answer), as_json=args.json)
@@ -162,6 +169,7 @@ def _run(client: Any, args: argparse.Namespace) -> int:
         "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
         "record": args.record, "replay": args.replay,
         "agent_name": args.agent, "referenced_threads": args.ref or None,
+        "memory": False if args.no_memory else None,
     }.items() if v is not None}
     return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json)
 

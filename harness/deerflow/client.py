@@ -361,6 +361,10 @@ class DeerFlowClient:
     def user_id(self) -> str:
         return self._async.user_id
 
+    @property
+    def home(self) -> HomePaths:
+        return self._async.home
+
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 

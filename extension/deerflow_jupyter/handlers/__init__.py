@@ -8,6 +8,7 @@ from deerflow_jupyter.handlers import (
     browser,
     files,
     mcp,
+    memory,
     plugins,
     runs,
     schedules,
@@ -59,5 +60,6 @@ ROUTES = [
     (rf"/schedules/{schedules.SCHEDULE_ID}", schedules.ScheduleHandler),
     (rf"/schedules/{schedules.SCHEDULE_ID}/runs", schedules.ScheduleRunsHandler),
     (rf"/schedules/{schedules.SCHEDULE_ID}/run", schedules.ScheduleRunNowHandler),
+    *memory.ROUTES,
     (r"/plugins", plugins.PluginsHandler),  # report only; plugin routes are added by the app at startup
 ]

@@ -325,6 +325,22 @@ class UploadsConfig(_Section):
     max_files: int = Field(default=200, ge=1)
 
 
+class MemoryConfig(_Section):
+    """Long-term memory per user (:mod:`deerflow.memory`): what is remembered across threads."""
+
+    enabled: bool = Field(default=True, description="Extract facts after runs and keep them.")
+    injection_enabled: bool = Field(default=True, description="Put relevant facts in the system prompt.")
+    model_name: str | None = Field(default=None, description="Model that extracts facts (default: the run's).")
+    from_unattended: bool = Field(default=False, description="Learn from scheduled/webhook/autonomous runs too.")
+    confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    max_facts: int = Field(default=100, ge=1, le=10_000)
+    max_injection_tokens: int = Field(default=2000, ge=0)
+    debounce_seconds: float = Field(default=5.0, ge=0, description="Wait for a quiet spell before extracting.")
+    extraction_timeout: float = Field(default=60.0, gt=0, description="Deadline of one extraction.")
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0,
+                                          description="At shutdown, pending extractions run for at most this.")
+
+
 class PluginConfig(_Section):
     """A Python extension loaded once at startup (see :mod:`deerflow.plugins`).
 
@@ -381,6 +397,7 @@ class AppConfig(_Section):
     uploads: UploadsConfig = Field(default_factory=UploadsConfig)
     plugins: list[PluginConfig] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
     @field_validator("models")
     @classmethod

@@ -49,6 +49,7 @@ from deerflow.custom_agents import (
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
+from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
@@ -135,10 +136,17 @@ class RunManager:
 
             manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
+            manager.services[MEMORY_SERVICE] = memory = MemoryService.open(
+                loaded.config, home=home.home, stack=stack, model_factory=manager.memory_model)
+            stack.push_async_callback(memory.aclose)  # pending extractions: a bounded grace, then cancelled
         except BaseException:
             await stack.aclose()  # a later service failed: close the earlier ones (browser, kernels...)
             raise
         return manager
+
+    def memory_model(self, name: str | None) -> Any:
+        """The chat model memory extraction uses (:mod:`deerflow.memory.service`), from the current config."""
+        return create_chat_model(self.loaded.config, name, config_file=_str(self.loaded.path)).model
 
     async def close(self, *, reason: str | None = None) -> None:
         """Cancel active runs (each saves its last checkpoint and is recorded), then close every service.
@@ -397,6 +405,7 @@ class RunManager:
             )
             await publish(finished)
             self._settle(live, finished, lease)
+            note_settled_run(self.services, context, prompt, finished)  # memory learns later, off this path
 
     def _settle(self, live: LiveRun, finished: ev.RunFinished, lease: LeaseTerms) -> None:
         self._active_by_thread.pop(live.record.thread_id, None)

@@ -19,6 +19,7 @@ from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMid
 from deerflow.agents.middlewares.fusion import fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.mcp_notices import mcp_middlewares
+from deerflow.agents.middlewares.memory import MemoryMiddleware
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
 from deerflow.agents.middlewares.skill_activation import SkillActivationMiddleware
 from deerflow.agents.middlewares.skill_policy import SkillToolPolicyMiddleware
@@ -80,6 +81,7 @@ def build_middlewares(
         ToolErrorHandlingMiddleware(),
         ToolOutputBudgetMiddleware(max_chars=app_config.tool_output.max_chars,
                                    synopsis_chars=app_config.tool_output.synopsis_chars),
+        *([MemoryMiddleware()] if app_config.memory.enabled and app_config.memory.injection_enabled else []),
     ]
     chain.append(build_summarization(app_config, model, config_file=config_file))
     if options.is_plan_mode:
