@@ -23,6 +23,7 @@ from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
 from deerflow.mcp.manager import MCP_SERVICE, McpManager
+from deerflow.notebooks.access import NOTEBOOKS_SERVICE, FileNotebookAccess
 from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
@@ -108,6 +109,8 @@ class AsyncDeerFlowClient:
     async def manager(self) -> RunManager:
         if self._manager is None:
             self._manager = await RunManager.open(loaded=self._loaded, home=self.home)
+            # no Jupyter server here: the user's notebooks are files under the notebook root
+            self._manager.services.setdefault(NOTEBOOKS_SERVICE, FileNotebookAccess.from_env())
         return self._manager
 
     async def aclose(self) -> None:

@@ -332,6 +332,10 @@ class AppConfig(_Section):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     uploads: UploadsConfig = Field(default_factory=UploadsConfig)
     plugins: list[PluginConfig] = Field(default_factory=list)
+    notebook_edits: Literal["propose", "apply"] = Field(
+        default="propose", description="What edit_notebook does with the user's notebooks: `propose` a diff "
+        "the user applies (%deerflow apply), or `apply` it (undo with %deerflow undo). Unattended runs "
+        "only propose.")
 
     @field_validator("models")
     @classmethod

@@ -50,6 +50,7 @@ from deerflow.custom_agents import (
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.mcp.manager import MCP_RUN_SERVICE, MCP_SERVICE, open_mcp, prepare_mcp_run
 from deerflow.models.factory import create_chat_model
+from deerflow.notebooks.host import context_for_run, with_context
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
@@ -311,6 +312,7 @@ class RunManager:
                                profile=profile)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
                   else self.create_thread(user_id, thread_id=new_thread_id))
+        notebook = await context_for_run(self.services, options)  # the notebook a %%deerflow run came from
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.items()
@@ -335,6 +337,9 @@ class RunManager:
         live = LiveRun(record)
         self._live[record.run_id] = live
         notes = [{"kind": "config_reloaded", "text": config_note}] if config_note else []
+        if notebook is not None:
+            prompt = with_context(prompt, notebook[0])
+            notes.append({"kind": "notebook_context", "text": notebook[1]})
         live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes, lease))
         return live
 
