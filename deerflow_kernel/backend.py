@@ -198,6 +198,10 @@ class Backend(ABC):
         """
         raise BackendError(f"this backend cannot {action} skills")
 
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        """``apply``/``discard`` a notebook edit proposal or ``undo`` a run's applied edits."""
+        raise BackendError(f"this backend cannot {action} notebook edits")
+
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A URL a browser can open for the artifact, when there is one."""
         del thread_id, path

@@ -147,6 +147,10 @@ class ServerBackend(Backend):
         return self._json("POST", "skills/install", params={"name": package.name, "replace": str(replace).lower()},
                           content=package.read_bytes())
 
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        body = {"run_id": target} if action == "undo" else {"proposal_id": target}
+        return self._json("POST", f"threads/{_q(thread_id)}/notebook-edits/{action}", json=body)
+
     def close(self) -> None:
         self._http.close()
 

@@ -7,6 +7,7 @@ these helpers are what their routes and commands call.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,9 +63,9 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
     thread = manager.thread(thread_id, user_id)  # ownership first
     records = EditRecords(manager.home.thread(user_id, thread.thread_id).root)
     if action == "list":
-        return {"proposals": [p.summary() for p in records.proposals()]}
+        return {"proposals": [p.summary() for p in await asyncio.to_thread(records.proposals)]}
     if action == "discard":
-        return discard_proposal(records, target)
+        return await asyncio.to_thread(discard_proposal, records, target)
     access = notebook_access(manager.services)
     if action == "apply":
         return await apply_proposal(access, records, target)

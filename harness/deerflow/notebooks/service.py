@@ -10,6 +10,7 @@ the write into a one-line conflict, never a silent overwrite.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,12 +58,12 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
     diff = "".join(cell_diff(c, path) for c in changes)
     record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes, diff=diff)
     if mode != "apply":
-        records.save_proposal(record)
+        await asyncio.to_thread(records.save_proposal, record)
         text = (f"Proposed {len(changes)} cell edit(s) to {path} (proposal {record.id}); nothing is changed "
                 f"until the user applies it (%deerflow apply).\n\n{diff}")
         return text, {"status": "proposed", "proposal_id": record.id, **record.summary()}
     await _write(access, record)
-    records.save_applied(record)
+    await asyncio.to_thread(records.save_applied, record)
     text = f"Applied {len(changes)} cell edit(s) to {path} ({access.live_note}).\n\n{diff}"
     return text, {"status": "applied", **record.summary()}
 
@@ -75,12 +76,13 @@ async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellC
 
 async def apply_proposal(access: NotebookAccess, records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
     """Write a pending proposal (target cells must be unchanged) and keep its undo record."""
-    proposal = records.proposal(proposal_id)
+    proposal = await asyncio.to_thread(records.proposal, proposal_id)
     await _write(access, proposal)
     proposal.status = "applied"
-    records.save_proposal(proposal)
-    records.save_applied(EditRecord(id=proposal.id, run_id=proposal.run_id, path=proposal.path,
-                                    changes=proposal.changes, diff=proposal.diff))
+    await asyncio.to_thread(records.save_proposal, proposal)
+    applied = EditRecord(id=proposal.id, run_id=proposal.run_id, path=proposal.path, changes=proposal.changes,
+                         diff=proposal.diff)
+    await asyncio.to_thread(records.save_applied, applied)
     return {"status": "applied", "note": access.live_note, **proposal.summary()}
 
 
@@ -93,7 +95,7 @@ def discard_proposal(records: EditRecords, proposal_id: str | None) -> dict[str,
 
 async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | None = None) -> dict[str, Any]:
     """Restore the cells a run's applied edits changed (default: the latest run with live edits)."""
-    live = [(name, r) for name, r in records.applied() if r.status == "applied"]
+    live = [(name, r) for name, r in await asyncio.to_thread(records.applied) if r.status == "applied"]
     if not live:
         raise NotebookError("no applied notebook edits to undo on this thread", code="not_found")
     run_id = run_id or live[-1][1].run_id
@@ -102,7 +104,7 @@ async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | N
         raise NotebookError(f"run {run_id} has no applied notebook edits to undo", code="not_found")
     for name, record in reversed(mine):
         await _write(access, record, invert(record.changes))
-        records.mark_undone(name, record)
+        await asyncio.to_thread(records.mark_undone, name, record)
     paths = sorted({r.path for _, r in mine})
     return {"status": "undone", "run_id": run_id, "paths": paths,
             "cells": [c.cell_id for _, r in mine for c in r.changes], "note": access.live_note}
