@@ -183,10 +183,13 @@ class ContentsNotebookAccess(NotebookAccess):
         self.cm = contents_manager
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self.cm, method)
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args, **kwargs)
-        result = await asyncio.to_thread(fn, *args, **kwargs)
+        """Call the manager as jupyter_server's own handlers do (``ensure_async``).
+
+        A sync manager runs on the calling (server) thread: its notary's SQLite
+        connection and other state belong to that thread, exactly as for the
+        server's contents API.  jupyter_server's default managers are async.
+        """
+        result = getattr(self.cm, method)(*args, **kwargs)
         return await result if inspect.isawaitable(result) else result
 
     def _check_real_path(self, path: str) -> None:

@@ -61,11 +61,11 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
         await asyncio.to_thread(records.save_proposal, record)
         text = (f"Proposed {len(changes)} cell edit(s) to {path} (proposal {record.id}); nothing is changed "
                 f"until the user applies it (%deerflow apply).\n\n{diff}")
-        return text, {"status": "proposed", "proposal_id": record.id, **record.summary()}
+        return text, {**record.summary(), "status": "proposed", "proposal_id": record.id}
     await _write(access, record)
     await asyncio.to_thread(records.save_applied, record)
     text = f"Applied {len(changes)} cell edit(s) to {path} ({access.live_note}).\n\n{diff}"
-    return text, {"status": "applied", **record.summary()}
+    return text, {**record.summary(), "status": "applied"}
 
 
 async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellChange] | None = None) -> None:
@@ -83,7 +83,7 @@ async def apply_proposal(access: NotebookAccess, records: EditRecords, proposal_
     applied = EditRecord(id=proposal.id, run_id=proposal.run_id, path=proposal.path, changes=proposal.changes,
                          diff=proposal.diff)
     await asyncio.to_thread(records.save_applied, applied)
-    return {"status": "applied", "note": access.live_note, **proposal.summary()}
+    return {**proposal.summary(), "note": access.live_note}
 
 
 def discard_proposal(records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
