@@ -14,7 +14,10 @@ from typing import Any
 
 import nbformat
 import pytest
-from jupyter_server.services.contents.filemanager import AsyncFileContentsManager, FileContentsManager
+from jupyter_server.services.contents.filemanager import (
+    AsyncFileContentsManager,
+    FileContentsManager,
+)
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.config.paths import ThreadPaths
@@ -86,7 +89,7 @@ def sources(path: Path) -> dict[str, str]:
 
 
 def test_read_notebook_gives_ids_sources_text_outputs_and_fences_them(root, thread):
-    root_dir, access = root
+    _, access = root
     text, artifact = call(access, thread, "read_notebook", path="work.ipynb")
     assert [c["id"] for c in artifact["cells"]] == ["load", "fail", "plot", "note"]
     assert "### cell fail (code, In[2])" in text and "print(totl)" in text

@@ -45,10 +45,10 @@ def output_text(output: dict[str, Any]) -> str:
     if kind == "stream":
         return _clip(_joined(output.get("text")))
     if kind == "error":
-        tb = [_ANSI.sub("", line) for line in output.get("traceback") or []]
-        tail = "\n".join(line for chunk in tb[-TRACEBACK_LINES:] for line in chunk.splitlines()[-TRACEBACK_LINES:])
+        lines = [line for chunk in output.get("traceback") or [] for line in _ANSI.sub("", chunk).splitlines()]
         head = f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"
-        return _clip(f"{head}\n{tail}" if tail and head not in tail else head)
+        tail = [line for line in lines if line.strip() and line.strip() != head][-TRACEBACK_LINES:]
+        return _clip("\n".join([head, *tail]))
     data = output.get("data") or {}
     if "text/plain" in data:
         return _clip(_joined(data["text/plain"]))
