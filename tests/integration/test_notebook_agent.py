@@ -20,6 +20,7 @@ import httpx
 import nbformat
 import pytest
 import websocket
+from IPython.core.interactiveshell import InteractiveShell
 
 from fixtures.jupyter_process import running_jupyter
 
@@ -38,6 +39,15 @@ models:
             - {name: edit_notebook, args: {path: work.ipynb, operations: [{op: replace, cell_id: fail, source: print(total)}]}}
         - expect: nothing is changed until the user applies it
           text: I proposed a fix for cell fail.
+  - name: fixer_apply
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - expect: "NameError: name 'totl' is not defined"
+          tool_calls:
+            - {name: edit_notebook, args: {path: work.ipynb, operations: [{op: replace, cell_id: fail, source: print(total)}]}}
+        - expect: Applied 1 cell edit(s) to work.ipynb
+          text: Fixed.
   - name: blind
     use: deerflow.models.scripted:ScriptedChatModel
     script: |
@@ -153,6 +163,11 @@ def test_the_agent_proposes_a_fix_that_applies_reruns_and_undoes(lab):
         notices = [e for e in run_events(server, http, thread_id) if e.get("type") == "notice"]
         assert any(n["text"] == "context: 2 cells of work.ipynb" for n in notices), notices
         assert cell_source(http, "fail") == "print(totl)"  # proposed only: nothing changed yet
+        pending = http.get(f"deerflow/api/threads/{thread_id}/notebook-edits").raise_for_status().json()["proposals"]
+        assert [p["cells"] for p in pending] == [["fail"]]
+        assert "-print(totl)\n+print(total)" in pending[0]["diff"]
+        missing = http.post("deerflow/api/threads/not-mine/notebook-edits/apply", json={})
+        assert missing.status_code == 404 and "not-mine" in missing.json()["message"]
 
         out, errors = kernel.run("%deerflow apply")
         assert not errors and "applied proposal" in out
@@ -186,3 +201,34 @@ def test_no_context_sends_no_notebook_and_a_bad_apply_is_one_line(lab):
         assert "UsageError: " in out and "no proposal 'nope'" in out and "Traceback" not in out
     finally:
         kernel.close()
+
+
+def test_in_process_the_notebook_root_serves_context_and_apply_mode_writes_then_undo(tmp_path, monkeypatch,
+                                                                                     deerflow_home, capsys):
+    """No server: the kernel's working directory is the notebook root; notebook_edits: apply writes."""
+    (tmp_path / "config.yaml").write_text(CONFIG + "notebook_edits: apply\n")
+    nb = notebook("")
+    nb.cells = nb.cells[:2]
+    fail = nb.cells[1]
+    fail.execution_count, fail.outputs = 2, [nbformat.v4.new_output(
+        "error", ename="NameError", evalue="name 'totl' is not defined", traceback=["NameError: ..."])]
+    nbformat.write(nb, str(tmp_path / "work.ipynb"))
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"DEERFLOW_CONFIG": str(tmp_path / "config.yaml"), "JPY_SESSION_NAME": "work.ipynb"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("DEERFLOW_SERVER_URL", "DEERFLOW_NOTEBOOK_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "deerflow_kernel")
+    try:
+        result = ip.run_cell("%%deerflow --model fixer_apply\nFix the cell above.").result
+        assert result.status == "success" and result.text == "Fixed."
+        assert "context: 2 cells of work.ipynb" in capsys.readouterr().out
+        fixed = nbformat.read(str(tmp_path / "work.ipynb"), as_version=4)
+        assert fixed.cells[1].source == "print(total)" and fixed.cells[1].outputs == []
+        ip.run_line_magic("deerflow", "undo")
+        assert "restored 1 cell(s) of work.ipynb" in capsys.readouterr().out
+        restored = nbformat.read(str(tmp_path / "work.ipynb"), as_version=4)
+        assert restored.cells[1].source == "print(totl)" and restored.cells[1].outputs[0]["ename"] == "NameError"
+    finally:
+        ip.run_line_magic("unload_ext", "deerflow_kernel")
