@@ -232,3 +232,19 @@ def test_records_live_outside_the_sandbox_mounts(root, thread):
     stored = list((thread.root / "notebook-edits").rglob("*.json"))
     assert stored and not any(p.is_relative_to(thread.user_data) for p in stored)
     assert os.listdir(thread.outputs) == [] and os.listdir(thread.workspace) == []
+
+
+def test_concurrent_applies_of_different_cells_both_land(root, thread):
+    root_dir, access = root
+    records = EditRecords(thread.root)
+    for cell, text in (("load", "total = 1"), ("note", "# Done")):
+        call(access, thread, "edit_notebook", path="work.ipynb",
+             operations=[{"op": "replace", "cell_id": cell, "source": text}])
+    ids = [p.id for p in records.proposals()]
+
+    async def both():
+        await asyncio.gather(*(apply_proposal(access, records, i) for i in ids))
+
+    asyncio.run(both())
+    assert sources(root_dir / "work.ipynb")["load"] == "total = 1"
+    assert sources(root_dir / "work.ipynb")["note"] == "# Done"

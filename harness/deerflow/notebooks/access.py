@@ -101,6 +101,13 @@ class NotebookAccess(ABC):
     """Where the user's notebooks live (see the module docstring)."""
 
     live_note: str = ""
+    _locks: dict[str, asyncio.Lock] | None = None
+
+    def lock(self, path: str) -> asyncio.Lock:
+        """One writer per notebook in this host: a read-replay-save is not interleaved with another."""
+        if self._locks is None:
+            self._locks = {}
+        return self._locks.setdefault(path, asyncio.Lock())
 
     @abstractmethod
     async def read(self, path: str) -> NotebookFile:

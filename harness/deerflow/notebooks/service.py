@@ -70,8 +70,9 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
 
 async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellChange] | None = None) -> None:
     """Replay ``changes`` (default: the record's) on the notebook as it is now, then save it."""
-    fresh = await access.read(record.path)
-    await access.write(record.path, replay(fresh.nb, record.changes if changes is None else changes))
+    async with access.lock(record.path):
+        fresh = await access.read(record.path)
+        await access.write(record.path, replay(fresh.nb, record.changes if changes is None else changes))
 
 
 async def apply_proposal(access: NotebookAccess, records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
