@@ -188,6 +188,11 @@ def test_apply_mode_writes_with_an_undo_record_but_unattended_runs_only_propose(
     _, scheduled = call(access, thread, "edit_notebook", mode="scheduled", edits="apply", path="work.ipynb",
                         operations=op)
     assert scheduled["status"] == "proposed" and sources(root_dir / "work.ipynb")["fail"].endswith("totl)")
+    runtime = make_runtime(thread, notebooks=access, subagent_run=object())  # a subagent: proposes too
+    runtime.context.options["notebook_edits"] = "apply"
+    child = TOOLS["edit_notebook"].invoke({"type": "tool_call", "name": "edit_notebook", "id": "t2", "args": {
+        "path": "work.ipynb", "operations": op, "runtime": runtime}})
+    assert child.artifact["status"] == "proposed"
     text, applied = call(access, thread, "edit_notebook", edits="apply", path="work.ipynb", operations=op)
     assert applied["status"] == "applied" and "Applied 1 cell edit" in text
     assert sources(root_dir / "work.ipynb")["fail"] == "print(total)"

@@ -10,7 +10,7 @@ the proposal is kept in the thread, and nothing changes until the user applies
 it (``%deerflow apply`` or the API).  With ``notebook_edits: apply`` (config, or
 the run option of the same name) an interactive run writes the edit and keeps
 an undo record (``%deerflow undo``); unattended runs (schedules, webhooks,
-batches) only ever propose.
+batches) and subagents only ever propose.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from deerflow.notebooks.host import notebook_access
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import EDIT_MODES, edit_cells, read_cells
 from deerflow.runtime.context import RunContext
+from deerflow.subagents.child_run import CHILD_RUN_SERVICE
 from deerflow.tools.errors import ToolFailure
 
 EDITS_OPTION = "notebook_edits"
@@ -39,10 +40,13 @@ OpsArg = Annotated[list[dict[str, Any]], (
 
 
 def edit_mode(ctx: RunContext) -> str:
-    """``apply`` only when asked (run option, else config) and someone is there; else ``propose``."""
+    """``apply`` only when asked (run option, else config) in an attended lead run; else ``propose``.
+
+    Subagents, like unattended runs, only propose: nobody reviews what they write as it happens.
+    """
     asked = ctx.options.get(EDITS_OPTION) or getattr(ctx.config, EDITS_OPTION, "propose")
-    if asked not in EDIT_MODES:
-        asked = "propose"
+    if asked not in EDIT_MODES or CHILD_RUN_SERVICE in (ctx.services or {}):
+        return "propose"
     return asked if ctx.interaction.attended else "propose"
 
 
