@@ -61,8 +61,10 @@ DEADLINE = 180
 class Kernel:
     """One kernel's channels over the server's websocket."""
 
-    def __init__(self, server: Any, kernel_id: str) -> None:
-        url = server.url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels?token={server.token}"
+    def __init__(self, server: Any, http: httpx.Client, session: dict[str, Any]) -> None:
+        self.http, self.session_id = http, session["id"]
+        url = server.url.replace("http://", "ws://") + f"api/kernels/{session['kernel']['id']}/channels" \
+            f"?token={server.token}"
         self.ws = websocket.create_connection(url, timeout=DEADLINE)
         self.session = uuid.uuid4().hex
 
@@ -91,7 +93,9 @@ class Kernel:
         raise TimeoutError(f"kernel did not finish {code!r}")
 
     def close(self) -> None:
+        """Close the channels and end the session (the server shuts its kernel down)."""
         self.ws.close()
+        self.http.delete(f"api/sessions/{self.session_id}").raise_for_status()
 
 
 def notebook(magic: str) -> dict[str, Any]:
@@ -103,8 +107,9 @@ def notebook(magic: str) -> dict[str, Any]:
     return nb
 
 
-@pytest.fixture
-def lab(tmp_path):
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("notebook-agent")
     (tmp_path / "config.yaml").write_text(CONFIG)
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(tmp_path / "config.yaml"),
            "OPENAI_API_KEY": ""}
@@ -120,7 +125,7 @@ def open_kernel(server: Any, http: httpx.Client, nb: dict[str, Any]) -> Kernel:
     http.put("api/contents/work.ipynb", json={"type": "notebook", "format": "json", "content": nb}).raise_for_status()
     session = http.post("api/sessions", json={"path": "work.ipynb", "type": "notebook",
                                                "kernel": {"name": "python3"}}).raise_for_status().json()
-    return Kernel(server, session["kernel"]["id"])
+    return Kernel(server, http, session)
 
 
 def cell_source(http: httpx.Client, cell_id: str) -> str:
@@ -201,6 +206,26 @@ def test_no_context_sends_no_notebook_and_a_bad_apply_is_one_line(lab):
         assert "UsageError: " in out and "no proposal 'nope'" in out and "Traceback" not in out
     finally:
         kernel.close()
+
+
+def test_headless_http_run_with_notebook_edits_apply_writes_under_the_root(lab):
+    _, http = lab
+    nb = notebook("")
+    nb.cells = nb.cells[:2]
+    nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'totl' is not defined",
+                                                  traceback=[])]
+    http.put("api/contents/work.ipynb", json={"type": "notebook", "format": "json", "content": nb}).raise_for_status()
+    thread_id = http.post("deerflow/api/threads", json={}).raise_for_status().json()["thread_id"]
+    body = {"assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "Fix it."}]},
+            "config": {"configurable": {"model_name": "fixer_apply", "notebook_edits": "apply",
+                                        "notebook_context": {"path": "work.ipynb", "cell_id": None}}}}
+    final = http.post(f"deerflow/api/threads/{thread_id}/runs/wait", json=body, timeout=DEADLINE)
+    assert final.status_code == 200, final.text
+    assert cell_source(http, "fail") == "print(total)"
+    undone = http.post(f"deerflow/api/threads/{thread_id}/notebook-edits/undo", json={}).raise_for_status().json()
+    assert undone["cells"] == ["fail"] and cell_source(http, "fail") == "print(totl)"
+    again = http.post(f"deerflow/api/threads/{thread_id}/notebook-edits/undo", json={})
+    assert again.status_code == 404 and "no applied notebook edits" in again.json()["message"]
 
 
 def test_in_process_the_notebook_root_serves_context_and_apply_mode_writes_then_undo(tmp_path, monkeypatch,
