@@ -199,7 +199,7 @@ class Backend(ABC):
         raise BackendError(f"this backend cannot {action} skills")
 
     def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
-        """``apply``/``discard`` a notebook edit proposal or ``undo`` a run's applied edits."""
+        """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, or ``list`` proposals."""
         raise BackendError(f"this backend cannot {action} notebook edits")
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:

@@ -85,3 +85,60 @@ def edits_command(session: Any, action: str, rest: str) -> dict[str, Any]:
     else:
         print(f"discarded proposal {done['id']} ({done['path']})")
     return done
+
+
+def run_proposals(session: Any, result: Any) -> list[dict[str, Any]]:
+    """The pending notebook edit proposals a finished run made (none unless it called ``edit_notebook``)."""
+    if result is None or not any(getattr(e, "type", "") == "tool_call" and e.name == "edit_notebook"
+                                 for e in result.events):
+        return []
+    try:
+        found = session.backend().notebook_edits(result.thread_id, "list")
+    except UserError:
+        return []  # a backend without notebook edits: nothing to show
+    return [p for p in found.get("proposals", []) if p.get("run_id") == result.run_id]
+
+
+def show_proposals(session: Any, result: Any) -> None:
+    """Below a run: each proposal's diff with Apply / Discard (text: the commands to type)."""
+    proposals = run_proposals(session, result)
+    if not proposals:
+        return
+    if not session.widgets:
+        for p in proposals:
+            print(f"proposal {p['id']} for {p['path']} (cells {', '.join(p['cells'])}): "
+                  f"%deerflow apply {p['id']}  |  %deerflow discard {p['id']}")
+        return
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    display(widgets.VBox([proposal_card(session, result.thread_id, p) for p in proposals]))
+
+
+def proposal_card(session: Any, thread_id: str, proposal: Mapping[str, Any]) -> Any:
+    """One proposal: its per-cell diff and the buttons that apply or discard it."""
+    import ipywidgets as widgets
+
+    from deerflow_kernel.markup import esc
+
+    title = widgets.HTML(f"<b>Proposed edit to {esc(proposal['path'])}</b> "
+                         f"(cells {esc(', '.join(proposal['cells']))}, proposal {esc(proposal['id'])})")
+    diff = widgets.HTML(f"<pre style='font-size:90%;white-space:pre-wrap'>{esc(proposal['diff'])}</pre>")
+    apply_button = widgets.Button(description="Apply", button_style="success", icon="check")
+    discard_button = widgets.Button(description="Discard", icon="times")
+    status = widgets.HTML()
+
+    def act(action: str) -> None:
+        apply_button.disabled = discard_button.disabled = True
+        try:
+            done = session.backend().notebook_edits(thread_id, action, proposal["id"])
+        except UserError as exc:
+            status.value = f"<span style='color:#b00'>{esc(str(exc))}</span>"
+            apply_button.disabled = discard_button.disabled = action == "discard"
+            return
+        status.value = esc(f"applied ({done['note']}); %deerflow undo restores the cells" if action == "apply"
+                           else "discarded")
+
+    apply_button.on_click(lambda _: act("apply"))
+    discard_button.on_click(lambda _: act("discard"))
+    return widgets.VBox([title, diff, widgets.HBox([apply_button, discard_button]), status])

@@ -148,6 +148,8 @@ class ServerBackend(Backend):
                           content=package.read_bytes())
 
     def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        if action == "list":
+            return self._json("GET", f"threads/{_q(thread_id)}/notebook-edits")
         body = {"run_id": target} if action == "undo" else {"proposal_id": target}
         return self._json("POST", f"threads/{_q(thread_id)}/notebook-edits/{action}", json=body)
 

@@ -26,7 +26,7 @@ from typing import Any
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow_kernel.backend import Backend, RunHandle, UploadInfo, backend_key, select_backend
-from deerflow_kernel.notebook import context_option
+from deerflow_kernel.notebook import context_option, show_proposals
 from deerflow_kernel.options import RunOptions
 from deerflow_kernel.prompt import attachments_note, interpolate, make_attachment
 from deerflow_kernel.result import RunResult
@@ -137,6 +137,7 @@ class KernelSession:
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result
+        show_proposals(self, result)  # the run's notebook edit proposals: diff, Apply / Discard
         return result
 
     def follow(self, handle: RunHandle, view: Any, *, interruptible: bool) -> RunResult:
