@@ -101,3 +101,11 @@ def test_kernel_names_its_notebook_and_no_context_turns_it_off(tmp_path, monkeyp
     assert context_option(None, "server", enabled=False) == {}
     assert context_option(None, "server", enabled=True) == {"notebook_context": {"path": "work.ipynb",
                                                                                  "cell_id": None}}
+
+
+def test_in_and_out_references_fill_from_the_kernel_history():
+    from deerflow_kernel.prompt import interpolate
+
+    ns = {"In": ["", "df = load()", "df.describe()"], "Out": {2: "count 3"}}
+    assert interpolate("Explain {In[2]} which gave {Out[2]}; {Out[9]} stays", ns) == \
+        "Explain df.describe() which gave count 3; {Out[9]} stays"
