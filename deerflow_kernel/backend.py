@@ -201,6 +201,9 @@ class Backend(ABC):
     def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
         """``%deerflow memory VERB``: the result of :func:`deerflow.memory.commands.memory_action`."""
         raise BackendError("this backend has no memory")
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, or ``list`` proposals."""
+        raise BackendError(f"this backend cannot {action} notebook edits")
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A URL a browser can open for the artifact, when there is one."""

@@ -11,6 +11,7 @@
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
     %deerflow memory [list | add TEXT | forget ID | clear | export]
+    %deerflow apply [PROPOSAL] | discard [PROPOSAL] | undo [RUN]   (the agent's notebook edits)
 
 User mistakes (bad options, unknown variables, unknown threads, a reply
 that does not fit the question) are shown as one ``UsageError`` line.
@@ -164,6 +165,21 @@ class DeerFlowMagics(Magics):
 
         verb, argument = split_verb(rest)
         print(render_text(verb, self.session.backend().memory(verb, argument)))
+
+    def _cmd_apply(self, rest: str) -> None:
+        from deerflow_kernel.notebook import edits_command
+
+        edits_command(self.session, "apply", rest)
+
+    def _cmd_discard(self, rest: str) -> None:
+        from deerflow_kernel.notebook import edits_command
+
+        edits_command(self.session, "discard", rest)
+
+    def _cmd_undo(self, rest: str) -> None:
+        from deerflow_kernel.notebook import edits_command
+
+        edits_command(self.session, "undo", rest)
 
     def _cmd_mcp(self, rest: str) -> None:
         from deerflow.mcp.cli import ACTIONS, RESET_TEXT, problem_lines, server_lines, tool_lines

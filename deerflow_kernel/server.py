@@ -156,6 +156,12 @@ class ServerBackend(Backend):
             return self._json("DELETE", "memory")
         return self._json("GET", "memory/export" if verb == "export" else "memory")
 
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        if action == "list":
+            return self._json("GET", f"threads/{_q(thread_id)}/notebook-edits")
+        body = {"run_id": target} if action == "undo" else {"proposal_id": target}
+        return self._json("POST", f"threads/{_q(thread_id)}/notebook-edits/{action}", json=body)
+
     def close(self) -> None:
         self._http.close()
 

@@ -26,6 +26,7 @@ from typing import Any
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow_kernel.backend import Backend, RunHandle, UploadInfo, backend_key, select_backend
+from deerflow_kernel.notebook import context_option, show_proposals
 from deerflow_kernel.options import RunOptions
 from deerflow_kernel.prompt import attachments_note, interpolate, make_attachment
 from deerflow_kernel.result import RunResult
@@ -97,7 +98,8 @@ class KernelSession:
         prompt += attachments_note(uploaded)
         run_options = {**{k: v for k, v in self._thread_options.get(thread_id, {}).items() if k in _CARRIED},
                        **options.run_options()}
-        handle = backend.start(prompt, thread_id, run_options)
+        context = context_option(self.shell, backend.kind, enabled=not options.no_context)
+        handle = backend.start(prompt, thread_id, {**run_options, **context})
         self.thread_id = thread_id
         self._thread_options[thread_id] = run_options
         return self._follow_foreground(handle)
@@ -135,6 +137,7 @@ class KernelSession:
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result
+        show_proposals(self, result)  # the run's notebook edit proposals: diff, Apply / Discard
         return result
 
     def follow(self, handle: RunHandle, view: Any, *, interruptible: bool) -> RunResult:

@@ -27,6 +27,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Unicode
 
 from deerflow.config.paths import check_id
+from deerflow.notebooks.access import ContentsNotebookAccess, NotebookAccess
 from deerflow_jupyter.handlers import ROUTES
 from deerflow_jupyter.handlers.base import NotFoundRoute
 from deerflow_jupyter.handlers.health import HealthHandler
@@ -70,7 +71,8 @@ class DeerFlowExtension(ExtensionApp):
     scheduler_interval = Float(30.0, config=True, help="Seconds between checks for due schedules.")
 
     def initialize_settings(self) -> None:
-        self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home)
+        self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home,
+                                         notebooks=self._notebook_access())
         self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval)
         owner = self.owner or os.environ.get("DEERFLOW_USER") or _os_user()
         self.settings.update({
@@ -82,6 +84,12 @@ class DeerFlowExtension(ExtensionApp):
         if self.export_kernel_env:
             self._export_kernel_env()
         self._log_runs_with_server()
+
+    def _notebook_access(self) -> NotebookAccess | None:
+        """The owner's notebooks through this server's ContentsManager (single-user mode only:
+        with several users behind one server, the root is not any one user's)."""
+        manager = getattr(self.serverapp, "contents_manager", None)
+        return ContentsNotebookAccess(manager) if self.single_user and manager is not None else None
 
     def initialize_handlers(self) -> None:
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)

@@ -21,6 +21,7 @@ PUBLIC_OPTIONS = frozenset({
     "max_total_subagents", "agent_name", "is_bootstrap",
     "memory",  # false: the run neither sees nor teaches the user's memory (--no-memory)
     "referenced_threads",  # other threads of the user this request points at (grants read_conversation)
+    "notebook_context", "notebook_edits",  # the calling notebook (read-only context); propose | apply
 })
 # Interaction-policy keys: internal callers only (never obeyed from HTTP).
 INTERNAL_OPTIONS = frozenset(INTERNAL_CONTEXT_KEYS)

@@ -399,6 +399,11 @@ class AppConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
+    notebook_edits: Literal["propose", "apply"] = Field(
+        default="propose", description="What edit_notebook does with the user's notebooks: `propose` a diff "
+        "the user applies (%deerflow apply), or `apply` it (undo with %deerflow undo). Unattended runs "
+        "only propose.")
+
     @field_validator("models")
     @classmethod
     def _unique_model_names(cls, models: list[ModelConfig]) -> list[ModelConfig]:

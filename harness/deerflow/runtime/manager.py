@@ -51,6 +51,7 @@ from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
 from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
+from deerflow.notebooks.host import context_for_run, with_context
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
@@ -337,6 +338,7 @@ class RunManager:
                                profile=profile)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
                   else self.create_thread(user_id, thread_id=new_thread_id))
+        notebook = await context_for_run(self.services, options)  # the notebook a %%deerflow run came from
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.items()
@@ -363,6 +365,9 @@ class RunManager:
         self._live[record.run_id] = live
         metrics.run_started()
         notes = [{"kind": "config_reloaded", "text": config_note}] if config_note else []
+        if notebook is not None:
+            prompt = with_context(prompt, notebook[0])
+            notes.append({"kind": "notebook_context", "text": notebook[1]})
         live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes, lease))
         return live
 

@@ -20,7 +20,8 @@ def builtin_groups(
     The ``exec`` group (``bash``/``python``) exists only when the host runs a sandbox
     provider; ``bash`` is left out when the provider does not allow it.  ``web``
     (``web_fetch``, ``web_search``, ``image_search``) is on unless ``web.enabled`` is
-    false; ``browser`` only with ``browser.enabled``.  The skill
+    false; ``browser`` only with ``browser.enabled``.  ``notebook`` (``read_notebook``,
+    ``edit_notebook``) works when the host provides ``services["notebooks"]``.  The skill
     tools (``describe_skill``, ``install_skill``) join ``builtin`` when the run's
     skills call for them (see :mod:`deerflow.tools.builtins.skill_tools`).
 
@@ -30,6 +31,7 @@ def builtin_groups(
     from deerflow.tools.builtins.clarification import ask_clarification
     from deerflow.tools.builtins.exec_tools import bash_description, exec_tools
     from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS, FILE_WRITE_TOOLS
+    from deerflow.tools.builtins.notebook_tools import notebook_tools
     from deerflow.tools.builtins.present_files import present_files
     from deerflow.tools.builtins.skill_tools import skill_tools
     from deerflow.tools.builtins.uploads_tool import list_uploaded_files
@@ -40,6 +42,7 @@ def builtin_groups(
         "builtin": [present_files, list_uploaded_files, ask_clarification, *vision, *skill_tools(skills)],
         "file:read": list(FILE_READ_TOOLS),
         "file:write": list(FILE_WRITE_TOOLS),
+        "notebook": notebook_tools(),  # the user's notebooks, through the host's services["notebooks"]
     }
     cache = cache or ToolCache()
     if sandbox is not None:
