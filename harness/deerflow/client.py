@@ -23,7 +23,6 @@ from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
 from deerflow.mcp.keys import MCP_SERVICE
-from deerflow.notebooks.access import NOTEBOOKS_SERVICE, FileNotebookAccess
 from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
@@ -132,6 +131,8 @@ class AsyncDeerFlowClient:
             if self._manager is None:
                 self._manager = manager
                 # no Jupyter server here: the user's notebooks are files under the notebook root
+                from deerflow.notebooks.access import NOTEBOOKS_SERVICE, FileNotebookAccess  # nbformat: lazy
+
                 manager.services.setdefault(NOTEBOOKS_SERVICE, FileNotebookAccess.from_env())
         return self._manager
 

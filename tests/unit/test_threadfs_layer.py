@@ -79,6 +79,8 @@ ALLOWED = {
                                   "through SafeDir)",
     "deerflow/skills/catalog.py": "shipped and installed skill trees, never mounted writable",
     "deerflow/skills/installer.py": "the user's installed skills, never mounted writable",
+    "deerflow/memory/cli.py": "the export file the user names on the command line",
+    "deerflow/memory/store.py": _HOST_ONLY,
     "deerflow/skills/pending.py": "frozen copies under <thread>/pending-changes/, which no sandbox mounts",
     "deerflow/skills/projection.py": "the thread's skills view, mounted read-only in every sandbox",
     "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",
