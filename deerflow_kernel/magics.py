@@ -38,6 +38,32 @@ from deerflow_kernel.session import KernelSession
 
 USAGE = __doc__.split("\n\n")[1]
 
+HELP = """\
+%%deerflow runs the DeerFlow agent on the cell body; %deerflow does the same for one line,
+and its subcommands manage threads, files, skills and MCP servers.
+
+Running the agent
+  %%deerflow --new --model research        Start a new thread; {question} is filled from the notebook
+  Research {question} and write a report.  (an undefined {name} is an error; write {{name}} for braces)
+
+  %deerflow Summarise the report in 3 bullets      Continue the current thread in one line
+  %%deerflow --with sales --plan                   Upload the DataFrame `sales`, plan with a todo list
+  result = _; result.load("report.md")             A cell's result; load an output (DataFrame, image, str)
+
+Subcommands
+  %deerflow reply "Upper Midwest"                  Answer the question the last run asked
+  %deerflow reply --field region=Midwest --field depth=brief     ...a form, field by field
+  %deerflow upload data.csv                        Put a file (or a notebook variable) into the thread's uploads
+  %deerflow artifacts                              Show the current thread's presented files (or: artifacts THREAD)
+  %deerflow threads                                List your threads (* marks the current one)
+  %deerflow skills                                 List skills; also: skills install PATH [--replace],
+  %deerflow skills disable data-analysis             skills enable NAME, skills disable NAME
+  %deerflow mcp tools                              MCP servers and their tools (mcp list | tools | reset)
+  %deerflow status                                 Backend, config, models, current thread, last run
+  %deerflow help                                   This help
+
+Stopping a run: the Stop button in its view, or Kernel → Interrupt (also for a run a form continued)."""
+
 
 @magics_class
 class DeerFlowMagics(Magics):
@@ -73,7 +99,7 @@ class DeerFlowMagics(Magics):
 
     # -- subcommands ----------------------------------------------------------------------------
     def _cmd_help(self, rest: str) -> None:
-        print(USAGE)
+        print(HELP)
         print()
         print(build_parser().format_help())
 
