@@ -130,13 +130,12 @@ class DeerFlowMagics(Magics):
         if not self.session.widgets:
             print("\n".join(paths))
             return
-        import ipywidgets as widgets
+        from IPython.display import HTML
 
-        from deerflow_kernel.artifacts import artifact_card
+        from deerflow_kernel.static import artifacts_html
 
-        cards = [artifact_card(p, lambda p=p: backend.read_artifact(thread_id, p),
-                               url=backend.artifact_url(thread_id, p)) for p in paths]
-        display(widgets.VBox(cards))
+        display(HTML(artifacts_html(thread_id, paths, lambda p: backend.read_artifact(thread_id, p),
+                                    backend.artifact_url)))
 
     def _cmd_threads(self, rest: str) -> None:
         _no_args(rest, "threads")

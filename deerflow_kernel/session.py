@@ -131,7 +131,7 @@ class KernelSession:
         """``--model`` must name a configured model; the error lists them."""
         known = backend.models() if model else None
         if model and known is not None and model not in known:
-            raise UserError(f"--model {model}: no such model; configured models: {', '.join(known) or '(none)'}")
+            raise UserError(f"unknown model {model!r}; configured models: {', '.join(known) or '(none)'}")
 
     @staticmethod
     def _check_thread(backend: Backend, thread_id: str) -> None:
@@ -140,7 +140,7 @@ class KernelSession:
         if any(t.thread_id == thread_id for t in threads):
             return
         recent = ", ".join(t.thread_id[:12] for t in threads[:5])
-        raise UserError(f"--thread {thread_id}: no such thread" + (f"; recent threads: {recent} "
+        raise UserError(f"unknown thread {thread_id!r}" + (f"; recent threads: {recent} "
                         "(%deerflow threads lists them all)" if recent else "; you have no threads yet"))
 
     def reply(self, answer: Any, *, thread_id: str | None = None, answering: RunResult | None = None) -> RunResult:

@@ -280,6 +280,23 @@ def _artifact(snap: Snapshot, e: ev.Artifact) -> str:
     return f"<div class='deerflow-artifact' style='{_CARD}'>{title}{body}</div>"
 
 
+def artifacts_html(thread_id: str, paths: list[str], read: Callable[[str], bytes],
+                   url: Callable[[str, str], str | None] | None = None) -> str:
+    """Cards for ``%deerflow artifacts``: static, so the listing survives reopening too."""
+    from deerflow.errors import UserError
+
+    loaded: dict[str, bytes | str] = {}
+    for path in paths:
+        try:
+            loaded[path] = read(path)
+        except (UserError, OSError) as exc:
+            loaded[path] = str(exc)
+    snap = Snapshot(events=[], status="", artifacts=loaded, artifact_url=url)
+    cards = [_artifact(snap, ev.Artifact(run_id="", thread_id=thread_id, path=p, name=PurePosixPath(p).name))
+             for p in paths]
+    return "<div class='deerflow-artifacts'>" + "".join(cards) + "</div>"
+
+
 def artifact_body_html(name: str, data: bytes) -> str:
     """One artifact's content as static HTML, by kind."""
     ext = suffix(name)

@@ -288,9 +288,9 @@ class ListingBackend(FakeBackend):
 
 def test_an_unknown_model_or_thread_is_one_line_that_names_what_exists(session):
     backend = use(session, ListingBackend([]))
-    with pytest.raises(UserError, match=r"^--model nosuchmodel: no such model; configured models: research, agents$"):
+    with pytest.raises(UserError, match=r"^unknown model 'nosuchmodel'; configured models: research, agents$"):
         session.run("go", session_module.RunOptions(model="nosuchmodel"))
-    with pytest.raises(UserError, match=r"^--thread nope: no such thread; recent threads: t1aaaaaaaaaa, t2bbbbbbbbbb"):
+    with pytest.raises(UserError, match=r"^unknown thread 'nope'; recent threads: t1aaaaaaaaaa, t2bbbbbbbbbb"):
         session.run("go", session_module.RunOptions(thread="nope"))
     assert backend.calls == []  # nothing was sent
 

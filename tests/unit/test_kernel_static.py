@@ -122,3 +122,16 @@ def test_markdown_is_rendered_without_raw_html_script_links_or_remote_images():
                            "| a |\n|---|\n| 1 |")
     assert "<strong>bold</strong>" in page and "<iframe" not in page and "javascript:" not in page
     assert "http://evil" not in page.split("title=")[0] and "<img" not in page and "<table>" in page
+
+
+def test_the_artifacts_listing_is_static_and_says_which_file_could_not_be_read():
+    from deerflow.errors import UserError
+    from deerflow_kernel.static import artifacts_html
+
+    def read(path: str) -> bytes:
+        if path.endswith("gone.md"):
+            raise UserError("gone.md was deleted")
+        return FILES[path]
+
+    page = artifacts_html("t1", ["/mnt/user-data/outputs/chart.png", "/mnt/user-data/outputs/gone.md"], read)
+    assert "data:image/png;base64," in page and "could not load it: gone.md was deleted" in page
