@@ -30,6 +30,8 @@ class RunResult(HarnessRunResult):
 
     session: Any = field(default=None, compare=False)
     answered_request: str | None = field(default=None, compare=False)  # set when a form's run replaced it
+    answered_elsewhere: str | None = field(default=None, compare=False)  # "from a later cell"...
+    _displays: list[Any] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def waiting(self) -> bool:
@@ -94,6 +96,8 @@ class RunResult(HarnessRunResult):
             parts.append(f"{len(names)} artifact{'s' * (len(names) != 1)}: {shown}")
         if self.waiting:
             parts.append(f"asks: {_clip(str(self.clarification.get('question', '')), 60)}")
+            if self.answered_elsewhere:
+                parts.append(f"answered {self.answered_elsewhere}")
         elif self.status == "stopped":
             parts.append(f"stopped by {self.stopped_by or 'a guard'}: {_clip(self.error or '', 60)}")
         elif self.error:
@@ -104,6 +108,21 @@ class RunResult(HarnessRunResult):
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(repr(self))
+
+    def _ipython_display_(self) -> None:
+        """Shown through a display id, so the line under a cell can follow the run to its end.
+
+        IPython still binds the result to ``_`` and ``Out[n]``; only the
+        printed line becomes an updatable display (see :meth:`refresh`).
+        """
+        from IPython.display import display
+
+        self._displays.append(display({"text/plain": repr(self)}, raw=True, display_id=True))
+
+    def refresh(self) -> None:
+        """Re-render every place this result is shown (after :func:`adopt` or an answer elsewhere)."""
+        for handle in self._displays:
+            handle.update({"text/plain": repr(self)}, raw=True)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -120,3 +139,4 @@ def adopt(target: RunResult, final: RunResult, *, answered_request: str | None =
     for f in fields(HarnessRunResult):
         setattr(target, f.name, getattr(final, f.name))
     target.answered_request = answered_request
+    target.refresh()

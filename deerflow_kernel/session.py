@@ -171,6 +171,8 @@ class KernelSession:
             if result.thread_id == thread_id:
                 del self._waiting[request_id]
                 view.mark_answered(request_id, answer, where=where)
+                result.answered_elsewhere = where
+                result.refresh()
 
     def _pending_request_id(self, thread_id: str, answering: RunResult | None) -> str | None:
         result = answering or (self.last_result if self.last_result and self.last_result.thread_id == thread_id

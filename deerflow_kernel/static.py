@@ -122,6 +122,8 @@ def static_html(snap: Snapshot) -> str:
 
 def _header(snap: Snapshot) -> str:
     status = STATUS_TEXT.get(snap.status, snap.status)
+    if snap.status == "interrupted" and snap.answers:
+        status = "✓ answered"
     thread = f" · thread <code>{esc(snap.thread_id[:12])}</code>" if snap.thread_id else ""
     model = f" · model {esc(snap.model)}" if snap.model else ""
     problem = f" <span style='color:#c00'>{esc(snap.error)}</span>" if snap.error else ""
@@ -131,7 +133,7 @@ def _header(snap: Snapshot) -> str:
 def _notices(events: list[Any]) -> str:
     lines = [e.notice for e in events if isinstance(e, ev.RunStarted) and e.notice]
     lines += [f"{e.kind}: {e.text}" for e in events if isinstance(e, ev.Notice)]
-    return "".join(f"<div style='color:#777;font-size:90%'>ⓘ {esc(line)}</div>" for line in dict.fromkeys(lines))
+    return "".join(f"<div style='color:#777;font-size:90%'>{esc(line)}</div>" for line in dict.fromkeys(lines))
 
 
 def _todos(events: list[Any]) -> str:
@@ -164,19 +166,21 @@ def _transcript(snap: Snapshot) -> str:
             tools[e.call_id] = (tools[e.call_id][0], e)
         elif isinstance(e, ev.Clarification | ev.Error | Note | Answered):
             order.append(("event", e))
+    settled = snap.status not in ("running", "starting")
     for kind, item in order:
         if kind == "text":
             out.append(f"<div>{render_markdown(texts[item])}</div>" if texts[item].strip() else "")
         elif kind == "tool":
-            out.append(_tool(*tools[item]))
+            out.append(_tool(*tools[item], settled=settled))
         else:
             out.append(_event(snap, item))
     return "<div>" + "".join(out) + "</div>"
 
 
-def _tool(call: ev.ToolCall, result: ev.ToolResult | None) -> str:
+def _tool(call: ev.ToolCall, result: ev.ToolResult | None, *, settled: bool = True) -> str:
     if result is None:
-        title = f"⋯ {call.name}  {short_args(call.args)}"
+        mark = "■" if settled else "⋯"  # a call the run's end cut short (cancelled, failed)
+        title = f"{mark} {call.name}  {short_args(call.args)}" + (" (no result)" if settled else "")
     else:
         title = f"{'✓' if result.status == 'success' else '✗'} {call.name}: {first_line(result.text, 90)}"
     body = args_html(call.args)
@@ -272,7 +276,7 @@ def _artifact(snap: Snapshot, e: ev.Artifact) -> str:
     name = PurePosixPath(e.path).name
     link = f" · <a href='{esc(url)}' target='_blank' download='{esc(name)}'>download</a>" if url else ""
     size = human_size(len(data)) if isinstance(data, bytes) else human_size(e.size)
-    title = f"<div>📄 <b>{esc(name)}</b> <span style='color:#777'>{esc(e.path)} · {size}</span>{link}</div>"
+    title = f"<div><b>{esc(name)}</b> <span style='color:#777'>{esc(e.path)} · {size}</span>{link}</div>"
     if isinstance(data, bytes):
         body = artifact_body_html(name, data)
     else:

@@ -197,9 +197,20 @@ class Kernel:
         self.saved_sigint_handler: Any = signal.SIG_IGN
 
 
+class RecordingLine:
+    """Stands in for the DisplayHandle of a result's line: records its updates."""
+
+    def __init__(self) -> None:
+        self.shown: list[dict[str, Any]] = []
+
+    def update(self, data: dict[str, Any], raw: bool = False) -> None:
+        self.shown.append(data)
+
+
 def test_a_reply_from_a_later_cell_turns_the_waiting_form_read_only(session):
     use(session, FakeBackend([play(*ASKS), play(started("r2"), finished("r2", text="Using 2024."))]))
     first = session.run("Analyse it", session_module.RunOptions())
+    first._displays.append(line := RecordingLine())
     asked = session.last_view
     form = asked.forms["clarification:c1"]
     assert not form.submit.disabled
@@ -207,17 +218,19 @@ def test_a_reply_from_a_later_cell_turns_the_waiting_form_read_only(session):
     assert second.status == "success" and session.last_view is not asked
     assert form.submit.disabled and form.text.disabled and "Answered (from a later cell): 2024" in form.status.value
     assert first.waiting  # an explicit reply returns the new result (the new `_`); the old one is what was asked
+    assert line.shown[-1]["text/plain"].endswith("asks: Which year? · answered from a later cell>")
 
 
 def test_a_run_a_form_continued_updates_the_cell_result_in_place(session):
     backend = use(session, FakeBackend([play(*ASKS), play(started("r2"), finished("r2", text="Using 2024."))]))
     first = session.run("Analyse it", session_module.RunOptions())
+    first._displays.append(line := RecordingLine())  # the line IPython showed under the cell
     form = session.last_view.forms["clarification:c1"]
     form.text.value = "2024"
     form.submit.click()
     assert session._continuations["clarification:c1"].done.wait(10)
     assert first.status == "success" and first.text == "Using 2024." and not first.waiting
-    assert "Using 2024." in repr(first)
+    assert "Using 2024." in repr(first) and line.shown[-1] == {"text/plain": repr(first)}
     again = first.reply("2023")  # a notebook's pre-filled reply cell is still harmless
     assert again.text == "Using 2024." and len(backend.calls) == 2
 
