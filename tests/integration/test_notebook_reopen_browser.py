@@ -59,6 +59,7 @@ def test_a_reopened_notebook_shows_its_finished_runs_without_a_kernel(executed_q
             asked, answered = cells.nth(4), cells.nth(6)
             asked.get_by_text("✓ Answered").first.wait_for()
             assert "Upper Midwest, USA" in asked.inner_text()
+            asked.screenshot(path=str(OUTPUT / "notebook-reopened-answered-form.png"))
             answered.scroll_into_view_if_needed()
             chart = answered.locator(".deerflow-artifact img").first
             chart.wait_for()

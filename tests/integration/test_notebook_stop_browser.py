@@ -72,6 +72,7 @@ def test_stop_and_kernel_interrupt_cancel_a_run_continued_from_a_form(lab_workdi
             page.screenshot(path=str(OUTPUT / "notebook-stop-running.png"), full_page=True)
             first.locator("button", has_text="Stop").click()
             first.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+            first.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell's result followed the run
             page.screenshot(path=str(OUTPUT / "notebook-stop-cancelled.png"), full_page=True)
 
             second = cells.nth(2)
