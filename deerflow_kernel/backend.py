@@ -39,6 +39,10 @@ class BackendError(UserError):
     """The backend refused a request or could not be reached; the message says which and why."""
 
 
+class ArtifactNotFound(BackendError):
+    """The file asked for is not among the thread's outputs."""
+
+
 @dataclass(frozen=True)
 class ThreadInfo:
     """One of the user's threads, as listed by ``%deerflow threads``."""
@@ -185,6 +189,10 @@ class Backend(ABC):
     @abstractmethod
     def skills(self) -> list[SkillInfo]:
         """Skills available to the agent."""
+
+    def models(self) -> list[str] | None:
+        """The configured model names (None: this backend cannot list them)."""
+        return None
 
     def mcp(self, action: str) -> dict[str, Any]:
         """``%deerflow mcp list|tools|reset``: ``{"servers": [...]}``, plus ``"tools"`` for tools."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from deerflow.tools.errors import ToolFailure
 from deerflow_kernel.backend import (
+    ArtifactNotFound,
     Backend,
     BackendError,
     RunHandle,
@@ -41,6 +42,9 @@ class InProcessBackend(Backend):
         return {"backend": "in-process (the harness runs in this kernel)",
                 "config": str(loaded.path.resolve()) if loaded.path else "(none: defaults)",
                 "home": str(self.client._async.home.home), "models": ", ".join(models)}
+
+    def models(self) -> list[str] | None:
+        return [m.name for m in self.client.config.models]
 
     def create_thread(self) -> str:
         return self.client.create_thread()
@@ -79,7 +83,7 @@ class InProcessBackend(Backend):
         try:
             return self.client.read_artifact(thread_id, path)
         except ToolFailure as exc:
-            raise BackendError(exc.message) from None
+            raise (ArtifactNotFound if exc.code == "not_found" else BackendError)(exc.message) from None
 
     def skills(self) -> list[SkillInfo]:
         from deerflow.skills.library import SkillLibrary

@@ -131,7 +131,10 @@ class AsyncDeerFlowClient:
             if self._manager is None:
                 self._manager = manager
                 # no Jupyter server here: the user's notebooks are files under the notebook root
-                from deerflow.notebooks.access import NOTEBOOKS_SERVICE, FileNotebookAccess  # nbformat: lazy
+                from deerflow.notebooks.access import (  # nbformat: lazy
+                    NOTEBOOKS_SERVICE,
+                    FileNotebookAccess,
+                )
 
                 manager.services.setdefault(NOTEBOOKS_SERVICE, FileNotebookAccess.from_env())
         return self._manager

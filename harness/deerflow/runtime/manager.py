@@ -51,7 +51,6 @@ from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
 from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
-from deerflow.notebooks.host import context_for_run, with_context
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
@@ -338,6 +337,11 @@ class RunManager:
                                profile=profile)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
                   else self.create_thread(user_id, thread_id=new_thread_id))
+        from deerflow.notebooks.host import (  # nbformat loads with the first run
+            context_for_run,
+            with_context,
+        )
+
         notebook = await context_for_run(self.services, options)  # the notebook a %%deerflow run came from
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
