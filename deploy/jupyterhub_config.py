@@ -35,7 +35,7 @@ c.JupyterHub.services = [
     {
         "name": "deerflow-batches",
         "command": [shutil.which("deerflow") or os.path.join(os.path.dirname(sys.executable), "deerflow"),
-                    "batches", "worker", "--config", DEERFLOW_CONFIG, "--home", DEERFLOW_HOME],
+                    "--config", DEERFLOW_CONFIG, "--home", DEERFLOW_HOME, "batches", "worker"],
         "environment": {"DEERFLOW_HOME": DEERFLOW_HOME, "DEERFLOW_CONFIG": DEERFLOW_CONFIG},
     },
 ]

@@ -57,15 +57,17 @@ class DeerFlowExtension(ExtensionApp):
 
     scheduler_enabled = Bool(
         True, config=True,
-        help="Run due scheduled runs (`deerflow schedule`, /deerflow/api/schedules) in the background. "
-        "Several servers may share one DEERFLOW_HOME: a schedule never runs twice at once.",
+        help="Run due scheduled runs (`deerflow schedule`, /deerflow/api/schedules) in the background: "
+        "the owner's only in single-user mode, every user's otherwise. Several servers may share one "
+        "DEERFLOW_HOME: a schedule never runs twice at once.",
     )
     scheduler_interval = Float(30.0, config=True, help="Seconds between checks for due schedules.")
 
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home)
-        self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval)
         owner = server_owner(self.owner, os.environ)
+        self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval,
+                                                  user_id=owner if self.single_user else None)
         self.settings.update({
             "deerflow_host": self.deerflow_host,
             "deerflow_scheduler": self.deerflow_scheduler,
