@@ -17,7 +17,14 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 
-from fixtures.jupyterhub import DEPLOY_CONFIG, PASSWORD, REPO, Hub, find_or_install_proxy, running_hub
+from fixtures.jupyterhub import (
+    DEPLOY_CONFIG,
+    PASSWORD,
+    REPO,
+    Hub,
+    find_or_install_proxy,
+    running_hub,
+)
 from fixtures.kernel_ws import KernelClient
 
 pytestmark = pytest.mark.integration

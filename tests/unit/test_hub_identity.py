@@ -25,7 +25,7 @@ def test_the_hub_user_owns_the_server_whatever_the_os_user_or_deerflow_user():
 
 
 def test_a_hub_user_name_that_cannot_be_a_path_component_is_refused_with_its_reason():
-    with pytest.raises(UnsafeIdError, match="invalid user id '../bob'"):
+    with pytest.raises(UnsafeIdError, match=r"invalid user id '\.\./bob'"):
         server_owner(None, {"JUPYTERHUB_USER": "../bob"})
 
 
