@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -121,7 +121,13 @@ class ServerBackend(Backend):
         return self._request("GET", self._artifact_path(thread_id, path)).content
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:
-        return self.api + self._artifact_path(thread_id, path)
+        """An origin-relative link (``/user/NAME/deerflow/api/...`` behind JupyterHub).
+
+        The server URL is the kernel's way in (``127.0.0.1`` and the server's own port); the
+        person's browser reaches the same server through the page's origin — the Hub's proxy,
+        with its cookie — so the link keeps only the path.
+        """
+        return urlsplit(self.api).path + self._artifact_path(thread_id, path)
 
     def skills(self) -> list[SkillInfo]:
         try:

@@ -28,6 +28,9 @@ c.Spawner.environment = {
 }
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 90
+# A clean stop closes the agents' kernels and sandboxes, which a SIGKILL would orphan: give it
+# time (JupyterLab + DeerFlow took 3.5-5 s to exit on a busy 2-core machine; the default is 5 s).
+c.LocalProcessSpawner.term_timeout = 30
 
 # Batch workers drain the durable batch queue (`batch_task`); the Hub starts and restarts this one.
 # More workers on other hosts: `deerflow batches worker` with the same config (PostgreSQL queue).

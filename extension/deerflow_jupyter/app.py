@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import getpass
 import os
+import signal
+import threading
 from collections.abc import Mapping
 
 from jupyter_server.extension.application import ExtensionApp
@@ -94,12 +96,30 @@ class DeerFlowExtension(ExtensionApp):
             os.environ["DEERFLOW_SERVER_TOKEN"] = token
 
     async def _start_jupyter_server_extension(self, serverapp: object) -> None:
+        _stop_cleanly_on_sigint(serverapp)
         if self.scheduler_enabled:
             self.deerflow_scheduler.start()
 
     async def stop_extension(self) -> None:
         await self.deerflow_scheduler.stop()
         await self.deerflow_host.close()
+
+
+def _stop_cleanly_on_sigint(serverapp: object) -> None:
+    """Make SIGINT stop a server that has no terminal the way SIGTERM does: with its cleanup.
+
+    jupyter_server handles SIGINT only on a terminal (its "shut down? y/n" prompt); elsewhere
+    SIGINT raises KeyboardInterrupt out of the event loop and the server returns without
+    stopping its extensions.  That is how JupyterHub stops a user's server (SIGINT first,
+    then SIGTERM, then SIGKILL): DeerFlow's run manager stayed open, its SQLite connection
+    thread kept the process alive until the SIGKILL, and the agents' kernels were orphaned.
+    Only Python's default handler is replaced, so the terminal prompt is kept.
+    """
+    stop = getattr(serverapp, "_signal_stop", None)
+    if stop is None or threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, stop)
 
 
 def server_owner(configured: str | None, env: Mapping[str, str]) -> str:

@@ -46,3 +46,12 @@ def test_an_exported_server_token_wins_and_a_new_token_rebuilds_the_backend():
     finally:
         backend.close()
     assert backend_key(exported) != backend_key(HUB_KERNEL_ENV)
+
+
+def test_artifact_links_are_origin_relative_so_the_browser_goes_through_the_hub():
+    backend = select_backend(HUB_KERNEL_ENV)
+    try:
+        url = backend.artifact_url("t1", "/mnt/user-data/outputs/report one.md")
+    finally:
+        backend.close()
+    assert url == "/user/alice/deerflow/api/threads/t1/artifacts/report%20one.md"
