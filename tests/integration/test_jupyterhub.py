@@ -92,7 +92,12 @@ def test_each_user_runs_through_the_hub_and_never_sees_the_other(hub):
     async def scenario():
         alice, bob = sdk(hub, "alice"), sdk(hub, "bob")
         alice_thread = await run_report(alice)
-        bob_thread = await run_report(bob)
+        bob_thread = (await bob.threads.create())["thread_id"]
+        streamed = [part async for part in bob.runs.stream(  # SSE through configurable-http-proxy
+            bob_thread, "lead_agent", input={"messages": [{"role": "user", "content": "Write a report"}]},
+            stream_mode=["values", "custom"])]
+        custom = [p.data["type"] for p in streamed if p.event == "custom"]
+        assert custom[0] == "run_started" and custom[-1] == "run_finished"
         state = await alice.threads.get_state(alice_thread)
         assert state["values"]["artifacts"] == ["/mnt/user-data/outputs/report.md"]
         assert [t["thread_id"] for t in await alice.threads.search()] == [alice_thread]
