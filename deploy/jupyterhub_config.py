@@ -2,14 +2,14 @@
 # tests/integration/test_jupyterhub.py loads this very file and overrides only what a test machine
 # cannot have: the authenticator, the spawner (no system users) and loopback ports.
 import os
-import shutil
 import sys
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
-# Where DeerFlow keeps its state and which config every server uses.  One DEERFLOW_HOME for the
-# whole Hub: each server's threads belong to its Hub user (another user's thread is a 404), and
-# the scheduler and batch queue in it are shared by all servers (a schedule never runs twice).
+# Where DeerFlow keeps its state and which config every server uses (the DEERFLOW_HUB_* variables
+# only let a test or a staging Hub point elsewhere).  One DEERFLOW_HOME for the whole Hub: each
+# server's threads and schedules belong to its Hub user (another user's thread is a 404), and the
+# batch queue in it is shared by all servers.
 DEERFLOW_HOME = os.environ.get("DEERFLOW_HUB_HOME", "/srv/deerflow/home")
 DEERFLOW_CONFIG = os.environ.get("DEERFLOW_HUB_CONFIG", "/srv/deerflow/config.yaml")
 
@@ -37,7 +37,7 @@ c.LocalProcessSpawner.term_timeout = 30
 c.JupyterHub.services = [
     {
         "name": "deerflow-batches",
-        "command": [shutil.which("deerflow") or os.path.join(os.path.dirname(sys.executable), "deerflow"),
+        "command": [os.path.join(os.path.dirname(sys.executable), "deerflow"),
                     "--config", DEERFLOW_CONFIG, "--home", DEERFLOW_HOME, "batches", "worker"],
         "environment": {"DEERFLOW_HOME": DEERFLOW_HOME, "DEERFLOW_CONFIG": DEERFLOW_CONFIG},
     },
