@@ -31,6 +31,7 @@ from deerflow.runtime import events as ev
 
 SERVER_URL_ENV = "DEERFLOW_SERVER_URL"
 SERVER_TOKEN_ENV = "DEERFLOW_SERVER_TOKEN"
+HUB_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"
 _POLL_SECONDS = 0.2
 _END = object()
 
@@ -229,10 +230,22 @@ def select_backend(env: Mapping[str, str] | None = None) -> Backend:
     if url:
         from deerflow_kernel.server import ServerBackend
 
-        return ServerBackend(url, env.get(SERVER_TOKEN_ENV, ""))
+        return ServerBackend(url, server_token(env))
     from deerflow_kernel.local import InProcessBackend
 
     return InProcessBackend()
+
+
+def server_token(env: Mapping[str, str]) -> str:
+    """The token a kernel sends to its server's DeerFlow API.
+
+    ``DEERFLOW_SERVER_TOKEN`` when the extension exported one.  Under JupyterHub
+    the server's only credential is its Hub API token (``JUPYTERHUB_API_TOKEN``,
+    which the Hub scopes to this very server and the kernels inherit), so a
+    kernel whose server exported no token uses that one.  ``DEERFLOW_SERVER_URL``
+    already carries the server's base URL (``/user/NAME/`` behind the Hub).
+    """
+    return env.get(SERVER_TOKEN_ENV) or env.get(HUB_TOKEN_ENV) or ""
 
 
 def backend_key(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -243,5 +256,5 @@ def backend_key(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """
     env = os.environ if env is None else env
     if env.get(SERVER_URL_ENV):  # the server's config and home are the server's business
-        return (env[SERVER_URL_ENV], env.get(SERVER_TOKEN_ENV, ""))
+        return (env[SERVER_URL_ENV], server_token(env))
     return tuple(env.get(name, "") for name in ("DEERFLOW_CONFIG", "DEERFLOW_HOME", "DEERFLOW_USER"))

@@ -22,6 +22,7 @@ import asyncio
 import getpass
 import logging
 import os
+from collections.abc import Mapping
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Unicode
@@ -57,7 +58,7 @@ class DeerFlowExtension(ExtensionApp):
         "each Jupyter username, and another user's thread is a 404.",
     )
     owner = Unicode(None, allow_none=True, config=True, help="DeerFlow user id of the owner in single-user mode "
-                    "(default: $DEERFLOW_USER or the OS user).")
+                    "(default: the Hub user $JUPYTERHUB_USER under JupyterHub, else $DEERFLOW_USER or the OS user).")
     export_kernel_env = Bool(
         True, config=True,
         help="Export DEERFLOW_SERVER_URL/DEERFLOW_SERVER_TOKEN so kernels started by this server can reach the API.",
@@ -65,21 +66,23 @@ class DeerFlowExtension(ExtensionApp):
 
     scheduler_enabled = Bool(
         True, config=True,
-        help="Run due scheduled runs (`deerflow schedule`, /deerflow/api/schedules) in the background. "
-        "Several servers may share one DEERFLOW_HOME: a schedule never runs twice at once.",
+        help="Run due scheduled runs (`deerflow schedule`, /deerflow/api/schedules) in the background: "
+        "the owner's only in single-user mode, every user's otherwise. Several servers may share one "
+        "DEERFLOW_HOME: a schedule never runs twice at once.",
     )
     scheduler_interval = Float(30.0, config=True, help="Seconds between checks for due schedules.")
 
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home,
                                          notebooks=self._notebook_access())
-        self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval)
-        owner = self.owner or os.environ.get("DEERFLOW_USER") or _os_user()
+        owner = server_owner(self.owner, os.environ)
+        self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval,
+                                                  user_id=owner if self.single_user else None)
         self.settings.update({
             "deerflow_host": self.deerflow_host,
             "deerflow_scheduler": self.deerflow_scheduler,
             "deerflow_single_user": self.single_user,
-            "deerflow_owner": check_id(owner, kind="user"),
+            "deerflow_owner": owner,
         })
         if self.export_kernel_env:
             self._export_kernel_env()
@@ -135,6 +138,21 @@ class DeerFlowExtension(ExtensionApp):
             self._last_resort.done = True
         await self.deerflow_scheduler.stop()
         await self.deerflow_host.close(reason=STOP_REASON)
+
+
+def server_owner(configured: str | None, env: Mapping[str, str]) -> str:
+    """The DeerFlow user who owns this server's threads in single-user mode.
+
+    Under JupyterHub the Hub says whose server this is (``JUPYTERHUB_USER``, set
+    by the spawner, which the user cannot change): it wins over ``DEERFLOW_USER``
+    and the OS user, which several Hub users share with a local-process spawner.
+    An operator's explicit ``c.DeerFlowExtension.owner`` wins over everything.
+
+    Raises:
+        UnsafeIdError: the name cannot be a DeerFlow user id (the message says why).
+    """
+    owner = configured or env.get("JUPYTERHUB_USER") or env.get("DEERFLOW_USER") or _os_user()
+    return check_id(owner, kind="user")
 
 
 def _os_user() -> str:
