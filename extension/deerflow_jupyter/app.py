@@ -13,13 +13,12 @@ says which file is broken and how to repair it.
 
 from __future__ import annotations
 
-import getpass
 import os
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Unicode
 
-from deerflow.config.paths import check_id
+from deerflow.config.paths import check_id, default_user
 from deerflow_jupyter.handlers import ROUTES
 from deerflow_jupyter.handlers.base import NotFoundRoute
 from deerflow_jupyter.handlers.health import HealthHandler
@@ -64,7 +63,7 @@ class DeerFlowExtension(ExtensionApp):
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home)
         self.deerflow_scheduler = ServerScheduler(self.deerflow_host, interval=self.scheduler_interval)
-        owner = self.owner or os.environ.get("DEERFLOW_USER") or _os_user()
+        owner = self.owner or default_user()
         self.settings.update({
             "deerflow_host": self.deerflow_host,
             "deerflow_scheduler": self.deerflow_scheduler,
@@ -97,11 +96,3 @@ class DeerFlowExtension(ExtensionApp):
     async def stop_extension(self) -> None:
         await self.deerflow_scheduler.stop()
         await self.deerflow_host.close()
-
-
-def _os_user() -> str:
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError):
-        return "local"
-    return name if name.replace("-", "").replace("_", "").isalnum() else "local"
