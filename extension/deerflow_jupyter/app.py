@@ -17,6 +17,7 @@ import os
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Unicode
+from traitlets.config import Config
 
 from deerflow.config.paths import check_id, default_user
 from deerflow_jupyter.handlers import ROUTES
@@ -27,6 +28,7 @@ from deerflow_jupyter.host import HarnessHost
 from deerflow_jupyter.scheduler import ServerScheduler
 
 API_PREFIX = "/deerflow/api"
+PERSONA_ID = "jupyter-ai-personas::deerflow_jupyter::DeerFlowPersona"
 
 
 class DeerFlowExtension(ExtensionApp):
@@ -59,6 +61,24 @@ class DeerFlowExtension(ExtensionApp):
         "Several servers may share one DEERFLOW_HOME: a schedule never runs twice at once.",
     )
     scheduler_interval = Float(30.0, config=True, help="Seconds between checks for due schedules.")
+    default_persona = Bool(
+        True, config=True,
+        help="Make DeerFlow the chat's default persona unless PersonaManager.default_persona_id is "
+        "configured (set False to keep the persona manager's own default).",
+    )
+
+    def _link_jupyter_server_extension(self, serverapp: object) -> None:
+        """Link, then make DeerFlow the chat's default persona.
+
+        Why here: jupyter_server reads ``jupyter_server_config.d/*.json`` only for
+        ``jpserver_extensions``, so a ``PersonaManager`` section installed there is ignored.
+        Extensions link in name order and ``deerflow_jupyter`` comes before
+        ``jupyter_ai_persona_manager``, which copies the server's config when it links: setting
+        the server's config now is what it reads.  A default the user configured is kept.
+        """
+        super()._link_jupyter_server_extension(serverapp)
+        if self.default_persona:
+            set_default_persona(serverapp.config)  # type: ignore[attr-defined]
 
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home)
@@ -96,3 +116,11 @@ class DeerFlowExtension(ExtensionApp):
     async def stop_extension(self) -> None:
         await self.deerflow_scheduler.stop()
         await self.deerflow_host.close()
+
+
+def set_default_persona(config: Config) -> bool:
+    """Set ``PersonaManager.default_persona_id`` to DeerFlow's unless it is configured; True when set."""
+    if "PersonaManager" in config and "default_persona_id" in config["PersonaManager"]:
+        return False
+    config.PersonaManager.default_persona_id = PERSONA_ID
+    return True
