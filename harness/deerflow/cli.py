@@ -152,7 +152,10 @@ def configure_logging(*, debug: bool) -> None:
     handler.setFormatter(_OneLine("%(name)s: %(levelname)s: %(message)s", debug=debug))
     if not debug:
         handler.addFilter(lambda record: not (record.name == RUN_FAILURE_LOGGER and record.exc_info))
+    handler.set_name("deerflow-cli")
     root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "deerflow-cli"]:  # main() called again
+        root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     if debug:  # the libraries' chatter stays out; ours is what --debug is for
