@@ -16,7 +16,12 @@ from deerflow.config.loader import validate_config
 from deerflow.config.paths import FALLBACK_USER, UnsafeIdError, default_user
 from deerflow.errors import ConfigError
 from deerflow.models.factory import DEFAULT_SCRIPT, create_chat_model
-from deerflow.models.scripted import OFFLINE_CONTINUATION, TURN_STAMP, ScriptedChatModel, ScriptError
+from deerflow.models.scripted import (
+    OFFLINE_CONTINUATION,
+    TURN_STAMP,
+    ScriptedChatModel,
+    ScriptError,
+)
 from deerflow.skills.catalog import default_public_root
 from deerflow_jupyter.app import PERSONA_ID, set_default_persona
 
@@ -159,7 +164,7 @@ def test_deerflow_becomes_the_default_persona_unless_one_is_configured():
 def test_the_persona_id_is_the_one_the_persona_manager_computes():
     from deerflow_jupyter.chat.persona import DeerFlowPersona
 
-    assert PERSONA_ID == f"jupyter-ai-personas::{DeerFlowPersona.__module__.split('.')[0]}::DeerFlowPersona"
+    assert f"jupyter-ai-personas::{DeerFlowPersona.__module__.split('.')[0]}::DeerFlowPersona" == PERSONA_ID
 
 
 # --- CLI log lines ------------------------------------------------------------------------------
