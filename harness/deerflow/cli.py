@@ -106,8 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included
-        return _lab([*args.lab_args, *unknown])
+    if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included, in order
+        raw = list(sys.argv[1:] if argv is None else argv)
+        at = next(i for i, word in enumerate(raw)
+                  if word == "lab" and (i == 0 or raw[i - 1] not in {"--config", "--home", "--user"}))
+        return _lab(raw[at + 1:])
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     configure_logging(debug=args.debug)

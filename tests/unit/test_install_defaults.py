@@ -182,3 +182,10 @@ def test_log_records_are_one_line_without_debug():
     assert line == f"deerflow.x: error: it failed: ValueError: first line ({cli.DEBUG_HINT})"
     full = cli._OneLine("%(message)s", debug=True).format(_record("deerflow.x"))
     assert "Traceback" in full
+
+
+def test_lab_options_reach_lab_in_order(monkeypatch):
+    seen: list[list[str]] = []
+    monkeypatch.setattr(cli, "_lab", lambda extra: seen.append(extra) or 0)
+    assert cli.main(["--user", "lab", "lab", "--dir", "d", "--port=1", "x"]) == 0
+    assert seen == [["--dir", "d", "--port=1", "x"]]
