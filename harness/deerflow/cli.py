@@ -31,7 +31,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -429,7 +428,9 @@ def _lab(extra: list[str]) -> int:
     root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra else []
     cmd = [sys.executable, "-m", "jupyter", "lab", *root, f"--ServerApp.root_dir={folder}",
            f"--LabApp.default_url=/lab/tree/{QUICKSTART}", *extra]
-    return subprocess.call(cmd, env=env)
+    sys.stdout.flush()
+    os.execve(sys.executable, cmd, env)  # becomes jupyter lab: signals and Ctrl-C reach it directly
+    return 0  # not reached
 
 
 def copy_examples(folder: Path) -> list[Path]:
