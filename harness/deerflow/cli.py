@@ -410,6 +410,9 @@ def _lab(extra: list[str]) -> int:
     """JupyterLab on a copy of the example notebooks, on the offline config unless one is set."""
     from deerflow.resources import QUICKSTART
 
+    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra else []
+    if _not_a_server(extra):  # `deerflow lab --version`, `deerflow lab workspaces ...`: nothing to set up
+        return _exec([sys.executable, "-m", "jupyter", "lab", *extra], dict(os.environ))
     folder_arg, extra = _take_option(extra, "--dir")
     folder = Path(folder_arg or EXAMPLES_DIR).expanduser().resolve()
     try:
@@ -418,18 +421,28 @@ def _lab(extra: list[str]) -> int:
         print(f"deerflow: cannot copy the example notebooks to {folder}: {exc}", file=sys.stderr)
         return 1
     if added:
-        print(f"Copied the example notebooks to {folder} (yours to edit; never overwritten).")
+        print(f"Copied the example notebooks to {folder} (yours to edit; never overwritten).", file=sys.stderr)
     env = dict(os.environ)
     if not env.get("DEERFLOW_CONFIG") and not Path("config.yaml").is_file() \
             and not (default_home() / "config.yaml").is_file():
         env["DEERFLOW_CONFIG"] = str(folder / "offline-config.yaml")
         print(f"No config.yaml found: using the offline example config ({env['DEERFLOW_CONFIG']}). "
-              "See README to use a real model.")
-    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra else []
-    cmd = [sys.executable, "-m", "jupyter", "lab", *root, f"--ServerApp.root_dir={folder}",
-           f"--LabApp.default_url=/lab/tree/{QUICKSTART}", *extra]
+              "See README to use a real model.", file=sys.stderr)
+    return _exec([sys.executable, "-m", "jupyter", "lab", *root, f"--ServerApp.root_dir={folder}",
+                  f"--LabApp.default_url=/lab/tree/{QUICKSTART}", *extra], env)
+
+
+def _not_a_server(extra: list[str]) -> bool:
+    """Whether ``jupyter lab EXTRA`` only prints something or runs a subcommand."""
+    return bool(extra and not extra[0].startswith("-")) or any(
+        a in {"--version", "--help", "-h", "--help-all", "--paths"} for a in extra)
+
+
+def _exec(cmd: list[str], env: dict[str, str]) -> int:
+    """Become ``cmd``: signals and Ctrl-C reach jupyter lab directly, nothing is left behind."""
     sys.stdout.flush()
-    os.execve(sys.executable, cmd, env)  # becomes jupyter lab: signals and Ctrl-C reach it directly
+    sys.stderr.flush()
+    os.execve(cmd[0], cmd, env)
     return 0  # not reached
 
 
