@@ -36,3 +36,21 @@ def _sleepy_class():
 
 
 SleepyScriptedModel = _sleepy_class()
+
+
+SCRIPTS: dict = {}
+"""Scripts parsed before any timer starts, by key (``PreparsedScriptedModel``'s ``script_key``)."""
+
+
+def _preparsed_class():
+    """A scripted model whose script was parsed outside the timer (the bench's both sides do the same)."""
+    from deerflow.models.scripted import ScriptedChatModel
+
+    class Preparsed(ScriptedChatModel):
+        def __init__(self, script_key: str, **kwargs):
+            super().__init__(script=SCRIPTS[script_key], **kwargs)
+
+    return Preparsed
+
+
+PreparsedScriptedModel = _preparsed_class()

@@ -1,37 +1,50 @@
-"""Harness overhead per agent step: DeerFlow's lead agent vs plain ``create_agent``.
+"""Harness overhead per run and per agent step: DeerFlow's run manager vs plain ``create_agent``.
 
-Both sides play the same zero-latency scripted conversation (N tool-calling
-steps, then a final answer) with the same SQLite checkpointer.  The plain side
-is ``langchain.agents.create_agent`` with no middleware, invoked directly; the
-DeerFlow side is a full run through the run manager: every middleware, the
-thread state and its reducers, the event projection and the run records.
+Both sides play the same zero-latency scripted conversation (N tool-calling steps,
+then a final answer) on the same kind of ``AsyncSqliteSaver``, with the script parsed
+before any timer starts.  Per run, the plain side builds ``create_agent`` (no
+middleware, one tool) and invokes it on a new thread; the DeerFlow side calls
+``RunManager.start()`` on a warm host and waits: every middleware, the thread state and
+its reducers, the event projection and the run records.  Variants are interleaved
+over rounds (the order alternating) so machine load hits both alike; each run is timed
+in CPU time (``process_time``, all threads) and wall time.  The fixed cost is the
+intercept of a line through N=1 and the largest N, so it includes building the agent.
 
-    .venv/bin/python bench/harness_overhead.py [--steps 10,100] [--repeat 5]
+    .venv/bin/python bench/harness_overhead.py [--steps 1,10,100] [--rounds 7]
 
-Prints a side-by-side table with the ratio (goal: at most 1.5x).
+Prints the load average, the commit measured and a markdown table (goal: ratio at most
+1.5x at N=10, marginal at most 1.2x, fixed cost at most 20 ms CPU above plain).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiosqlite
 from langchain.agents import create_agent
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tools import echo
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_tools  # noqa: E402
+from bench_tools import echo  # noqa: E402
 
-from deerflow.config.loader import load_config
-from deerflow.config.paths import HomePaths
-from deerflow.models.scripted import ScriptedChatModel
-from deerflow.runtime.manager import RunManager, RunRequest
+from deerflow.config.loader import load_config  # noqa: E402
+from deerflow.config.paths import HomePaths  # noqa: E402
+from deerflow.models.script_format import load_script  # noqa: E402
+from deerflow.models.scripted import ScriptedChatModel  # noqa: E402
+from deerflow.runtime.manager import RunManager, RunRequest  # noqa: E402
+
+Timed = tuple[float, float]  # (cpu s, wall s)
 
 
 def script(steps: int) -> dict:
@@ -39,73 +52,129 @@ def script(steps: int) -> dict:
     return {"name": f"bench-{steps}", "turns": [*turns, {"text": "done"}]}
 
 
-async def plain_run(steps: int, db: Path) -> float:
-    conn = await aiosqlite.connect(str(db))
-    saver = AsyncSqliteSaver(conn)
-    await saver.setup()
-    agent = create_agent(ScriptedChatModel(script(steps)), [echo], checkpointer=saver)
-    cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 10_000}
-    start = time.perf_counter()
-    await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
-    elapsed = time.perf_counter() - start
-    await conn.close()
-    return elapsed
+async def timed(work: Callable[[], Awaitable[None]]) -> Timed:
+    cpu, wall = time.process_time(), time.perf_counter()
+    await work()
+    return time.process_time() - cpu, time.perf_counter() - wall
 
 
-async def deerflow_run(steps: int, home: Path) -> float:
-    script_file = home / "script.yaml"
-    import yaml
+class Plain:
+    """``create_agent`` + one tool + ``AsyncSqliteSaver``: built and invoked per run."""
 
-    script_file.write_text(yaml.safe_dump(script(steps)))
+    def __init__(self, saver: AsyncSqliteSaver) -> None:
+        self.saver = saver
+        self.runs = 0
+
+    async def run(self, steps: int) -> Timed:
+        model = ScriptedChatModel(bench_tools.SCRIPTS[f"bench-{steps}"])  # parsed before the timer
+        self.runs += 1
+        cfg = {"configurable": {"thread_id": f"t{self.runs}"}, "recursion_limit": 10_000}
+
+        async def work() -> None:
+            agent = create_agent(model, [echo], checkpointer=self.saver)
+            await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
+
+        return await timed(work)
+
+
+class DeerFlow:
+    """A warm run manager; one ``start()`` + ``wait()`` per run, on a new thread."""
+
+    def __init__(self, manager: RunManager) -> None:
+        self.manager = manager
+
+    async def run(self, steps: int) -> Timed:
+        async def work() -> None:
+            live = await self.manager.start(RunRequest(
+                prompt="go", options={"recursion_limit": 10_000, "model_name": f"bench-{steps}"}))
+            finished = await live.wait()
+            assert finished.status == "success", finished.error
+
+        return await timed(work)
+
+
+def write_config(home: Path, sizes: list[int]) -> Path:
+    models = "".join(f"  - name: bench-{n}\n    use: bench_tools:PreparsedScriptedModel\n"
+                     f"    script_key: bench-{n}\n" for n in sizes)
     cfg = home / "config.yaml"
-    cfg.write_text(
-        "models:\n  - name: s\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-        f"    script: {script_file}\n"
-        "tools:\n  - name: echo\n    group: bench\n    use: bench_tools:echo\n"
-    )
-    manager = await RunManager.open(loaded=load_config(cfg, env={}), home=HomePaths(home))
-    start = time.perf_counter()
-    live = await manager.start(RunRequest(prompt="go", options={"recursion_limit": 10_000}))
-    finished = await live.wait()
-    elapsed = time.perf_counter() - start
-    await manager.close()
-    assert finished.status == "success", finished.error
-    return elapsed
+    cfg.write_text(f"models:\n{models}tools:\n  - name: echo\n    group: bench\n    use: bench_tools:echo\n")
+    return cfg
 
 
-async def measure(steps: int, repeat: int) -> tuple[float, float]:
-    """Median wall time (seconds) of a whole run of ``steps`` tool steps, plain vs DeerFlow."""
-    plain, ours = [], []
-    for i in range(repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            plain.append(await plain_run(steps, Path(tmp) / f"p{i}.db"))
-        with tempfile.TemporaryDirectory() as tmp:
-            ours.append(await deerflow_run(steps, Path(tmp)))
-    return statistics.median(plain), statistics.median(ours)
+async def measure(sizes: list[int], rounds: int) -> dict[tuple[str, int], list[Timed]]:
+    """Samples per (side, steps), variants interleaved over rounds."""
+    for n in sizes:
+        bench_tools.SCRIPTS[f"bench-{n}"] = load_script(script(n))
+    samples: dict[tuple[str, int], list[Timed]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        conn = await aiosqlite.connect(str(home / "plain.db"))
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        manager = await RunManager.open(loaded=load_config(write_config(home, sizes), env={}),
+                                        home=HomePaths(home / "home"))
+        try:
+            sides = {"create_agent": Plain(saver), "DeerFlow": DeerFlow(manager)}
+            for side in sides.values():  # warm-up: first-use imports and caches, untimed
+                await side.run(min(sizes))
+            for r in range(rounds):
+                order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
+                for n in sizes:
+                    for name, side in order:
+                        samples.setdefault((name, n), []).append(await side.run(n))
+        finally:
+            await manager.close()
+            await conn.close()
+    return samples
+
+
+def commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + ("+changes" if dirty else "")
+
+
+def report(samples: dict[tuple[str, int], list[Timed]], sizes: list[int]) -> None:
+    med = {key: (statistics.median(s[0] for s in v) * 1000, statistics.median(s[1] for s in v) * 1000)
+           for key, v in samples.items()}
+    lo, hi = min(sizes), max(sizes)
+    print(f"commit {commit()}, {time.strftime('%Y-%m-%d')}, load average "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f", {len(next(iter(samples.values())))} rounds\n")
+    print("| measure (ms, CPU / wall) | create_agent | DeerFlow | ratio (CPU) |")
+    print("|---|---|---|---|")
+    for n in sizes:
+        (pc, pw), (dc, dw) = med[("create_agent", n)], med[("DeerFlow", n)]
+        print(f"| whole run, N={n} | {pc:.1f} / {pw:.1f} | {dc:.1f} / {dw:.1f} | {dc / pc:.2f}x |")
+        if n != 1:
+            print(f"| per step at N={n} (fixed cost included) | {pc / n:.2f} / {pw / n:.2f} "
+                  f"| {dc / n:.2f} / {dw / n:.2f} | {dc / pc:.2f}x |")
+    if hi > lo:
+        marg = {s: ((med[(s, hi)][0] - med[(s, lo)][0]) / (hi - lo), (med[(s, hi)][1] - med[(s, lo)][1]) / (hi - lo))
+                for s in ("create_agent", "DeerFlow")}
+        fixed = {s: (med[(s, lo)][0] - marg[s][0] * lo, med[(s, lo)][1] - marg[s][1] * lo) for s in marg}
+        (pm, pmw), (dm, dmw) = marg["create_agent"], marg["DeerFlow"]
+        print(f"| marginal per extra step (N={lo}→{hi}) | {pm:.2f} / {pmw:.2f} | {dm:.2f} / {dmw:.2f} "
+              f"| {dm / pm:.2f}x |")
+        (pf, pfw), (df, dfw) = fixed["create_agent"], fixed["DeerFlow"]
+        print(f"| fixed cost per run (intercept) | {pf:.1f} / {pfw:.1f} | {df:.1f} / {dfw:.1f} "
+              f"| +{df - pf:.1f} ms CPU |")
+        if min(pf, df) < 0:
+            print("\nwarning: a negative fixed cost means the per-step cost is not linear here "
+                  "(too few rounds, or load changed mid-run): re-run with more rounds")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", default="10,100")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--steps", default="1,10,100")
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    sizes = [int(s) for s in args.steps.split(",")]
-    totals = {n: asyncio.run(measure(n, args.repeat)) for n in sizes}
-    print(f"{'steps':>6} | {'create_agent ms/step':>21} | {'DeerFlow ms/step':>17} | {'ratio':>6}")
-    print("-" * 62)
-    for n, (plain, ours) in totals.items():
-        print(f"{n:>6} | {plain / n * 1000:>21.2f} | {ours / n * 1000:>17.2f} | {ours / plain:>5.2f}x")
-    if len(sizes) >= 2:
-        lo, hi = min(sizes), max(sizes)
-        marg_plain = (totals[hi][0] - totals[lo][0]) / (hi - lo) * 1000
-        marg_ours = (totals[hi][1] - totals[lo][1]) / (hi - lo) * 1000
-        print("-" * 62)
-        print(f"{'marginal':>6} | {marg_plain:>21.2f} | {marg_ours:>17.2f} | {marg_ours / marg_plain:>5.2f}x"
-              "   (per extra step, fixed costs removed)")
-        fixed_plain = totals[lo][0] * 1000 - marg_plain * lo
-        fixed_ours = totals[lo][1] * 1000 - marg_ours * lo
-        print(f"fixed cost per run: create_agent {fixed_plain:.1f} ms, DeerFlow {fixed_ours:.1f} ms "
-              "(DeerFlow's includes building the agent, run records and event persistence)")
+    sizes = sorted({int(s) for s in args.steps.split(",")})
+    report(asyncio.run(measure(sizes, args.rounds)), sizes)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -104,7 +105,9 @@ def main() -> None:
         work = Path(tmp)
         (work / "config.yaml").write_text(CONFIG)
         env = {"DEERFLOW_HOME": str(work / "home"), "DEERFLOW_CONFIG": str(work / "config.yaml"),
-               "PYTHONPATH": str(HERE), "OPENAI_API_KEY": ""}
+               # bench_tools first, then the caller's path (a worktree's harness), never replaced
+               "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p),
+               "OPENAI_API_KEY": ""}
         with running_jupyter(work, env=env) as server:
             asyncio.run(scenario(server.api, server.headers, args.runs))
 

@@ -31,12 +31,17 @@ from deerflow.runtime import events as ev
 
 SERVER_URL_ENV = "DEERFLOW_SERVER_URL"
 SERVER_TOKEN_ENV = "DEERFLOW_SERVER_TOKEN"
+HUB_TOKEN_ENV = "JUPYTERHUB_API_TOKEN"
 _POLL_SECONDS = 0.2
 _END = object()
 
 
 class BackendError(UserError):
     """The backend refused a request or could not be reached; the message says which and why."""
+
+
+class ArtifactNotFound(BackendError):
+    """The file asked for is not among the thread's outputs."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,10 @@ class Backend(ABC):
     def skills(self) -> list[SkillInfo]:
         """Skills available to the agent."""
 
+    def models(self) -> list[str] | None:
+        """The configured model names (None: this backend cannot list them)."""
+        return None
+
     def mcp(self, action: str) -> dict[str, Any]:
         """``%deerflow mcp list|tools|reset``: ``{"servers": [...]}``, plus ``"tools"`` for tools."""
         raise BackendError(f"this backend cannot run 'mcp {action}'")
@@ -197,6 +206,13 @@ class Backend(ABC):
         enable/disable, ``{"installed", "skill", "scan"}`` for an install.
         """
         raise BackendError(f"this backend cannot {action} skills")
+
+    def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
+        """``%deerflow memory VERB``: the result of :func:`deerflow.memory.commands.memory_action`."""
+        raise BackendError("this backend has no memory")
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, or ``list`` proposals."""
+        raise BackendError(f"this backend cannot {action} notebook edits")
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A URL a browser can open for the artifact, when there is one."""
@@ -214,10 +230,22 @@ def select_backend(env: Mapping[str, str] | None = None) -> Backend:
     if url:
         from deerflow_kernel.server import ServerBackend
 
-        return ServerBackend(url, env.get(SERVER_TOKEN_ENV, ""))
+        return ServerBackend(url, server_token(env))
     from deerflow_kernel.local import InProcessBackend
 
     return InProcessBackend()
+
+
+def server_token(env: Mapping[str, str]) -> str:
+    """The token a kernel sends to its server's DeerFlow API.
+
+    ``DEERFLOW_SERVER_TOKEN`` when the extension exported one.  Under JupyterHub
+    the server's only credential is its Hub API token (``JUPYTERHUB_API_TOKEN``,
+    which the Hub scopes to this very server and the kernels inherit), so a
+    kernel whose server exported no token uses that one.  ``DEERFLOW_SERVER_URL``
+    already carries the server's base URL (``/user/NAME/`` behind the Hub).
+    """
+    return env.get(SERVER_TOKEN_ENV) or env.get(HUB_TOKEN_ENV) or ""
 
 
 def backend_key(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -228,5 +256,5 @@ def backend_key(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """
     env = os.environ if env is None else env
     if env.get(SERVER_URL_ENV):  # the server's config and home are the server's business
-        return (env[SERVER_URL_ENV], env.get(SERVER_TOKEN_ENV, ""))
+        return (env[SERVER_URL_ENV], server_token(env))
     return tuple(env.get(name, "") for name in ("DEERFLOW_CONFIG", "DEERFLOW_HOME", "DEERFLOW_USER"))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import ipywidgets as widgets
+import traitlets
 
 from deerflow.agents.clarification_reply import validate_form
 from deerflow.errors import UserError
@@ -106,6 +107,7 @@ class ClarificationForm(widgets.VBox):
     def __init__(self, request: Mapping[str, Any], on_submit: Callable[[Answer], None] | None) -> None:
         self.request = dict(request)
         self.on_submit = on_submit
+        self.answered = False
         self.fields: list[_Field] = []
         self.choice: widgets.RadioButtons | None = None
         self.text: widgets.Text | widgets.Textarea | None = None
@@ -179,6 +181,8 @@ class ClarificationForm(widgets.VBox):
 
     # -- submitting ---------------------------------------------------------------------------
     def _clicked(self, _button: Any = None) -> None:
+        if self.answered:  # answered elsewhere meanwhile: nothing to send twice
+            return
         try:
             answer = self.answer()
         except UserError as exc:
@@ -205,8 +209,40 @@ class ClarificationForm(widgets.VBox):
         self.status.value = f'<span style="color:#c00">{esc(text)}</span>'
 
     def show_sent(self, answer: Answer) -> None:
+        self.show_answered(answer)
         self.status.value = "✓ Answered — the agent continues below."
-        self.submit.description = "Submitted"
+
+    def show_answered(self, answer: Answer, *, where: str = "") -> None:
+        """Answered (here, by ``%deerflow reply``, in the chat...): read-only, with the answer.
+
+        The inputs show the values given elsewhere where they fit, so the card
+        says one thing wherever the question was answered.
+        """
+        from deerflow_kernel.static import answer_text
+
+        self.answered = True
+        self._fill(answer)
+        self.lock(True)
+        self.submit.description = "Answered"
+        self.submit.button_style = "success"
+        self.submit.icon = "check"
+        for f in self.fields:
+            f.show_message("")
+        place = f" ({where})" if where else ""
+        self.status.value = f"✓ Answered{esc(place)}: {esc(answer_text(answer))}"
+
+    def _fill(self, answer: Answer) -> None:
+        """Put an answer given elsewhere into the inputs (best effort: a value that does not fit is skipped)."""
+        if isinstance(answer, Mapping):
+            for f in self.fields:
+                if f.name in answer:
+                    try:
+                        value = answer[f.name]
+                        f.input.value = tuple(value) if isinstance(value, list) else value
+                    except (TypeError, ValueError, KeyError, traitlets.TraitError):
+                        continue
+        elif self.text is not None and isinstance(answer, str) and not self.text.value:
+            self.text.value = answer
 
 
 def _field_message(message: str, field: _Field) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from deerflow.tools.errors import ToolFailure
 from deerflow_kernel.backend import (
+    ArtifactNotFound,
     Backend,
     BackendError,
     RunHandle,
@@ -40,6 +41,9 @@ class InProcessBackend(Backend):
         return {"backend": "in-process (the harness runs in this kernel)",
                 "config": str(loaded.path.resolve()) if loaded.path else "(none: defaults)",
                 "home": str(self.client._async.home.home), "models": ", ".join(models)}
+
+    def models(self) -> list[str] | None:
+        return [m.name for m in self.client.config.models]
 
     def create_thread(self) -> str:
         return self.client.create_thread()
@@ -78,7 +82,7 @@ class InProcessBackend(Backend):
         try:
             return self.client.read_artifact(thread_id, path)
         except ToolFailure as exc:
-            raise BackendError(exc.message) from None
+            raise (ArtifactNotFound if exc.code == "not_found" else BackendError)(exc.message) from None
 
     def skills(self) -> list[SkillInfo]:
         from deerflow.skills.library import SkillLibrary
@@ -98,6 +102,21 @@ class InProcessBackend(Backend):
             return {"reset": True}
         tools = self.client.mcp_tools() if action == "tools" else None
         return {"servers": self.client.mcp_servers(), **({"tools": tools} if tools is not None else {})}
+
+    def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
+        from deerflow.memory.commands import act_on_home
+
+        return act_on_home(self.client.config, self.client.home.home, self.client.user_id, verb, argument)
+
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        from deerflow.notebooks.host import notebook_action
+
+        async def act() -> dict[str, Any]:
+            manager = await self.client._async.manager()
+            return await notebook_action(manager, user_id=self.client.user_id, thread_id=thread_id,
+                                         action=action, target=target)
+
+        return self.client._call(act())
 
     def close(self) -> None:
         self.client.close()

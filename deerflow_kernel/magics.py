@@ -10,6 +10,8 @@
     %deerflow artifacts [THREAD] | threads | skills | status | help
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
+    %deerflow memory [list | add TEXT | forget ID | clear | export]
+    %deerflow apply [PROPOSAL] | discard [PROPOSAL] | undo [RUN]   (the agent's notebook edits)
 
 User mistakes (bad options, unknown variables, unknown threads, a reply
 that does not fit the question) are shown as one ``UsageError`` line.
@@ -37,6 +39,37 @@ from deerflow_kernel.options import (
 from deerflow_kernel.session import KernelSession
 
 USAGE = __doc__.split("\n\n")[1]
+
+HELP = """\
+%%deerflow runs the DeerFlow agent on the cell body; %deerflow does the same for one line,
+and its subcommands manage threads, files, skills and MCP servers.
+
+Running the agent
+  %%deerflow --new --model research        Start a new thread; {question} is filled from the notebook
+  Research {question} and write a report.  (an undefined {name} is an error; write {{name}} for braces)
+
+  %deerflow Summarise the report in 3 bullets      Continue the current thread in one line
+  %%deerflow --with sales --plan                   Upload the DataFrame `sales`, plan with a todo list
+  %%deerflow --no-context                          Do not send the cells above this one as context
+  result = _; result.load("report.md")             A cell's result; load an output (DataFrame, image, str)
+
+Subcommands
+  %deerflow reply "Upper Midwest"                  Answer the question the last run asked
+  %deerflow reply --field region=Midwest --field depth=brief     ...a form, field by field
+  %deerflow upload data.csv                        Put a file (or a notebook variable) into the thread's uploads
+  %deerflow artifacts                              Show the current thread's presented files (or: artifacts THREAD)
+  %deerflow threads                                List your threads (* marks the current one)
+  %deerflow skills                                 List skills; also: skills install PATH [--replace],
+  %deerflow skills disable data-analysis             skills enable NAME, skills disable NAME
+  %deerflow mcp tools                              MCP servers and their tools (mcp list | tools | reset)
+  %deerflow memory list                            What DeerFlow remembers about you (add TEXT | forget ID | clear | export)
+  %deerflow apply                                  Apply the agent's proposed notebook edits (or: apply PROPOSAL)
+  %deerflow discard                                Discard them instead (or: discard PROPOSAL)
+  %deerflow undo                                   Restore the cells the last run's edits changed (or: undo RUN)
+  %deerflow status                                 Backend, config, models, current thread, last run
+  %deerflow help                                   This help
+
+Stopping a run: the Stop button in its view, or Kernel → Interrupt (also for a run a form continued)."""
 
 
 @magics_class
@@ -73,7 +106,7 @@ class DeerFlowMagics(Magics):
 
     # -- subcommands ----------------------------------------------------------------------------
     def _cmd_help(self, rest: str) -> None:
-        print(USAGE)
+        print(HELP)
         print()
         print(build_parser().format_help())
 
@@ -104,13 +137,12 @@ class DeerFlowMagics(Magics):
         if not self.session.widgets:
             print("\n".join(paths))
             return
-        import ipywidgets as widgets
+        from IPython.display import HTML
 
-        from deerflow_kernel.artifacts import artifact_card
+        from deerflow_kernel.static import artifacts_html
 
-        cards = [artifact_card(p, lambda p=p: backend.read_artifact(thread_id, p),
-                               url=backend.artifact_url(thread_id, p)) for p in paths]
-        display(widgets.VBox(cards))
+        display(HTML(artifacts_html(thread_id, paths, lambda p: backend.read_artifact(thread_id, p),
+                                    backend.artifact_url)))
 
     def _cmd_threads(self, rest: str) -> None:
         _no_args(rest, "threads")
@@ -156,6 +188,28 @@ class DeerFlowMagics(Magics):
         _no_args(rest, "status")
         for key, value in self.session.status().items():
             print(f"{key:>9}: {value}")
+
+    def _cmd_memory(self, rest: str) -> None:
+        """``memory list | add TEXT | forget ID | clear | export``: what DeerFlow remembers about you."""
+        from deerflow.memory.commands import render_text, split_verb
+
+        verb, argument = split_verb(rest)
+        print(render_text(verb, self.session.backend().memory(verb, argument)))
+
+    def _cmd_apply(self, rest: str) -> None:
+        from deerflow_kernel.notebook import edits_command
+
+        edits_command(self.session, "apply", rest)
+
+    def _cmd_discard(self, rest: str) -> None:
+        from deerflow_kernel.notebook import edits_command
+
+        edits_command(self.session, "discard", rest)
+
+    def _cmd_undo(self, rest: str) -> None:
+        from deerflow_kernel.notebook import edits_command
+
+        edits_command(self.session, "undo", rest)
 
     def _cmd_mcp(self, rest: str) -> None:
         from deerflow.mcp.cli import ACTIONS, RESET_TEXT, problem_lines, server_lines, tool_lines

@@ -22,9 +22,10 @@ try:
 except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
-SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp")
+SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp", "memory", "apply",
+               "discard", "undo")
 _VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
-_FLAGS = {"--new", "--plan", "--subagents", "-h", "--help"}
+_FLAGS = {"--new", "--plan", "--subagents", "--no-context", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")
 
 
@@ -48,6 +49,7 @@ class RunOptions:
     replay: str | None = None
     agent: str | None = None
     refs: list[str] = field(default_factory=list)
+    no_context: bool = False
 
     def run_options(self) -> dict[str, Any]:
         """The harness run options (``configurable``) these flags mean."""
@@ -87,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--agent", metavar="NAME", help="run as custom agent NAME (create one with /bootstrap NAME)")
     parser.add_argument("--plan", action="store_true", help="plan mode (the agent keeps a todo list)")
     parser.add_argument("--subagents", action="store_true", help="let the agent delegate to subagents")
+    parser.add_argument("--no-context", action="store_true",
+                        help="do not give the agent the cells above this one as context")
     parser.add_argument("--mode", choices=MODES, help="interaction mode (in-process only)")
     parser.add_argument("--ref", dest="refs", metavar="T", action="append", default=[],
                         help="let the agent read your other thread T for this run (read_conversation); repeatable")

@@ -8,6 +8,12 @@ does not name a variable — or fails to format — is left exactly as written,
 and a malformed brace elsewhere never breaks the rest.  ``{{name}}`` is the
 escape for a literal ``{name}``.
 
+:func:`check_placeholders` runs first: a ``{name}`` whose name the notebook
+does not define is almost always a typo (``{sties}`` for ``{sites}``), so it is
+an error before anything is sent, naming close matches and the escape.
+Braces that cannot be placeholders (``\frac{a}{b}``, ``x^{n}``, code in
+backticks) are not checked.
+
 An attachment turns a notebook variable into an upload named after it: a
 pandas DataFrame (CSV, or Parquet when pyarrow is installed; ``VAR:csv``
 forces CSV), a path (``str`` or ``Path``) to a file, bytes, or JSON-able
@@ -16,6 +22,7 @@ data.  The prompt then names the file so the agent knows where to look.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import io
 import json
@@ -49,6 +56,35 @@ def interpolate(text: str, namespace: Mapping[str, Any]) -> str:
             return match.group(0)
 
     return _PLACEHOLDER.sub(fill, text)
+
+
+_CODE = re.compile(r"```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`", re.S)
+_NOT_AFTER = set("\\}^_$") | set(string.ascii_letters + string.digits)
+
+
+def check_placeholders(text: str, namespace: Mapping[str, Any]) -> None:
+    """Raise when a ``{name}`` names nothing the notebook defines.
+
+    Raises:
+        UserError: one line with the names, close matches, and the ``{{name}}`` escape.
+    """
+    prose = _CODE.sub(lambda m: " " * len(m.group(0)), text)
+    missing: list[str] = []
+    for match in _PLACEHOLDER.finditer(prose):
+        if match.group(2) is None or (match.start() > 0 and prose[match.start() - 1] in _NOT_AFTER):
+            continue
+        name = re.match(r"[A-Za-z_]\w*", match.group(2)).group(0)  # type: ignore[union-attr]
+        if name not in namespace and name not in missing:
+            missing.append(name)
+    if not missing:
+        return
+    known = [n for n in namespace if not n.startswith("_")]
+    hints = []
+    for name in missing:
+        close = difflib.get_close_matches(name, known, n=1)
+        hints.append(f"{{{name}}}" + (f" (did you mean {{{close[0]}}}?)" if close else ""))
+    raise UserError(f"the prompt uses {', '.join(hints)}, not defined in the notebook; define "
+                    f"{'it' if len(missing) == 1 else 'them'} first, or write {{{{{missing[0]}}}}} for literal braces")
 
 
 class _Namespace(dict):

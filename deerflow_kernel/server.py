@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -29,6 +29,7 @@ from deerflow.agents.clarification_reply import prepare_reply
 from deerflow.runtime.events import parse_event
 from deerflow.sandbox.virtual_paths import OUTPUTS
 from deerflow_kernel.backend import (
+    ArtifactNotFound,
     Backend,
     BackendError,
     RunHandle,
@@ -118,10 +119,17 @@ class ServerBackend(Backend):
         return [a["path"] for a in self._json("GET", f"threads/{_q(thread_id)}/artifacts")]
 
     def read_artifact(self, thread_id: str, path: str) -> bytes:
-        return self._request("GET", self._artifact_path(thread_id, path)).content
+        try:
+            return self._request("GET", self._artifact_path(thread_id, path)).content
+        except BackendError as exc:
+            if str(exc).endswith("(404)"):
+                raise ArtifactNotFound(str(exc)) from None
+            raise
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:
-        return self.api + self._artifact_path(thread_id, path)
+        """A server-relative URL (``/base/deerflow/api/...``): it works whatever host name the browser
+        used (``localhost``, ``127.0.0.1``) and behind JupyterHub, where the base path is the user's."""
+        return urlsplit(self.api).path + self._artifact_path(thread_id, path)
 
     def skills(self) -> list[SkillInfo]:
         try:
@@ -146,6 +154,21 @@ class ServerBackend(Backend):
             raise BackendError(f"{target}: the server installs a .skill or .zip archive file")
         return self._json("POST", "skills/install", params={"name": package.name, "replace": str(replace).lower()},
                           content=package.read_bytes())
+
+    def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
+        if verb == "add":
+            return self._json("POST", "memory", json={"text": argument})
+        if verb == "forget":
+            return self._json("DELETE", f"memory/{_q(argument)}")
+        if verb == "clear":
+            return self._json("DELETE", "memory")
+        return self._json("GET", "memory/export" if verb == "export" else "memory")
+
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+        if action == "list":
+            return self._json("GET", f"threads/{_q(thread_id)}/notebook-edits")
+        body = {"run_id": target} if action == "undo" else {"proposal_id": target}
+        return self._json("POST", f"threads/{_q(thread_id)}/notebook-edits/{action}", json=body)
 
     def close(self) -> None:
         self._http.close()

@@ -10,13 +10,22 @@ clarification form has started.
 Running never blocks on a person: a clarification ends the run, and the
 form's submit starts the next run on a background thread that streams into
 the same view.  A kernel interrupt while a cell streams cancels the run and
-still shows how it ended.
+still shows how it ended; so does Kernel → Interrupt while a run continued
+from a form streams in the background (the kernel is idle then, so the
+session hooks the handler ipykernel restores between requests), and every
+live view has a Stop button.
+
+One truth per question: however a question is answered (its form, ``%deerflow
+reply``, ``result.reply``, a later prompt on the thread), every view showing it
+turns read-only with the answer, and a run continued from a form updates the
+waiting cell's :class:`RunResult` in place to the run's final state.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,9 +35,15 @@ from typing import Any
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow_kernel.backend import Backend, RunHandle, UploadInfo, backend_key, select_backend
+from deerflow_kernel.notebook import context_option, show_proposals
 from deerflow_kernel.options import RunOptions
-from deerflow_kernel.prompt import attachments_note, interpolate, make_attachment
-from deerflow_kernel.result import RunResult
+from deerflow_kernel.prompt import (
+    attachments_note,
+    check_placeholders,
+    interpolate,
+    make_attachment,
+)
+from deerflow_kernel.result import RunResult, adopt
 
 EVENT_LOG_ENV = "DEERFLOW_EVENT_LOG"
 _CARRIED = ("model_name",)  # options a new prompt inherits from the thread's last run
@@ -60,6 +75,10 @@ class KernelSession:
         self._backend_key: tuple[str, ...] | None = None
         self._thread_options: dict[str, dict[str, Any]] = {}
         self._continuations: dict[str, _Continuation] = {}
+        self._waiting: dict[str, tuple[Any, RunResult]] = {}  # request id -> (view, the cell's result)
+        self._background: set[Any] = set()  # views a form's run streams into
+        self._idle_sigint: Any = None
+        self._sigint_armed = False
         self._lock = threading.Lock()
 
     # -- backend ------------------------------------------------------------------------------
@@ -75,6 +94,7 @@ class KernelSession:
             return self._backend
 
     def close(self) -> None:
+        self.disarm_interrupt()
         if self._backend is not None:
             self._backend.close()
             self._backend = None
@@ -83,11 +103,15 @@ class KernelSession:
     def run(self, body: str, options: RunOptions) -> RunResult:
         """Run the agent on ``body`` (a cell) with ``options``; shows the live view, returns the result."""
         namespace = self.shell.user_ns
+        check_placeholders(body, namespace)
         prompt = interpolate(body, namespace).strip()
         if not prompt:
             raise UserError("the prompt is empty: write what the agent should do in the cell")
         attachments = [make_attachment(spec, namespace) for spec in options.with_vars]
         backend = self.backend()
+        self._check_model(backend, options.model)
+        if options.thread:
+            self._check_thread(backend, options.thread)
         thread_id = options.thread or (None if options.new else self.thread_id)
         if thread_id is None:
             thread_id = backend.create_thread()
@@ -97,10 +121,29 @@ class KernelSession:
         prompt += attachments_note(uploaded)
         run_options = {**{k: v for k, v in self._thread_options.get(thread_id, {}).items() if k in _CARRIED},
                        **options.run_options()}
-        handle = backend.start(prompt, thread_id, run_options)
+        context = context_option(self.shell, backend.kind, enabled=not options.no_context)
+        handle = backend.start(prompt, thread_id, {**run_options, **context})
+        self._settle_waiting(thread_id, prompt, where="by a later prompt on this thread")
         self.thread_id = thread_id
         self._thread_options[thread_id] = run_options
         return self._follow_foreground(handle)
+
+    @staticmethod
+    def _check_model(backend: Backend, model: str | None) -> None:
+        """``--model`` must name a configured model; the error lists them."""
+        known = backend.models() if model else None
+        if model and known is not None and model not in known:
+            raise UserError(f"unknown model {model!r}; configured models: {', '.join(known) or '(none)'}")
+
+    @staticmethod
+    def _check_thread(backend: Backend, thread_id: str) -> None:
+        """``--thread`` must name one of the user's threads; the error lists the recent ones."""
+        threads = backend.threads()
+        if any(t.thread_id == thread_id for t in threads):
+            return
+        recent = ", ".join(t.thread_id[:12] for t in threads[:5])
+        raise UserError(f"unknown thread {thread_id!r}" + (f"; recent threads: {recent} "
+                        "(%deerflow threads lists them all)" if recent else "; you have no threads yet"))
 
     def reply(self, answer: Any, *, thread_id: str | None = None, answering: RunResult | None = None) -> RunResult:
         """Answer the thread's clarification and stream the next run into a new view.
@@ -120,12 +163,24 @@ class KernelSession:
             if continuation.result is not None:
                 return continuation.result
         handle = self.backend().start_reply(thread_id, answer, self._thread_options.get(thread_id, {}))
+        self._settle_waiting(thread_id, answer, where="from a later cell")
         self.thread_id = thread_id
         return self._follow_foreground(handle)
+
+    def _settle_waiting(self, thread_id: str, answer: Any, *, where: str) -> None:
+        """A new run on ``thread_id`` answers whatever it waited on: those forms turn read-only."""
+        for request_id, (view, result) in list(self._waiting.items()):
+            if result.thread_id == thread_id:
+                del self._waiting[request_id]
+                view.mark_answered(request_id, answer, where=where)
+                result.answered_elsewhere = where
+                result.refresh()
 
     def _pending_request_id(self, thread_id: str, answering: RunResult | None) -> str | None:
         result = answering or (self.last_result if self.last_result and self.last_result.thread_id == thread_id
                                else None)
+        if result is not None and getattr(result, "answered_request", None):
+            return result.answered_request
         if result is None or result.clarification is None:
             return None
         return str(result.clarification.get("request_id"))
@@ -135,13 +190,21 @@ class KernelSession:
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result
+        show_proposals(self, result)  # the run's notebook edit proposals: diff, Apply / Discard
+        self._remember_waiting(view, result)
         return result
+
+    def _remember_waiting(self, view: Any, result: RunResult) -> None:
+        if result.waiting and result.clarification is not None and hasattr(view, "mark_answered"):
+            self._waiting[str(result.clarification.get("request_id"))] = (view, result)
 
     def follow(self, handle: RunHandle, view: Any, *, interruptible: bool) -> RunResult:
         """Render a run's events until it ends; an interrupt (Ctrl-C / kernel interrupt) cancels it."""
         events: list[Any] = []
         log = _EventLog.from_env()
         cancelling = False
+        if hasattr(view, "attach"):
+            view.attach(handle.cancel, background=not interruptible)
         while True:
             try:
                 event = handle.next_event()
@@ -192,6 +255,8 @@ class KernelSession:
         self._continuations[request_id] = continuation
         thread_id = view.thread_id
         form = view.forms.get(request_id)
+        waiting = self._waiting.pop(request_id, None)
+        self._arm_interrupt()
 
         def work() -> None:
             try:
@@ -201,16 +266,66 @@ class KernelSession:
                     form.show_error(str(exc))
                 continuation.done.set()  # with no result: a later reply answers afresh
                 return
+            view.mark_answered(request_id, answer, refresh=False)  # the next run streams into it
             if form is not None:
                 form.show_sent(answer)
-            view.begin_reply(answer)
+            view.begin_reply(answer, request_id)
+            self._background.add(view)
             try:
-                continuation.result = self.follow(handle, view, interruptible=False)
-                self.last_result = continuation.result
+                result = continuation.result = self.follow(handle, view, interruptible=False)
+                self.last_result = result
+                if waiting is not None:  # the cell that asked now holds the run's final state
+                    adopt(waiting[1], result, answered_request=request_id)
+                self._remember_waiting(view, result)
             finally:
+                self._background.discard(view)
                 continuation.done.set()
 
         threading.Thread(target=work, name="deerflow-form-reply", daemon=True).start()
+
+    # -- Kernel → Interrupt for runs in the background -------------------------------------------
+    def _arm_interrupt(self) -> None:
+        """Make SIGINT cancel the runs forms started, while the kernel is idle.
+
+        ipykernel ignores SIGINT between requests and, around each request,
+        swaps in ``default_int_handler`` and then restores the handler it
+        saved.  Replacing that saved handler (or, outside a request, the
+        process handler) makes Kernel → Interrupt reach a run that streams in
+        the background; with no such run, the previous handler acts as before.
+        """
+        if self._sigint_armed:
+            return
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is not None and hasattr(kernel, "saved_sigint_handler"):
+            self._idle_sigint, kernel.saved_sigint_handler = kernel.saved_sigint_handler, self._on_sigint
+        elif threading.current_thread() is threading.main_thread():
+            self._idle_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+        else:
+            return
+        self._sigint_armed = True
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        views = [v for v in list(self._background) if v.live]
+        if views:
+            for view in views:
+                view.request_stop()
+            return
+        previous = self._idle_sigint
+        if callable(previous):
+            previous(signum, frame)
+        elif previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+    def disarm_interrupt(self) -> None:
+        """Put back the SIGINT handler :meth:`_arm_interrupt` replaced (extension unload, tests)."""
+        if not self._sigint_armed:
+            return
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is not None and getattr(kernel, "saved_sigint_handler", None) == self._on_sigint:
+            kernel.saved_sigint_handler = self._idle_sigint
+        elif signal.getsignal(signal.SIGINT) == self._on_sigint and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._idle_sigint)
+        self._sigint_armed = False
 
     # -- files and listings -------------------------------------------------------------------
     def upload(self, target: str) -> UploadInfo:

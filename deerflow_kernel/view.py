@@ -9,14 +9,20 @@ code: JupyterLab, Notebook 7 and VS Code render it as they render any
 ipywidget.
 
 The view follows a *thread*: when its clarification form is submitted, the
-next run streams into the same view.  For viewers without a widget manager
-(GitHub, nbconvert) the display also carries a markdown transcript, kept
-current when the run ends.
+next run streams into the same view.  While a run streams, the header has a
+**Stop** button.
+
+Widgets only live as long as the kernel, so live widgets are shown only while
+a run is live or waiting for an answer.  When it settles, :meth:`RunView.finish`
+replaces the display with the static rendering of :mod:`deerflow_kernel.static`
+(HTML, markdown and plain text), which is what a saved notebook keeps: reopened
+without a kernel, or shown by nbviewer, GitHub or ``nbconvert``, it shows what
+the user saw.  A waiting view carries that rendering as a fallback beside the
+widget, with the form's fields and the ``%deerflow reply`` line that answers it.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -24,11 +30,22 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 from IPython.display import display
 
+from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
 from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
+from deerflow_kernel.static import (
+    Answered,
+    Note,
+    Snapshot,
+    StaticRun,
+    args_html,
+    short_args,
+    static_html,
+)
+from deerflow_kernel.static import transcript_markdown as _markdown
 
 TEXT_PUSH_SECONDS = 0.1
 _STATUS = {"success": "done", "interrupted": "waiting for your answer", "cancelled": "cancelled", "error": "failed",
@@ -90,6 +107,7 @@ class RunView(widgets.VBox):
         self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
         self._cards: dict[str, widgets.Widget] = {}
         self._model = ""
+        self._error: str | None = None
         self.forms: dict[str, ClarificationForm] = {}
         self.header = widgets.HTML()
         self.notices = widgets.HTML()
@@ -100,7 +118,14 @@ class RunView(widgets.VBox):
         self.changes = widgets.HTML()
         self.receipt = widgets.HTML()
         self._handle: Any = None
-        parts = [self.header, self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
+        self._artifact_data: dict[str, bytes | str] = {}
+        self.answers: dict[str, Answered] = {}
+        self._cancel: Callable[[], Any] | None = None
+        self.stop = widgets.Button(description="Stop", icon="stop", button_style="danger", tooltip="Cancel this run",
+                                   layout=widgets.Layout(width="auto"))
+        self.stop.on_click(self._stop_clicked)
+        hidden(self.stop, True)
+        parts = [widgets.HBox([self.header, self.stop]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
                  self.changes, self.receipt]
         super().__init__(parts, layout=widgets.Layout(border_left="3px solid #4a90d9", padding="2px 8px"))
         for part in (self.notices, self.todos, self.subagents, self.artifacts, self.changes, self.receipt):
@@ -112,11 +137,69 @@ class RunView(widgets.VBox):
         self._handle = display(self, display_id=True)
 
     def finish(self) -> None:
-        """Refresh the display so static viewers get the final transcript."""
+        """The run settled: a waiting view keeps its live form, anything else becomes static."""
+        self.detach()
         if self._handle is not None:
-            self._handle.update(self)
+            self._handle.update(self if self.waiting else self.static())
+
+    @property
+    def waiting(self) -> bool:
+        """True while the view's last run waits on a question nobody has answered yet."""
+        return self.status == "interrupted" and any(rid not in self.answers for rid in self.forms)
+
+    @property
+    def live(self) -> bool:
+        return self._cancel is not None
+
+    def static(self) -> StaticRun:
+        """The view as static HTML / markdown (what a saved notebook keeps)."""
+        return StaticRun(static_html(self.snapshot()), self.summary_markdown())
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(events=list(self.events), status=self.status, thread_id=self.thread_id, model=self._model,
+                        error=self._error, artifacts=dict(self._artifact_data), answers=dict(self.answers),
+                        subagents_html=self._subagents.html(), changes_html=self.changes.value,
+                        receipt_html=self.receipt.value, artifact_url=self._url)
+
+    def attach(self, cancel: Callable[[], Any], *, background: bool = False) -> None:
+        """A run is streaming into this view: show Stop (``cancel`` cancels the run)."""
+        self._cancel = cancel
+        hidden(self.stop, False)
+        self.stop.disabled = False
+        if background:
+            self.note("Running in the background: Stop (or Kernel → Interrupt) cancels it.")
+
+    def detach(self) -> None:
+        self._cancel = None
+        hidden(self.stop, True)
+
+    def request_stop(self) -> None:
+        """Cancel the run streaming into this view (Stop button, kernel interrupt)."""
+        cancel = self._cancel
+        if cancel is None:
+            return
+        self.stop.disabled = True
+        self.note("Stopping the run…")
+        cancel()
+
+    def _stop_clicked(self, _button: Any = None) -> None:
+        self.request_stop()
+
+    def mark_answered(self, request_id: str, answer: Any, *, where: str = "", refresh: bool = True) -> None:
+        """The question was answered (here or anywhere else): the form turns read-only with the answer.
+
+        A view that is no longer live is re-rendered, so the saved notebook shows the answer too.
+        """
+        form = self.forms.get(request_id)
+        if form is None or request_id in self.answers:
+            return
+        self.answers[request_id] = Answered(request_id, answer, where)
+        form.show_answered(answer, where=where)
+        if refresh and not self.live and self._handle is not None:
+            self._handle.update(self if self.waiting else self.static())
 
     def note(self, text: str) -> None:
+        self.events.append(Note(text))
         self._append(widgets.HTML(f"<i style='color:#777'>{esc(text)}</i>"))
 
     def render(self, event: Any) -> None:
@@ -125,9 +208,12 @@ class RunView(widgets.VBox):
         if handler is not None:
             handler(event)
 
-    def begin_reply(self, answer: Answer) -> None:
+    def begin_reply(self, answer: Answer, request_id: str = "") -> None:
         """Mark, in the transcript, the answer that starts the next run."""
-        shown = answer if isinstance(answer, str) else ", ".join(f"{k}: {v}" for k, v in answer.items())
+        from deerflow_kernel.static import answer_text
+
+        self.events.append(Answered(request_id, answer))
+        shown = answer_text(answer)
         self._append(widgets.HTML(f"<div style='margin:6px 0;color:#2a6'>↳ <b>You answered:</b> {esc(shown)}</div>"))
 
     # -- events ---------------------------------------------------------------------------------
@@ -147,8 +233,7 @@ class RunView(widgets.VBox):
         if self._group is None:
             self._group = widgets.Accordion(selected_index=None)
             self._append(self._group)
-        args = json.dumps(e.args, ensure_ascii=False, indent=1)
-        detail = widgets.HTML(f"<pre style='max-height:240px;overflow:auto;margin:0'>{esc(args[:4000])}</pre>")
+        detail = widgets.HTML(args_html(e.args))
         group = self._group
         group.children = (*group.children, detail)
         group.set_title(len(group.children) - 1, f"⋯ {e.name}  {_short_args(e.args)}")
@@ -176,7 +261,17 @@ class RunView(widgets.VBox):
     def _on_artifact(self, e: ev.Artifact) -> None:
         thread = e.thread_id
         url = self._url(thread, e.path) if self._url else None
-        card = artifact_card(e.path, lambda: self._read(thread, e.path), url=url,
+
+        def read() -> bytes:
+            try:
+                data = self._read(thread, e.path)
+            except (UserError, OSError) as exc:
+                self._artifact_data[e.path] = str(exc)
+                raise
+            self._artifact_data[e.path] = data
+            return data
+
+        card = artifact_card(e.path, read, url=url,
                              hint=f'result.load("{e.name}")')
         old = self._cards.get(e.path)
         self._cards[e.path] = card
@@ -207,7 +302,8 @@ class RunView(widgets.VBox):
     def _on_run_finished(self, e: ev.RunFinished) -> None:
         for block in self._blocks.values():  # text a cancelled run streamed but never completed
             block.push()
-        self.status = e.status
+        self.status, self._error = e.status, e.error
+        self.detach()
         self._set_header(e.error)
         self.receipt.value = receipt_html(e.receipt)
         hidden(self.receipt, not self.receipt.value)
@@ -238,19 +334,16 @@ class RunView(widgets.VBox):
 
     def summary_markdown(self) -> str:
         """A markdown transcript of the view so far (the static fallback)."""
-        return transcript_markdown(self.events)
+        return _markdown(self.events, self.answers)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget, with the static rendering as the fallback for viewers without widgets."""
         bundle = super()._repr_mimebundle_(**kwargs) or {}
-        summary = self.summary_markdown()
-        return {**bundle, "text/markdown": summary, "text/plain": summary}
+        static = self.static()
+        return {**bundle, **static._repr_mimebundle_()}
 
 
-def _short_args(args: dict[str, Any]) -> str:
-    for key in ("path", "filepaths", "command", "code", "query", "question", "url", "prompt"):
-        if key in args:
-            return first_line(str(args[key]), 70)
-    return ""
+_short_args = short_args
 
 
 def changes_html(changes: dict[str, Any]) -> str:
@@ -288,23 +381,5 @@ def receipt_html(receipt: dict[str, Any] | None) -> str:
 
 
 def transcript_markdown(events: list[Any]) -> str:
-    """What the run said and did, as markdown (for viewers without widgets)."""
-    lines: list[str] = []
-    texts: dict[str, str] = {}
-    for e in events:
-        if isinstance(e, ev.Message):
-            texts[e.message_id] = e.text
-            lines.append(e.text.strip())
-        elif isinstance(e, ev.ToolCall):
-            lines.append(f"- → `{e.name}` {_short_args(e.args)}")
-        elif isinstance(e, ev.ToolResult):
-            lines.append(f"  - {'✓' if e.status == 'success' else '✗'} {first_line(e.text, 100)}")
-        elif isinstance(e, ev.Clarification):
-            lines.append(f"**Question:** {e.request.get('question', '')}")
-        elif isinstance(e, ev.Artifact):
-            lines.append(f"- artifact: `{e.path}`")
-        elif isinstance(e, ev.Error):
-            lines.append(f"**✗ {e.kind} error:** {e.message}")
-        elif isinstance(e, ev.RunFinished):
-            lines.append(f"*DeerFlow run {_STATUS.get(e.status, e.status)}* (thread `{e.thread_id}`)")
-    return "\n\n".join(line for line in lines if line) or "*DeerFlow: starting…*"
+    """What the run said and did, as markdown (see :func:`deerflow_kernel.static.transcript_markdown`)."""
+    return _markdown(events)

@@ -19,7 +19,9 @@ from deerflow.errors import UserError
 PUBLIC_OPTIONS = frozenset({
     "model_name", "thinking_enabled", "is_plan_mode", "subagent_enabled", "max_concurrent_subagents",
     "max_total_subagents", "agent_name", "is_bootstrap",
+    "memory",  # false: the run neither sees nor teaches the user's memory (--no-memory)
     "referenced_threads",  # other threads of the user this request points at (grants read_conversation)
+    "notebook_context", "notebook_edits",  # the calling notebook (read-only context); propose | apply
 })
 # Interaction-policy keys: internal callers only (never obeyed from HTTP).
 INTERNAL_OPTIONS = frozenset(INTERNAL_CONTEXT_KEYS)

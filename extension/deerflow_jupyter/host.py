@@ -14,6 +14,7 @@ from pathlib import Path
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
 from deerflow.errors import ConfigError
+from deerflow.notebooks.access import NOTEBOOKS_SERVICE, NotebookAccess
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime.manager import RunManager
 
@@ -24,10 +25,14 @@ class HarnessHost:
     Args:
         config_path: ``config.yaml`` to use (None: the standard lookup).
         home: ``$DEERFLOW_HOME`` (None: the environment's).
+        notebooks: The user's notebooks (the server's ContentsManager), handed to runs as
+            ``services["notebooks"]``; None: the notebook tools say they are unavailable.
     """
 
-    def __init__(self, *, config_path: str | None = None, home: str | None = None) -> None:
+    def __init__(self, *, config_path: str | None = None, home: str | None = None,
+                 notebooks: NotebookAccess | None = None) -> None:
         self.config_path = config_path
+        self.notebooks = notebooks
         self.home = HomePaths(Path(home).expanduser() if home else default_home())
         self._manager: RunManager | None = None
         self._lock = asyncio.Lock()
@@ -55,10 +60,13 @@ class HarnessHost:
         async with self._lock:
             if self._manager is None:
                 self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
+                if self.notebooks is not None:
+                    self._manager.services[NOTEBOOKS_SERVICE] = self.notebooks
             return self._manager
 
-    async def close(self) -> None:
+    async def close(self, *, reason: str | None = None) -> None:
+        """Close the run manager; with ``reason``, its active runs are recorded ``interrupted: {reason}``."""
         async with self._lock:
             if self._manager is not None:
-                await self._manager.close()
+                await self._manager.close(reason=reason)
                 self._manager = None

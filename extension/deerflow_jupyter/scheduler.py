@@ -29,11 +29,15 @@ class ServerScheduler:
     Args:
         host: The server's harness host (its run manager opens lazily).
         interval: Seconds between ticks.
+        user_id: Run only this user's schedules (a single-user server: under JupyterHub the
+            users' servers share one home, and bob's schedules must not run in alice's server).
+            None: every user's.
     """
 
-    def __init__(self, host: HarnessHost, *, interval: float = 30.0) -> None:
+    def __init__(self, host: HarnessHost, *, interval: float = 30.0, user_id: str | None = None) -> None:
         self.host = host
         self.interval = interval
+        self.user_id = user_id
         self.store = ScheduleStore(host.home.database)
         self._scheduler: Scheduler | None = None
         self._task: asyncio.Task[None] | None = None
@@ -65,7 +69,7 @@ class ServerScheduler:
     async def _loop(self) -> None:
         while True:
             try:
-                await (await self.scheduler()).tick()
+                await (await self.scheduler()).tick(user_id=self.user_id)
             except UserError as exc:  # a broken config.yaml: say so, try again later
                 logger.error("DeerFlow scheduler: %s", exc)
             except (sqlite3.Error, OSError) as exc:

@@ -1,6 +1,8 @@
 """``deerflow``: run the agent from a terminal.
 
     deerflow run "PROMPT" [--thread ID] [--model NAME] [--mode M] [--skill S] [--json]
+    deerflow run --thread ID --continue          (resume a run the server's stop or a cancel ended)
+    deerflow usage [--by user|thread|day|model] [--since YYYY-MM-DD] [--all-users] [--json]
     deerflow reply THREAD ["ANSWER"] [--field NAME=VALUE ...] [--json]
     deerflow threads
     deerflow mcp list|tools|reset
@@ -9,6 +11,7 @@
     deerflow batches list|status ID|export ID [--out F]|cancel ID|worker [--until-idle]
     deerflow agents list|show NAME|delete NAME|new NAME ["WHAT IT IS FOR"] [--display-name X]
     deerflow schedule add "PROMPT" --cron EXPR [--agent A] [--thread T] [--tz Z]|list|remove ID|runs ID|run-due
+    deerflow memory list [--json]|add "TEXT"|forget ID|clear|export [--out F]
     deerflow doctor [--repair] [--json]
     deerflow demo [--out DIR]
     deerflow lab [--dir DIR] [JUPYTER LAB OPTIONS]
@@ -34,23 +37,27 @@ import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from deerflow.agents.clarification_form import field_hint
 from deerflow.config.paths import UnsafeIdError, default_home, default_user
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import UserError
 from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
-from deerflow.runtime import events as ev
+from deerflow.memory import cli as memory_cli
 from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
 from deerflow.tools.errors import ToolFailure
 
+if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--help` stays fast
+    from deerflow.runtime import events as ev
+
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
 RUN_FAILURE_LOGGER = "deerflow.runtime.execution"  # its failures also arrive as the run's error event
 EXAMPLES_DIR = Path("~/deerflow-notebooks")  # where `deerflow lab` puts the example notebooks
+USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,8 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="print tracebacks of failures (runs, the CLI itself)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the agent on a prompt and stream its progress")
-    run.add_argument("prompt")
+    run.add_argument("prompt", nargs="?", help="what the agent should do (optional with --continue)")
     run.add_argument("--thread", help="continue this thread (default: a new one)")
+    run.add_argument("--continue", dest="resume", action="store_true",
+                     help="resume the thread's last run, ended by a server stop, a crash or a cancel")
     run.add_argument("--model", help="model name from config.yaml")
     run.add_argument("--mode", help="interaction mode: interactive, scheduled, webhook, autonomous")
     run.add_argument("--skill", help="activate a skill for this turn (same as starting the prompt with /NAME)")
@@ -73,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--record", metavar="FILE", help="record the model's answers to a cassette")
     run.add_argument("--replay", metavar="FILE", help="replay model answers from a cassette (offline)")
     run.add_argument("--json", action="store_true", help="print one JSON event per line")
+    run.add_argument("--no-memory", action="store_true",
+                     help="this run neither sees nor teaches your memory (see `deerflow memory`)")
     run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     reply = sub.add_parser("reply", help="answer a thread's clarification and continue the run")
     reply.add_argument("thread")
@@ -82,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     reply.add_argument("--json", action="store_true", help="print one JSON event per line")
     reply.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub.add_parser("threads", help="list your threads")
+    usage = sub.add_parser("usage", help="tokens used by your runs (per day, thread, user or model)")
+    usage.add_argument("--by", choices=USAGE_GROUPINGS, default="day", help="group by (default: day)")
+    usage.add_argument("--since", metavar="YYYY-MM-DD", help="only runs started on or after this day (UTC)")
+    usage.add_argument("--all-users", action="store_true",
+                       help="every user of this DEERFLOW_HOME (an operator's view; needs access to its files)")
+    usage.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     add_mcp_parser(sub)
     arts = sub.add_parser("artifacts", help="list a thread's presented artifacts")
     arts.add_argument("thread")
@@ -89,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     batches_cli.add_parser(sub)
     add_agents_parser(sub)
     add_schedule_parser(sub)
+    memory_cli.add_parser(sub)
     doctor = sub.add_parser("doctor", help="check config, storage files and the sandbox; exit 1 if broken")
     doctor.add_argument("--repair", action="store_true",
                         help="move broken store files aside (renamed, never deleted) and start empty ones")
@@ -190,6 +208,8 @@ def _first_line(exc: BaseException) -> str:
 def _dispatch(client: Any, args: argparse.Namespace) -> int:
     if args.command == "mcp":
         return run_mcp_command(client, args)
+    if args.command == "usage":
+        return _usage(client, args)
     if args.command == "threads":
         for t in client.threads():
             print(f"{t.thread_id}  {t.title or '(untitled)'}")
@@ -207,6 +227,8 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
         return run_agents_command(client, args, render=_render_run)
     if args.command == "schedule":
         return run_schedule_command(client, args)
+    if args.command == "memory":
+        return memory_cli.run(client, args)
     if args.command == "reply":
         answer = parse_reply_args(args.answer, args.field)
         return _render_run(client, client.stream_reply(args.thread, answer), as_json=args.json)
@@ -214,16 +236,23 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
 
 
 def _run(client: Any, args: argparse.Namespace) -> int:
+    if args.resume:
+        args.prompt = continuation_prompt(client, args.thread, args.prompt)
+    elif not args.prompt:
+        raise UserError("give a prompt (or --thread ID --continue to resume a stopped run)")
     prompt = args.prompt if not args.skill else f"/{args.skill} {args.prompt}"
     options = {k: v for k, v in {
         "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
         "record": args.record, "replay": args.replay,
         "agent_name": args.agent, "referenced_threads": args.ref or None,
+        "memory": False if args.no_memory else None,
     }.items() if v is not None}
     return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json)
 
 
 def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
+    from deerflow.runtime import events as ev
+
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
     finished: ev.RunFinished | None = None
     for event in events:
@@ -237,6 +266,61 @@ def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
               file=sys.stderr)
         return EXIT_STOPPED
     return 0 if finished is not None and finished.status in {"success", "interrupted"} else 1
+
+
+CONTINUE_PROMPT = ("Continue the task from where you stopped: your previous run was interrupted ({reason}). "
+                   "Tool calls that did not finish were not completed; check their effects and redo what is missing.")
+RESUMABLE = ("error", "cancelled", "stopped")
+
+
+def continuation_prompt(client: Any, thread_id: str | None, extra: str | None) -> str:
+    """The prompt that resumes ``thread_id``'s last run (UserError when there is nothing to continue)."""
+    if not thread_id:
+        raise UserError("--continue needs --thread ID (the thread whose run to resume)")
+    client.thread(thread_id)  # unknown or foreign thread: one line
+    runs = _store(client).list_runs(thread_id, client.user_id)
+    last = runs[-1] if runs else None
+    if last is None or last.status not in RESUMABLE:
+        state = f"its last run ended {last.status}" if last else "it has no run yet"
+        raise UserError(f"thread {thread_id} has nothing to continue: {state}")
+    reason = (last.error or last.status).removeprefix("interrupted: ")
+    prompt = CONTINUE_PROMPT.format(reason=reason)
+    return f"{prompt}\n\n{extra}" if extra else prompt
+
+
+def _store(client: Any) -> Any:
+    """The run records of the client's home, read without starting the runtime's services."""
+    from deerflow.persistence.store import MetadataStore
+
+    return MetadataStore(client._async.home.database)
+
+
+def _usage(client: Any, args: argparse.Namespace) -> int:
+    try:
+        from deerflow.runtime.usage import parse_since
+
+        since = parse_since(args.since)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    store = _store(client)
+    from deerflow.runtime.usage import usage_report
+
+    rows = usage_report(store.runs_since(since, user_id=None if args.all_users else client.user_id), by=args.by)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows]))
+        return 0
+    if not rows:
+        print("no usage recorded" + (f" since {args.since}" if args.since else ""))
+        return 0
+    width = max(len(args.by), *(len(r.key) for r in rows))
+    print(f"{args.by:<{width}}  {'runs':>5}  {'tokens':>12}  {'input':>12}  {'output':>12}  calls")
+    for r in rows:
+        d = r.to_dict()
+        total = f"{d['total_tokens']:,}" if d["total_tokens"] is not None else "unknown"
+        unknown = f" ({d['unknown_calls']} without usage)" if d["unknown_calls"] else ""
+        print(f"{r.key:<{width}}  {d['runs']:>5}  {total:>12}  {d['input_tokens']:>12,}  {d['output_tokens']:>12,}"
+              f"  {d['calls']}{unknown}")
+    return 0
 
 
 def parse_reply_args(text: str | None, fields: Sequence[str]) -> Any:
@@ -379,6 +463,9 @@ class TerminalRenderer:
             shown = produced - len(receipt.get("unpresented", []))
             line += f" — delivery: {receipt['status']} ({shown} of {produced} new outputs presented)"
         self._line(line)
+        from deerflow.runtime.usage import summary_line
+
+        self._line(f"  {summary_line(e.usage)}")
 
 
 def _doctor(args: argparse.Namespace) -> int:

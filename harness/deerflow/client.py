@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
@@ -22,7 +22,7 @@ from deerflow.config.paths import HomePaths, default_home, default_user
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
-from deerflow.mcp.manager import MCP_SERVICE, McpManager
+from deerflow.mcp.keys import MCP_SERVICE
 from deerflow.persistence.store import ThreadRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
@@ -31,6 +31,9 @@ from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
 from deerflow.tools.builtins.agent_tools import host_catalog
+
+if TYPE_CHECKING:
+    from deerflow.mcp.manager import McpManager
 
 T = TypeVar("T")
 
@@ -61,6 +64,12 @@ class RunResult:
         """The guard that ended the run (status ``stopped``), e.g. ``loop_detection``."""
         finished = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)
         return finished.stopped_by if finished is not None else None
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """The run's provider-reported token usage (totals, ``by_model``, ``by_source``); None without model calls."""
+        finished = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)
+        return finished.usage if finished is not None else None
 
     @property
     def notices(self) -> list[Any]:
@@ -100,6 +109,7 @@ class AsyncDeerFlowClient:
         self.home = HomePaths(Path(home).expanduser() if home else default_home())
         self.user_id = user_id or default_user()
         self._manager: RunManager | None = None
+        self._opening: asyncio.Future[RunManager] | None = None
 
     @property
     def config(self) -> Any:
@@ -107,8 +117,27 @@ class AsyncDeerFlowClient:
         return (self._manager.loaded if self._manager is not None else self._loaded).config
 
     async def manager(self) -> RunManager:
+        """The run manager, opened on first use; concurrent first calls share one opening
+        (two managers on one home would leave one unclosed, its database thread alive)."""
         if self._manager is None:
-            self._manager = await RunManager.open(loaded=self._loaded, home=self.home)
+            opening = self._opening
+            if opening is None or opening.get_loop() is not asyncio.get_running_loop():
+                opening = self._opening = asyncio.ensure_future(
+                    RunManager.open(loaded=self._loaded, home=self.home))
+            try:
+                manager = await asyncio.shield(opening)
+            finally:
+                if opening.done() and self._opening is opening:
+                    self._opening = None
+            if self._manager is None:
+                self._manager = manager
+                # no Jupyter server here: the user's notebooks are files under the notebook root
+                from deerflow.notebooks.access import (  # nbformat: lazy
+                    NOTEBOOKS_SERVICE,
+                    FileNotebookAccess,
+                )
+
+                manager.services.setdefault(NOTEBOOKS_SERVICE, FileNotebookAccess.from_env())
         return self._manager
 
     async def aclose(self) -> None:
@@ -339,6 +368,10 @@ class DeerFlowClient:
     @property
     def user_id(self) -> str:
         return self._async.user_id
+
+    @property
+    def home(self) -> HomePaths:
+        return self._async.home
 
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

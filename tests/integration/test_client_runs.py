@@ -200,3 +200,17 @@ def test_lab_passes_its_options_to_jupyter_lab_and_unknown_options_elsewhere_are
     assert lab.returncode == 0 and lab.stdout.strip() == jupyterlab.__version__
     wrong = cli("threads", "--bogus", home=deerflow_home, cwd=tmp_path)
     assert wrong.returncode == 2 and "unrecognized arguments: --bogus" in wrong.stderr
+
+
+async def test_concurrent_first_calls_open_one_manager(deerflow_home) -> None:
+    """Two runs gathered before any manager exists share one (a second would never be closed)."""
+    import asyncio as _asyncio
+
+    from deerflow.client import AsyncDeerFlowClient
+
+    client = AsyncDeerFlowClient()
+    try:
+        first, second = await _asyncio.gather(client.manager(), client.manager())
+        assert first is second
+    finally:
+        await client.aclose()

@@ -94,7 +94,7 @@ def usage_error(ip: InteractiveShell, source: str) -> str:
 
 def test_a_cell_runs_with_interpolation_and_returns_a_result_that_loads_files(shell, deerflow_home, capsys):
     shell.user_ns["topic"] = "deer"
-    result = run(shell, '%%deerflow --model write\nReport on {topic}; keep {"json": true} and {missing} as written').result
+    result = run(shell, '%%deerflow --model write\nReport on {topic}; keep {"json": true} and {{missing}} as written').result
     assert result.status == "success" and result.text == "Both files are presented."
     assert result.artifacts == ["/mnt/user-data/outputs/table.csv", "/mnt/user-data/outputs/report.md"]
     table = result.load("table.csv")
@@ -120,7 +120,8 @@ def test_a_cell_runs_with_interpolation_and_returns_a_result_that_loads_files(sh
     ("%%deerflow\n   \n", "the prompt is empty"),
     ("%%deerflow --with nothing_here\nhi", "no variable named 'nothing_here'"),
     ("%%deerflow --thread not-a-thread\nhi", "unknown thread 'not-a-thread'"),
-    ("%%deerflow --model nonexistent\nhi", "unknown model 'nonexistent'"),
+    ("%%deerflow --model nonexistent\nhi", "unknown model 'nonexistent'; configured models: write,"),
+    ("%%deerflow\nAbout {topc}", "{topc}, not defined in the notebook"),
     ("%deerflow", "needs a prompt or a command"),
     ("%deerflow status please", "takes no arguments"),
     ('%deerflow reply "yes"', "no current thread"),

@@ -117,8 +117,33 @@ def test_notebook_runs_headless_and_shows_its_results(name, headless_env):
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     errors = [o for o in outputs(nb) if o.output_type == "error"]
     assert errors == []
-    assert any(WIDGET_VIEW in o.get("data", {}) for o in outputs(nb)), "the live view is a widget"
+    views = [o for o in outputs(nb) if "deerflow-run" in o.get("data", {}).get("text/html", "")]
+    settled = [o for o in views if WIDGET_VIEW not in o.data]
+    assert settled, "a settled run is kept as static HTML"
+    assert all("DeerFlow" in o.data["text/markdown"] for o in views)  # and a markdown fallback
     CHECKS.get(name, lambda nb, home: None)(nb, headless_env)
+
+
+def test_the_executed_quickstart_converts_to_html_without_widget_state(headless_env, tmp_path):
+    """What GitHub, nbviewer and a reopened notebook show: the record of the run, no kernel, no widgets."""
+    nb = nbformat.read(NOTEBOOKS / "01_research_quickstart.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    nb.metadata.pop("widgets", None)  # as if saved without widget state (or the kernel is gone)
+    assert not [o for o in outputs(nb) if WIDGET_VIEW in o.get("data", {})], "no run is left as a live widget"
+    saved = tmp_path / "quickstart.ipynb"
+    nbformat.write(nb, saved)
+    subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(saved)], check=True,
+                   capture_output=True, timeout=120)
+    page = (tmp_path / "quickstart.html").read_text()
+    assert "model not found" not in page
+    # The transcript: the question as answered, tool calls with their results, the agent's text.
+    assert "How should I scope this research?" in page and "✓ Answered" in page
+    assert "Upper Midwest, USA" in page and "yes" in page  # the answer, values as a person reads them
+    assert "✓ python:" in page and "present_files" in page
+    # The chart, inline, and the report rendered; the delivery receipt.
+    assert "data:image/png;base64," in page and "winter_severity.png" in page
+    assert "<h1>How do deer populations respond to severe winters?</h1>" in page
+    assert "Delivery:" in page and "new outputs presented" in page
 
 
 def test_offline_scripts_only_call_tools_that_exist():

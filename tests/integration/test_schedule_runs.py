@@ -177,3 +177,27 @@ def test_schedule_cli_add_list_remove(config, deerflow_home, capsys):
     assert "nothing is due" in capsys.readouterr().out
     assert main([*base, "schedule", "remove", schedule_id]) == 0
     assert main([*base, "schedule", "remove", schedule_id]) == 1
+
+
+async def test_a_thread_taken_by_another_process_after_the_busy_check_defers_the_slot(config, deerflow_home):
+    """The window between the scheduler's "is the thread busy?" and its run start: another process
+    (here a lease row with a foreign owner) takes the thread; the slot is kept and tried again."""
+    from deerflow.persistence.store import LeaseTerms
+
+    home = HomePaths(deerflow_home)
+    manager = await RunManager.open(loaded=load_config(config), home=home)
+    try:
+        thread = manager.store.create_thread("shared-thread", "local")
+        book = ScheduleBook(home, "local", metadata=manager.store)
+        schedule = book.add(cron="0 * * * *", prompt="Write the daily digest", thread_id=thread.thread_id)
+        make_due(deerflow_home, schedule.schedule_id, ago=60)
+        slot = book.get(schedule.schedule_id).next_run_at
+        manager.store.acquire_lease(thread.thread_id, "other-process-run",
+                                    LeaseTerms(owner="other-owner", holder="elsewhere:1", seconds=300))
+        manager.thread_status = lambda thread_id: "idle"  # the check ran just before the other process won
+        (record,) = await Scheduler(manager, ScheduleStore(home.database)).run_due()
+    finally:
+        await manager.close()
+    assert record.status == "deferred" and record.error == "the thread has an active run"
+    after = book.get(schedule.schedule_id)
+    assert after.next_run_at == slot and after.lease_owner is None  # same slot, next tick

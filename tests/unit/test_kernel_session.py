@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from typing import Any
 
 import comm
@@ -11,7 +13,8 @@ import pytest
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow_kernel import session as session_module
-from deerflow_kernel.backend import Backend, RunHandle
+from deerflow_kernel.backend import ArtifactNotFound, Backend, RunHandle, ThreadInfo
+from deerflow_kernel.result import RunResult
 from deerflow_kernel.session import KernelSession
 from deerflow_kernel.view import RunView
 
@@ -180,3 +183,168 @@ def test_changing_the_config_rebuilds_the_backend_and_forgets_the_thread(session
     monkeypatch.setenv("DEERFLOW_CONFIG", "/elsewhere/config.yaml")
     assert session.backend() is built[0] and session.backend() is not old
     assert session.thread_id is None
+
+
+# -- one truth per cell, Stop, Kernel → Interrupt -----------------------------------------------------
+ASKS = (started("r1"), ev.Clarification(run_id="r1", thread_id="t1", call_id="c1", request=REQUEST, text="?"),
+        finished("r1", "interrupted"))
+
+
+class Kernel:
+    """What the session touches of ipykernel: the SIGINT handler it restores between requests."""
+
+    def __init__(self) -> None:
+        self.saved_sigint_handler: Any = signal.SIG_IGN
+
+
+class RecordingLine:
+    """Stands in for the DisplayHandle of a result's line: records its updates."""
+
+    def __init__(self) -> None:
+        self.shown: list[dict[str, Any]] = []
+
+    def update(self, data: dict[str, Any], raw: bool = False) -> None:
+        self.shown.append(data)
+
+
+def test_a_reply_from_a_later_cell_turns_the_waiting_form_read_only(session):
+    use(session, FakeBackend([play(*ASKS), play(started("r2"), finished("r2", text="Using 2024."))]))
+    first = session.run("Analyse it", session_module.RunOptions())
+    first._displays.append(line := RecordingLine())
+    asked = session.last_view
+    form = asked.forms["clarification:c1"]
+    assert not form.submit.disabled
+    second = session.reply("2024")
+    assert second.status == "success" and session.last_view is not asked
+    assert form.submit.disabled and form.text.disabled and "Answered (from a later cell): 2024" in form.status.value
+    assert first.waiting  # an explicit reply returns the new result (the new `_`); the old one is what was asked
+    assert line.shown[-1]["text/plain"].endswith("asks: Which year? · answered from a later cell>")
+
+
+def test_a_run_a_form_continued_updates_the_cell_result_in_place(session):
+    backend = use(session, FakeBackend([play(*ASKS), play(started("r2"), finished("r2", text="Using 2024."))]))
+    first = session.run("Analyse it", session_module.RunOptions())
+    first._displays.append(line := RecordingLine())  # the line IPython showed under the cell
+    form = session.last_view.forms["clarification:c1"]
+    form.text.value = "2024"
+    form.submit.click()
+    assert session._continuations["clarification:c1"].done.wait(10)
+    assert first.status == "success" and first.text == "Using 2024." and not first.waiting
+    assert "Using 2024." in repr(first) and line.shown[-1] == {"text/plain": repr(first)}
+    again = first.reply("2023")  # a notebook's pre-filled reply cell is still harmless
+    assert again.text == "Using 2024." and len(backend.calls) == 2
+
+
+def _slow_second_run(emit, backend):
+    emit(started("r2"))
+    emit(ev.ToolCall(run_id="r2", thread_id="t1", call_id="c", name="wait", args={}))
+    backend.cancel_seen.wait(10)
+    emit(finished("r2", "cancelled"))
+
+
+def test_the_stop_button_cancels_a_run_continued_from_a_form(session):
+    backend = use(session, FakeBackend([play(*ASKS), _slow_second_run]))
+    session.run("Analyse it", session_module.RunOptions())
+    view = session.last_view
+    view.forms["clarification:c1"].text.value = "2024"
+    view.forms["clarification:c1"].submit.click()
+    _wait_until(lambda: view.live and view.status == "running")
+    assert view.stop.layout.display is None  # shown while the run streams
+    view.stop.click()
+    assert session._continuations["clarification:c1"].done.wait(10)
+    assert backend.cancelled == ["r2"] and view.status == "cancelled"
+    assert view.stop.layout.display == "none"
+
+
+def test_kernel_interrupt_cancels_a_run_continued_from_a_form(session):
+    session.shell.kernel = Kernel()
+    backend = use(session, FakeBackend([play(*ASKS), _slow_second_run]))
+    session.run("Analyse it", session_module.RunOptions())
+    view = session.last_view
+    view.forms["clarification:c1"].text.value = "2024"
+    view.forms["clarification:c1"].submit.click()
+    _wait_until(lambda: view.live and view.status == "running")
+    handler = session.shell.kernel.saved_sigint_handler  # what ipykernel installs once the request ends
+    assert handler != signal.SIG_IGN
+    handler(signal.SIGINT, None)  # Kernel → Interrupt while the kernel is idle
+    assert session._continuations["clarification:c1"].done.wait(10)
+    assert backend.cancelled == ["r2"] and view.status == "cancelled"
+    handler(signal.SIGINT, None)  # with nothing running it does what the kernel did before: nothing
+    session.close()
+    assert session.shell.kernel.saved_sigint_handler == signal.SIG_IGN
+
+
+def _wait_until(check, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+# -- errors a user can act on ----------------------------------------------------------------------
+class ListingBackend(FakeBackend):
+    def models(self):
+        return ["research", "agents"]
+
+    def threads(self):
+        return [ThreadInfo("t1aaaaaaaaaaaaaa", "Deer"), ThreadInfo("t2bbbbbbbbbbbbbb", None)]
+
+    def artifacts(self, thread_id):
+        return ["/mnt/user-data/outputs/report.md", "/mnt/user-data/outputs/evidence.csv"]
+
+    def read_artifact(self, thread_id, path):
+        self.read = path
+        if path.endswith("/evidence.csv"):
+            return b"a,b\n1,2\n"
+        raise ArtifactNotFound(f"DeerFlow server: {path} not found (404)")
+
+
+def test_an_unknown_model_or_thread_is_one_line_that_names_what_exists(session):
+    backend = use(session, ListingBackend([]))
+    with pytest.raises(UserError, match=r"^unknown model 'nosuchmodel'; configured models: research, agents$"):
+        session.run("go", session_module.RunOptions(model="nosuchmodel"))
+    with pytest.raises(UserError, match=r"^unknown thread 'nope'; recent threads: t1aaaaaaaaaa, t2bbbbbbbbbb"):
+        session.run("go", session_module.RunOptions(thread="nope"))
+    assert backend.calls == []  # nothing was sent
+
+
+def test_an_undefined_placeholder_is_an_error_before_sending(session):
+    backend = use(session, ListingBackend([]))
+    session.shell.user_ns.update(sites=["a"], question="q")
+    with pytest.raises(UserError, match=r"\{sties\} \(did you mean \{sites\}\?\).*write \{\{sties\}\} for literal"):
+        session.run("Visit {sties} about {question}", session_module.RunOptions())
+    assert backend.calls == []
+
+
+def test_load_names_the_files_that_exist_and_accepts_virtual_paths(session):
+    backend = use(session, ListingBackend([]))
+    result = RunResult("r1", "t1aaaaaaaaaaaaaa", "success", "", ["/mnt/user-data/outputs/report.md"], session=session)
+    with pytest.raises(UserError, match=r"^load\('nope.csv'\): no such file .*files you can load: report.md, evidence.csv$"):
+        result.load("nope.csv")
+    assert list(result.load("/mnt/user-data/outputs/evidence.csv").columns) == ["a", "b"]
+    assert backend.read == "/mnt/user-data/outputs/evidence.csv"
+    with pytest.raises(UserError, match=r"only the thread's outputs"):
+        result.load("/mnt/user-data/workspace/agent.ipynb")
+
+
+def test_download_links_are_relative_to_the_server_base_path():
+    from deerflow_kernel.server import ServerBackend
+
+    backend = ServerBackend("http://127.0.0.1:8899/user/alice/", "secret")
+    try:
+        url = backend.artifact_url("t 1", "/mnt/user-data/outputs/a b.csv")
+    finally:
+        backend.close()
+    assert url == "/user/alice/deerflow/api/threads/t%201/artifacts/a%20b.csv"
+    assert "secret" not in url
+
+
+def test_help_covers_every_subcommand_with_an_example(capsys):
+    from deerflow_kernel.magics import DeerFlowMagics
+    from deerflow_kernel.options import SUBCOMMANDS
+
+    DeerFlowMagics.__new__(DeerFlowMagics)._cmd_help("")
+    printed = capsys.readouterr().out
+    for command in SUBCOMMANDS:
+        assert f"%deerflow {command}" in printed, command
+    assert "%%deerflow --new" in printed and "Kernel → Interrupt" in printed

@@ -71,6 +71,7 @@ ALLOWED = {
     "deerflow/sandbox/provider.py": "mkdtemp of private runtime directories",
     "deerflow/sandbox/python_runtime.py": "the sandbox's private venv skeleton",
     "deerflow/sandbox/read_marks.py": "sandbox-state/, outside every mount",
+    "deerflow/notebooks/records.py": "notebook-edits/ (proposals, undo records), outside every mount",
     "deerflow/sandbox/supervisor.py": "runs inside the sandbox, as the agent's code",
     "deerflow/sandbox/uploads.py": "uploads/ is read-only to every sandbox; it already refuses links, "
                                    "special files and hard links at the destination",
@@ -78,6 +79,8 @@ ALLOWED = {
                                   "through SafeDir)",
     "deerflow/skills/catalog.py": "shipped and installed skill trees, never mounted writable",
     "deerflow/skills/installer.py": "the user's installed skills, never mounted writable",
+    "deerflow/memory/cli.py": "the export file the user names on the command line",
+    "deerflow/memory/store.py": _HOST_ONLY,
     "deerflow/skills/pending.py": "frozen copies under <thread>/pending-changes/, which no sandbox mounts",
     "deerflow/skills/projection.py": "the thread's skills view, mounted read-only in every sandbox",
     "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",

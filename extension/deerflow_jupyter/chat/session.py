@@ -22,8 +22,9 @@ artifacts are the ones ``deerflow threads`` and ``%deerflow --thread`` see.
 * **Attachments** become thread uploads before the run starts (the harness
   announces them to the agent); a refused upload stops the message with a
   reply instead of running without the file.
-* **Slash commands** are not interpreted here: the text reaches the harness as
-  typed.
+* **Slash commands** are not interpreted here (the text reaches the harness as
+  typed), except ``/memory``, answered without a run
+  (:mod:`~deerflow_jupyter.chat.memory_command`).
 * **Other conversations** the message references (``thread:ID``, another
   chat's file name; :mod:`~deerflow_jupyter.chat.references`) are granted to
   this run's ``read_conversation``, and to nothing else.
@@ -45,6 +46,7 @@ from deerflow.sandbox.uploads import UploadError, save_upload
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
+from deerflow_jupyter.chat.memory_command import is_memory_command, memory_reply
 from deerflow_jupyter.chat.references import referenced_threads
 from deerflow_jupyter.chat.render import RunRenderer
 from deerflow_jupyter.chat.surface import ChatSurface, IncomingMessage, ServerLink
@@ -112,6 +114,9 @@ class ChatSession:
         """Run the agent on ``message`` (or take it as a clarification answer) and show the run."""
         try:
             manager = await self.server.manager()
+            if is_memory_command(message.text):  # /memory: answered here, no run
+                self.surface.post(await memory_reply(manager, self.server.user_id, message.text))
+                return
             thread_id = self.thread_id(manager)
             uploaded = self._upload(manager, thread_id, message.attachments)
             prompt = await self._prompt(manager, thread_id, message.text, uploaded)

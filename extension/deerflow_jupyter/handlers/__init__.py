@@ -8,6 +8,8 @@ from deerflow_jupyter.handlers import (
     browser,
     files,
     mcp,
+    memory,
+    notebooks,
     plugins,
     runs,
     schedules,
@@ -40,6 +42,8 @@ ROUTES = [
     (rf"/threads/{_T}/uploads", files.UploadsHandler),
     (rf"/threads/{_T}/artifacts", files.ArtifactsHandler),
     (rf"/threads/{_T}/artifacts/(?P<relpath>.+)", files.ArtifactFileHandler),
+    (rf"/threads/{_T}/notebook-edits", notebooks.NotebookEditsHandler),
+    (rf"/threads/{_T}/notebook-edits/{notebooks.ACTION}", notebooks.NotebookEditActionHandler),
     (rf"/threads/{_T}/browser/frame", browser.BrowserFrameHandler),
     (rf"/threads/{_T}/browser/live", browser.BrowserLiveHandler),
     (r"/skills", skills.SkillsHandler),
@@ -59,5 +63,6 @@ ROUTES = [
     (rf"/schedules/{schedules.SCHEDULE_ID}", schedules.ScheduleHandler),
     (rf"/schedules/{schedules.SCHEDULE_ID}/runs", schedules.ScheduleRunsHandler),
     (rf"/schedules/{schedules.SCHEDULE_ID}/run", schedules.ScheduleRunNowHandler),
+    *memory.ROUTES,
     (r"/plugins", plugins.PluginsHandler),  # report only; plugin routes are added by the app at startup
 ]

@@ -55,14 +55,17 @@ FALLBACK_USER = "local"
 def default_user(env: Mapping[str, str] | None = None) -> str:
     """Whose threads a process on this machine works with, unless told otherwise.
 
-    ``$DEERFLOW_USER`` if set, else the OS user (``local`` when that name is not a safe id).
-    The CLI, the magics, the embedded client and the Jupyter server's single-user owner all
-    start from here, so one person on one machine sees the same threads everywhere.
+    ``$JUPYTERHUB_USER`` (the Hub's identity: a process in a Hub-spawned server, such as a
+    terminal, agrees with its server), else ``$DEERFLOW_USER``, else the OS user (``local``
+    when that name is not a safe id).  The CLI, the magics, the embedded client and the
+    Jupyter server's single-user owner all start from here, so one person on one machine sees
+    the same threads everywhere.
 
     Raises:
-        UnsafeIdError: ``$DEERFLOW_USER`` is not a safe id.
+        UnsafeIdError: ``$JUPYTERHUB_USER`` or ``$DEERFLOW_USER`` is not a safe id.
     """
-    value = (os.environ if env is None else env).get("DEERFLOW_USER")
+    env = os.environ if env is None else env
+    value = env.get("JUPYTERHUB_USER") or env.get("DEERFLOW_USER")
     if value:
         return check_id(value, kind="user")
     try:

@@ -21,6 +21,27 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+class ModelTimeouts(_Section):
+    """Deadlines of one model call, in seconds (see :mod:`deerflow.models.guard`)."""
+
+    first_token: float | None = Field(default=300.0, gt=0, description="Until the first token (prompt "
+        "processing on a CPU server can take minutes for a long prompt).")
+    idle: float | None = Field(default=60.0, gt=0, description="Between two streamed chunks.")
+    total: float | None = Field(default=1200.0, gt=0, description="For the whole call.")
+
+
+class ModelCompat(_Section):
+    """Settings for OpenAI-compatible servers that differ from OpenAI (README: 'Local servers')."""
+
+    tool_choice: Literal["auto", "required"] | None = Field(default=None, description="Sent whenever tools "
+        "are bound (llama-cpp-python's server ignores tools without it).")
+    content_null: Literal["null", "space"] = Field(default="null", description="'space': an assistant "
+        "message with tool calls and no text is sent with content ' ' instead of null (servers that answer "
+        "null with HTTP 500).")
+    require_finish_reason: bool = Field(default=True, description="A stream that ends without a "
+        "finish_reason is an error (the connection closed early).")
+
+
 class ModelConfig(BaseModel):
     """One chat model the agent may use."""
 
@@ -32,6 +53,10 @@ class ModelConfig(BaseModel):
     supports_vision: bool = False
     supports_thinking: bool = False
     context_window: int | None = Field(default=None, gt=0)
+    timeouts: ModelTimeouts = Field(default_factory=ModelTimeouts)
+    retries: int = Field(default=0, ge=0, le=5, description="Tries again after a stall or a dropped "
+        "connection, only while nothing has been streamed yet.")
+    compat: ModelCompat = Field(default_factory=ModelCompat)
 
     @field_validator("use")
     @classmethod
@@ -43,7 +68,8 @@ class ModelConfig(BaseModel):
 
     def init_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the model class: everything but our own keys."""
-        ours = {"name", "use", "display_name", "supports_vision", "supports_thinking"}
+        ours = {"name", "use", "display_name", "supports_vision", "supports_thinking", "timeouts", "retries",
+                "compat"}
         data = self.model_dump(exclude_none=True)
         return {k: v for k, v in data.items() if k not in ours}
 
@@ -179,16 +205,29 @@ class SubagentsConfig(_Section):
 
 
 class SummarizationConfig(_Section):
-    enabled: bool = False
+    """When a long conversation is folded into a summary (:mod:`deerflow.agents.summary`).
+
+    On by default: with no trigger configured, a real model whose context window
+    is known (``context_window`` on its entry, or its provider profile) summarizes
+    before a request would reach ~75% of the window, counting the system prompt
+    and tool schemas (``deerflow.agents.middlewares.summarization``).  ``enabled:
+    false`` turns it off; ``enabled: true`` written out asks for explicit triggers.
+    """
+
+    enabled: bool = True
     trigger_tokens: int | None = Field(default=None, gt=0)
     trigger_messages: int | None = Field(default=None, gt=0)
     trigger_fraction: float | None = Field(default=None, gt=0, le=1)
     keep_messages: int = Field(default=20, ge=1)
     model_name: str | None = None
 
+    @property
+    def has_trigger(self) -> bool:
+        return bool(self.trigger_tokens or self.trigger_messages or self.trigger_fraction)
+
     @model_validator(mode="after")
     def _enabled_needs_a_trigger(self) -> SummarizationConfig:
-        if self.enabled and not (self.trigger_tokens or self.trigger_messages or self.trigger_fraction):
+        if "enabled" in self.model_fields_set and self.enabled and not self.has_trigger:
             raise ValueError("enabled summarization needs a trigger: set trigger_tokens, "
                              "trigger_messages or trigger_fraction")
         return self
@@ -286,6 +325,22 @@ class UploadsConfig(_Section):
     max_files: int = Field(default=200, ge=1)
 
 
+class MemoryConfig(_Section):
+    """Long-term memory per user (:mod:`deerflow.memory`): what is remembered across threads."""
+
+    enabled: bool = Field(default=True, description="Extract facts after runs and keep them.")
+    injection_enabled: bool = Field(default=True, description="Put relevant facts in the system prompt.")
+    model_name: str | None = Field(default=None, description="Model that extracts facts (default: the run's).")
+    from_unattended: bool = Field(default=False, description="Learn from scheduled/webhook/autonomous runs too.")
+    confidence_threshold: float = Field(default=0.7, ge=0, le=1)
+    max_facts: int = Field(default=100, ge=1, le=10_000)
+    max_injection_tokens: int = Field(default=2000, ge=0)
+    debounce_seconds: float = Field(default=5.0, ge=0, description="Wait for a quiet spell before extracting.")
+    extraction_timeout: float = Field(default=60.0, gt=0, description="Deadline of one extraction.")
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0,
+                                          description="At shutdown, pending extractions run for at most this.")
+
+
 class PluginConfig(_Section):
     """A Python extension loaded once at startup (see :mod:`deerflow.plugins`).
 
@@ -306,6 +361,15 @@ class PluginConfig(_Section):
         if (self.entry_point is None) == (self.path is None):
             raise ValueError("give exactly one of entry_point or path")
         return self
+
+
+class LimitsConfig(_Section):
+    """Per-run limits an operator sets for everyone (a lab paying for a hosted model)."""
+
+    max_tokens_per_run: int | None = Field(
+        default=None, ge=1,
+        description="Stop a run (status stopped, stopped_by token_budget) before a model call once its "
+                    "model calls, subagents included, have used this many tokens.")
 
 
 class AppConfig(_Section):
@@ -332,6 +396,13 @@ class AppConfig(_Section):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     uploads: UploadsConfig = Field(default_factory=UploadsConfig)
     plugins: list[PluginConfig] = Field(default_factory=list)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+
+    notebook_edits: Literal["propose", "apply"] = Field(
+        default="propose", description="What edit_notebook does with the user's notebooks: `propose` a diff "
+        "the user applies (%deerflow apply), or `apply` it (undo with %deerflow undo). Unattended runs "
+        "only propose.")
 
     @field_validator("models")
     @classmethod

@@ -53,6 +53,7 @@ from deerflow.mcp.credentials import (
     resolve_credentials,
 )
 from deerflow.mcp.deferral import DeferredCatalog, ServerInfo
+from deerflow.mcp.keys import MCP_SERVICE
 from deerflow.mcp.results import map_result
 from deerflow.mcp.run_tools import McpRunTools
 from deerflow.mcp.secrets import Redactor, config_secrets
@@ -362,13 +363,6 @@ class McpManager:
 
 def _notice(kind: str, text: str, **data: Any) -> dict[str, Any]:
     return {"type": "notice", "kind": kind, "text": text, "data": data}
-
-
-MCP_SERVICE = "mcp"
-"""Key of the MCP manager in ``RunManager.services`` (and so in ``RunContext.services``)."""
-
-MCP_RUN_SERVICE = "mcp_run"
-"""Key of the run's :class:`McpRunTools` in ``RunContext.services`` (its subagents use the same MCP tools)."""
 
 
 def open_mcp(loaded: LoadedConfig, home: HomePaths) -> McpManager:

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool
 
 from deerflow.mcp.deferral import DeferredCatalog
-from deerflow.mcp.tasks import TaskService
 from deerflow.tools.builtins.tool_search import TOOL_SEARCH
+
+if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
+    from deerflow.mcp.tasks import TaskService
 
 
 @dataclass

@@ -23,13 +23,15 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import mcp_types
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
+
+if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
+    import mcp_types
 
 logger = logging.getLogger(__name__)
 

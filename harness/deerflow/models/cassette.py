@@ -12,7 +12,9 @@ count, and volatile parts inside them (uuids, ``call_``/``run-``/``lc_`` ids, IS
 and times, epoch timestamps, absolute paths under temp or home directories) are replaced
 by placeholders.  ``digest`` is the same normalized conversation as short readable lines,
 so a miss can point at the closest recording and at what differs.  ``response`` is the
-answer serialized with ``message_to_dict``.
+answer serialized with ``message_to_dict``.  A call that failed has ``error`` instead of
+``response`` (``{"type", "message"}`` plus ``kind``/``detail``/``where``/``status_code``
+for a classified provider failure), so a replay fails the same way the recorded run did.
 """
 
 from __future__ import annotations
@@ -90,24 +92,54 @@ class CassetteMissError(ModelError):
         super().__init__("\n".join(lines))
 
 
+class RecordedFailure(ModelError):
+    """A model call that failed while recording, failing again on replay (a non-provider error)."""
+
+
 @dataclass(frozen=True)
 class CassetteEntry:
-    """One recorded model call."""
+    """One recorded model call: its answer, or the error it failed with."""
 
     key: str
     step: int
     digest: str
-    response: AIMessage
+    response: AIMessage | None
+    error: Mapping[str, Any] | None = None
 
     def to_json(self) -> str:
         """The entry as one JSONL line (without the newline)."""
-        record = {
-            "key": self.key,
-            "step": self.step,
-            "digest": self.digest,
-            "response": message_to_dict(self.response),
-        }
+        record: dict[str, Any] = {"key": self.key, "step": self.step, "digest": self.digest}
+        if self.response is not None:
+            record["response"] = message_to_dict(self.response)
+        else:
+            record["error"] = dict(self.error or {})
         return json.dumps(record, ensure_ascii=False, default=str)
+
+    def failure(self) -> ModelError:
+        """The exception this recorded failure replays as (the same message as when it was recorded)."""
+        error = dict(self.error or {})
+        if error.get("kind") and error.get("where"):
+            from deerflow.models.provider_errors import ModelCallError
+
+            try:
+                return ModelCallError(error["kind"], str(error.get("detail") or ""), where=str(error["where"]),
+                                      status_code=error.get("status_code"))
+            except KeyError:  # a kind this version does not know: fall back to the plain message
+                pass
+        return RecordedFailure(str(error.get("message") or "the recorded model call failed"))
+
+
+def failure_record(exc: BaseException) -> dict[str, Any]:
+    """What a cassette keeps of a failed call: enough to raise the same error again, bounded."""
+    from deerflow.models.provider_errors import ModelCallError, bound
+
+    record: dict[str, Any] = {"type": type(exc).__name__}
+    if isinstance(exc, ModelCallError):
+        record.update(kind=exc.kind, detail=exc.detail, where=exc.where, status_code=exc.status_code,
+                      message=str(exc))
+    else:
+        record["message"] = bound(f"{type(exc).__name__}: {exc}" if not isinstance(exc, ModelError) else str(exc))
+    return record
 
 
 @dataclass
@@ -300,9 +332,15 @@ def _parse_line(path: Path, number: int, line: str) -> CassetteEntry:
         raise CassetteError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
     if not isinstance(record, dict):
         raise CassetteError(f"{where}: expected a JSON object")
-    missing = [name for name in ("key", "step", "digest", "response") if name not in record]
+    missing = [name for name in ("key", "step", "digest") if name not in record]
+    if "response" not in record and "error" not in record:
+        missing.append("response")
     if missing:
         raise CassetteError(f"{where}: missing {', '.join(missing)}")
+    if "response" not in record:
+        if not isinstance(record["error"], dict):
+            raise CassetteError(f"{where}: 'error' is not an object")
+        return CassetteEntry(str(record["key"]), int(record["step"]), str(record["digest"]), None, record["error"])
     try:
         (response,) = messages_from_dict([record["response"]])
     except (KeyError, TypeError, ValueError) as exc:
@@ -324,10 +362,11 @@ class CassetteWriter:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def append(
-        self, messages: Sequence[BaseMessage], key: str, digest_text: str, response: AIMessage
+        self, messages: Sequence[BaseMessage], key: str, digest_text: str, response: AIMessage | None,
+        error: Mapping[str, Any] | None = None,
     ) -> CassetteEntry:
-        """Record ``response`` as the answer to the conversation ``messages``."""
-        entry = CassetteEntry(key, count_ai_messages(messages), digest_text, response)
+        """Record ``response`` (or the ``error`` the call failed with) for the conversation ``messages``."""
+        entry = CassetteEntry(key, count_ai_messages(messages), digest_text, response, error)
         line = entry.to_json() + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,10 @@ Resolution, in order:
    ``$DEERFLOW_SCRIPT`` or the packaged quickstart script.  Every run using it
    says so (the ``notice``).
 
-``record`` wraps whatever was resolved in a :class:`RecordingChatModel`.
+Every model that is not offline is wrapped in a :class:`GuardedChatModel`
+(deadlines, checked answers, the entry's ``compat`` settings).  ``record`` wraps
+whatever was resolved in a :class:`RecordingChatModel`, outside the guard, so a
+failed call is recorded as the failure the run saw.
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def _resolve(config: AppConfig, name: str | None, *, env: Mapping[str, str], con
         model = instantiate(entry, config_file=config_file)
         if _is_offline(model):
             return ResolvedModel(model, entry.name, entry, offline=True, notice=CONFIGURED_OFFLINE_NOTICE)
-        return ResolvedModel(model, entry.name, entry)
+        return ResolvedModel(guard(model, entry), entry.name, entry)
     if name and name not in {"offline", "scripted"}:
         raise ConfigError(f"unknown model {name!r}: no models are configured", file=config_file, key="models")
     if env.get("OPENAI_API_KEY") and name is None:
@@ -102,8 +105,32 @@ def _resolve(config: AppConfig, name: str | None, *, env: Mapping[str, str], con
             model=env.get("OPENAI_MODEL", "gpt-4.1-mini"),
             base_url=env.get("OPENAI_BASE_URL") or None,
         )
-        return ResolvedModel(instantiate(entry, config_file=config_file), entry.name, entry)
+        return ResolvedModel(guard(instantiate(entry, config_file=config_file), entry), entry.name, entry)
     return offline_model(env)
+
+
+def guard(model: BaseChatModel, entry: ModelConfig) -> BaseChatModel:
+    """``model`` with the entry's deadlines, retries and compat settings (:mod:`deerflow.models.guard`)."""
+    from deerflow.models.guard import CallLimits, GuardedChatModel
+
+    limits = CallLimits(entry.timeouts.first_token, entry.timeouts.idle, entry.timeouts.total)
+    return GuardedChatModel(
+        inner=model, where=describe(model, entry), limits=limits, retries=entry.retries,
+        tool_choice=entry.compat.tool_choice, content_null=entry.compat.content_null,
+        require_finish_reason=entry.compat.require_finish_reason and "openai" in model._llm_type.lower(),
+    )
+
+
+def describe(model: BaseChatModel, entry: ModelConfig) -> str:
+    """``model 'local' (qwen2.5 at http://127.0.0.1:8080/v1)``: which model and server, without secrets."""
+    from deerflow.models.provider_errors import public_url
+
+    extras = entry.model_extra or {}
+    served = extras.get("model") or getattr(model, "model_name", None) or type(model).__name__
+    url = public_url(extras.get("base_url") or getattr(model, "openai_api_base", None))
+    if url is None and "openai" in model._llm_type.lower():
+        url = "https://api.openai.com/v1"
+    return f"model {entry.name!r} ({served}" + (f" at {url})" if url else ")")
 
 
 def _is_offline(model: BaseChatModel) -> bool:
@@ -150,6 +177,8 @@ def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseCh
     kwargs.pop("context_window", None)
     if isinstance(kwargs.get("script"), str):
         kwargs["script"] = resolve_script(kwargs["script"], config_file=config_file)
+    if "stream_usage" in getattr(cls, "model_fields", {}) and "stream_usage" not in kwargs:
+        kwargs["stream_usage"] = True  # usage when streaming (stream_options.include_usage); `stream_usage: false` opts out
     try:
         return cls(**kwargs)
     except ValidationError as exc:  # a field of the entry: name it (never its value: it may be a key)

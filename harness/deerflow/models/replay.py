@@ -1,9 +1,11 @@
 """Reproducible runs: record any chat model to a cassette, then replay it offline.
 
-``RecordingChatModel`` wraps a real model.  It changes nothing about the answers: it
-delegates generation and streaming (tool binding happens on the real model) and appends
+``RecordingChatModel`` wraps a real model.  It changes nothing about the answers nor the
+requests: it delegates generation and streaming (tool binding happens on the real model;
+it streams exactly when the real model would, ``disable_streaming`` included) and appends
 each answer to a cassette, keyed by the normalized conversation (see
-:mod:`deerflow.models.cassette`).  ``ReplayChatModel`` answers from that cassette, so a
+:mod:`deerflow.models.cassette`).  A call that fails is recorded as that failure, and the
+replay raises the same error.  ``ReplayChatModel`` answers from that cassette, so a
 notebook run against a real model can be re-run with no network and no key, in another
 home directory, on another day.  Like the scripted model, replay is stateless: the
 answer depends only on the conversation shown, so threads and processes do not matter.
@@ -34,8 +36,11 @@ from deerflow.models.cassette import (
     ConversationNormalizer,
     closest_entry,
     digest_diff,
+    failure_record,
     read_cassette,
 )
+from deerflow.models.guard import inner_streaming_disabled
+from deerflow.models.provider_errors import EMPTY_STREAM, ModelCallError
 from deerflow.models.scripted import (
     bind_tool_schemas,
     bound_tool_names,
@@ -69,6 +74,11 @@ class RecordingChatModel(BaseChatModel):
         super().model_post_init(context)
         self._writer = CassetteWriter(self.cassette)
         self._normalizer = ConversationNormalizer(self.volatile_roots)
+        self.disable_streaming = self.inner.disable_streaming
+
+    def _streaming_disabled(self, **kwargs: Any) -> bool:
+        """Recording must not change the request: no streaming when the inner model would not stream."""
+        return inner_streaming_disabled(self.inner, **kwargs) or super()._streaming_disabled(**kwargs)
 
     @property
     def _llm_type(self) -> str:
@@ -111,7 +121,11 @@ class RecordingChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        try:
+            result = self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        except Exception as exc:
+            self._record_failure(messages, kwargs, exc)
+            raise
         self._record(messages, kwargs, result.generations[0].message)
         return result
 
@@ -122,7 +136,11 @@ class RecordingChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        result = await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        try:
+            result = await self.inner._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        except Exception as exc:
+            self._record_failure(messages, kwargs, exc)
+            raise
         self._record(messages, kwargs, result.generations[0].message)
         return result
 
@@ -138,10 +156,15 @@ class RecordingChatModel(BaseChatModel):
             yield from stream_message(_as_ai(result.generations[0].message))
             return
         chunks: list[ChatGenerationChunk] = []
-        for chunk in self.inner._stream(messages, stop=stop, **kwargs):
-            chunks.append(chunk)
-            yield chunk
-        self._record(messages, kwargs, _merge(chunks))
+        try:
+            for chunk in self.inner._stream(messages, stop=stop, **kwargs):
+                chunks.append(chunk)
+                yield chunk
+            answer = self._merge(chunks)
+        except Exception as exc:
+            self._record_failure(messages, kwargs, exc)
+            raise
+        self._record(messages, kwargs, answer)
 
     async def _astream(
         self,
@@ -160,16 +183,36 @@ class RecordingChatModel(BaseChatModel):
                 yield chunk
             return
         chunks: list[ChatGenerationChunk] = []
-        async for chunk in self.inner._astream(messages, stop=stop, **kwargs):
-            chunks.append(chunk)
-            yield chunk
-        self._record(messages, kwargs, _merge(chunks))
+        try:
+            async for chunk in self.inner._astream(messages, stop=stop, **kwargs):
+                chunks.append(chunk)
+                yield chunk
+            answer = self._merge(chunks)
+        except Exception as exc:
+            self._record_failure(messages, kwargs, exc)
+            raise
+        self._record(messages, kwargs, answer)
 
     def _record(
         self, messages: Sequence[BaseMessage], kwargs: dict[str, Any], answer: BaseMessage
     ) -> None:
         key, digest = self._normalizer.key(messages, bound_tool_names(kwargs))
         self._writer.append(messages, key, digest, _as_ai(answer))
+
+    def _record_failure(self, messages: Sequence[BaseMessage], kwargs: dict[str, Any], exc: BaseException) -> None:
+        """Record that this conversation's call failed with ``exc`` (replay raises it again)."""
+        key, digest = self._normalizer.key(messages, bound_tool_names(kwargs))
+        self._writer.append(messages, key, digest, None, failure_record(exc))
+
+    def _merge(self, chunks: list[ChatGenerationChunk]) -> AIMessage:
+        """The streamed answer; a stream with no chunks is a failure, not an empty answer.
+
+        Raises:
+            ModelCallError: the stream held no chunks.
+        """
+        if not chunks:
+            raise ModelCallError("empty", EMPTY_STREAM, where=f"model {self.inner._llm_type}")
+        return _merge(chunks)
 
 
 class ReplayChatModel(BaseChatModel):
@@ -255,13 +298,15 @@ class ReplayChatModel(BaseChatModel):
         """
         key, digest = self._normalizer.key(messages, bound_tool_names(kwargs))
         entry = self._entries.get(key)
+        if entry is not None and entry.response is None:
+            raise entry.failure()
         if entry is None:
             closest, ratio = closest_entry(digest, self._entries.values())
             diff = digest_diff(closest.digest, digest) if closest else ""
             raise CassetteMissError(
                 self.cassette, count_ai_messages(messages), key, closest, ratio, diff
             )
-        answer = entry.response.model_copy(deep=True)
+        answer = entry.response.model_copy(deep=True)  # type: ignore[union-attr]  # failures raised above
         answer.id = None
         return answer
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,7 +131,29 @@ def bind_tool_schemas(
     """
     if tool_choice is not None:
         kwargs["tool_choice"] = tool_choice
-    return model.bind(tools=[convert_to_openai_tool(tool) for tool in tools], **kwargs)
+    return model.bind(tools=[openai_tool_schema(tool) for tool in tools], **kwargs)
+
+
+_SCHEMAS: dict[int, tuple[weakref.ref[BaseTool], str, str, dict[str, Any]]] = {}
+
+
+def openai_tool_schema(tool: Any) -> dict[str, Any]:
+    """``convert_to_openai_tool(tool)``, converted once per tool object (treat it as read-only).
+
+    The model is bound on every call, with the same (shared, immutable) tool
+    objects each time; converting each schema again was ~0.1 ms a tool a call.
+    A tool renamed or re-described after conversion is converted again.
+    """
+    if not isinstance(tool, BaseTool):
+        return convert_to_openai_tool(tool)
+    hit = _SCHEMAS.get(id(tool))
+    if hit is not None and hit[0]() is tool and hit[1] == tool.name and hit[2] == tool.description:
+        return hit[3]
+    schema = convert_to_openai_tool(tool)
+    if len(_SCHEMAS) > 4096:  # bounded: tools of finished hosts are forgotten
+        _SCHEMAS.clear()
+    _SCHEMAS[id(tool)] = (weakref.ref(tool), tool.name, tool.description, schema)
+    return schema
 
 
 def count_ai_messages(messages: Sequence[BaseMessage]) -> int:

@@ -44,7 +44,9 @@ async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack
         raise StorageError(path, problem)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(path))
+        conn = aiosqlite.connect(str(path))
+        _daemon_worker(conn)
+        await conn
     except OSError as exc:
         raise StorageError(path, f"cannot be opened ({exc.strerror or exc})") from None
     except sqlite3.DatabaseError as exc:
@@ -63,3 +65,16 @@ def sqlite_checkpoint_path(storage: StorageConfig, default_path: Path) -> Path:
     """Where the SQLite checkpointer keeps its file."""
     return Path(storage.sqlite_path).expanduser() if storage.sqlite_path else default_path
 
+
+
+def _daemon_worker(conn: object) -> None:
+    """Let the process exit even if the connection is never closed (the worker thread is daemonic).
+
+    aiosqlite runs each connection on a non-daemon thread that waits for work
+    until ``close()``: a server whose loop ended without its cleanup (SIGINT
+    without a terminal) could never exit.  Writes are committed per operation,
+    so a daemon thread ending with the process loses nothing committed.
+    """
+    thread = getattr(conn, "_thread", None)
+    if thread is not None and not thread.is_alive():
+        thread.daemon = True

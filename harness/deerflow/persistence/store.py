@@ -267,6 +267,15 @@ class MetadataStore(SqliteStore):
             ).fetchall()
         return [_run(r) for r in rows]
 
+    def runs_since(self, since: float | None = None, *, user_id: str | None = None) -> list[RunRecord]:
+        """Runs created at or after ``since`` (all when None), of ``user_id`` (every user when None), oldest first."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT * FROM runs WHERE created_at>=? AND (? IS NULL OR user_id=?) ORDER BY created_at",
+                (since or 0.0, user_id, user_id),
+            ).fetchall()
+        return [_run(r) for r in rows]
+
     def mark_interrupted_runs(self) -> int:
         """Mark runs left 'running' by a process that died (on startup); their count.
 

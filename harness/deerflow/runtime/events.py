@@ -118,6 +118,10 @@ class RunFinished(_Event):
     ``status`` is ``interrupted`` when the run ended waiting for a human
     (a clarification), ``stopped`` when a guard ended it (``stopped_by`` names
     the guard, ``error`` says why); ``receipt`` is the delivery receipt when present.
+    A run the server's stop ended is ``error`` with an ``error`` starting
+    ``interrupted:`` (continue it with ``deerflow run --thread T --continue``).
+    ``usage`` is the run's provider-reported token usage
+    (:func:`deerflow.runtime.usage.UsageMeter.summary`), None when no model was called.
     """
 
     type: Literal["run_finished"] = "run_finished"
@@ -128,6 +132,7 @@ class RunFinished(_Event):
     receipt: dict[str, Any] | None = None
     error: str | None = None
     stopped_by: str | None = None
+    usage: dict[str, Any] | None = None
 
 
 class Error(_Event):

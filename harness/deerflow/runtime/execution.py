@@ -17,10 +17,12 @@ from langchain_core.messages import HumanMessage
 
 from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError
+from deerflow.models.script_format import ModelError
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.deliverables import DeliveryWatch
 from deerflow.runtime.projection import Projector
+from deerflow.runtime.usage import BUDGET_GUARD, USAGE_SERVICE, TokenBudgetExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +53,12 @@ def guard_stop(event: Any) -> tuple[str, str] | None:
 def graph_config(context: RunContext) -> dict[str, Any]:
     """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
     recursion_limit = int(context.options.get("recursion_limit") or 200)
-    return {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
-            "metadata": {"run_id": context.run_id}}
+    config: dict[str, Any] = {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
+                              "metadata": {"run_id": context.run_id}}
+    meter = context.services.get(USAGE_SERVICE)  # meters every model call of the run (subagents inherit it)
+    if meter is not None:
+        config["callbacks"] = [meter]
+    return config
 
 
 async def _ignore_raw(mode: str, chunk: Any) -> None:
@@ -103,9 +109,19 @@ async def _stream_run(
                 await publish(event)
     except asyncio.CancelledError:
         return Outcome("cancelled", None, projector)
+    except TokenBudgetExceeded as exc:  # raised before a model call: no tool is cut
+        await publish(projector.make(ev.Notice, kind=BUDGET_GUARD, text=str(exc), data={ev.STOPPED_BY: BUDGET_GUARD}))
+        return Outcome("stopped", str(exc), projector, stopped_by=BUDGET_GUARD)
     except UserError as exc:
         await publish(projector.make(ev.Error, kind="user", message=str(exc)))
         return Outcome("error", str(exc), projector)
+    except ModelError as exc:  # the model's failure, named and classified: one log line, no traceback
+        message = model_error_message(exc)
+        logger.warning("run %s on thread %s failed: %s", context.run_id, context.thread_id, " | ".join(
+            line.strip() for line in message.splitlines() if line.strip()))
+        logger.debug("run %s: the model call's traceback", context.run_id, exc_info=exc)
+        await publish(projector.make(ev.Error, kind="model", message=message))
+        return Outcome("error", message, projector)
     except Exception as exc:
         logger.exception("run %s on thread %s failed", context.run_id, context.thread_id)
         message = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -117,6 +133,12 @@ async def _stream_run(
         guard, reason = stop
         return Outcome("stopped", reason, projector, stopped_by=guard)
     return Outcome("success", None, projector)
+
+
+def model_error_message(exc: BaseException, limit: int = 2_000) -> str:
+    """The whole message of a model failure (every line of the provider's words), bounded."""
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _first_line(exc: BaseException) -> str:

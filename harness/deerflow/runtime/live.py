@@ -20,6 +20,8 @@ from deerflow.persistence.store import RunRecord
 from deerflow.runtime import events as ev
 
 RAW_KINDS = ("values", "messages", "updates")
+DROPPED = "dropped"
+"""Kind of a raw frame whose data a finished run let go (see :meth:`LiveRun.drop_raw_frames`)."""
 
 
 @dataclass
@@ -28,6 +30,7 @@ class LiveRun:
     frames: list[tuple[str, Any]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     finished: ev.RunFinished | None = None
+    raw_dropped: bool = False
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     @property
@@ -91,6 +94,25 @@ class LiveRun:
         async for _, kind, data in self.stream_frames():
             if kind == "event" and data.seq > after:
                 yield data
+
+    def drop_raw_frames(self) -> int:
+        """Let go of the raw LangGraph chunks of a finished run; the number dropped.
+
+        ``values`` chunks are whole copies of the thread state (its whole history,
+        once per step): a finished run kept for joining must not hold them.  The
+        typed events stay, and each raw frame keeps its index (the SSE event id)
+        as a ``dropped`` frame that readers skip; the state itself stays readable
+        from the checkpointer.
+        """
+        if not self.done or self.raw_dropped:
+            return 0
+        self.raw_dropped = True
+        dropped = 0
+        for index, (kind, _) in enumerate(self.frames):
+            if kind in RAW_KINDS:
+                self.frames[index] = (DROPPED, None)
+                dropped += 1
+        return dropped
 
     def _has_more(self, index: int) -> bool:
         return len(self.frames) > index or self.done

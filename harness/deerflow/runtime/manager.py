@@ -48,22 +48,26 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.mcp.manager import MCP_RUN_SERVICE, MCP_SERVICE, open_mcp, prepare_mcp_run
+from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
+from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime import events as ev
+from deerflow.runtime import metrics
 from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
+from deerflow.runtime.usage import USAGE_SERVICE, UsageMeter
 from deerflow.sandbox.factory import make_kernel_pool, make_provider
 from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
 from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
 from deerflow.subagents.runtime import SUBAGENTS_SERVICE
+from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolCache
 from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
@@ -101,9 +105,11 @@ class RunManager:
         self._live: dict[str, LiveRun] = {}
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
-        self.services: dict[str, Any] = {}
+        self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
+        self.services: dict[str, Any] = {TOOL_CACHE_SERVICE: self.tool_cache}
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
+        self._stop_reason: str | None = None  # set by close(reason=...): runs it cancels end "interrupted: ..."
 
     @classmethod
     async def open(cls, *, loaded: LoadedConfig, home: HomePaths, plugins: PluginSet | None = None) -> RunManager:
@@ -124,14 +130,31 @@ class RunManager:
             manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
             manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
                 loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+            from deerflow.mcp.manager import (
+                open_mcp,  # the MCP SDK loads with the first host, not on import
+            )
+
             manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
+            manager.services[MEMORY_SERVICE] = memory = MemoryService.open(
+                loaded.config, home=home.home, stack=stack, model_factory=manager.memory_model)
+            stack.push_async_callback(memory.aclose)  # pending extractions: a bounded grace, then cancelled
         except BaseException:
             await stack.aclose()  # a later service failed: close the earlier ones (browser, kernels...)
             raise
         return manager
 
-    async def close(self) -> None:
+    def memory_model(self, name: str | None) -> Any:
+        """The chat model memory extraction uses (:mod:`deerflow.memory.service`), from the current config."""
+        return create_chat_model(self.loaded.config, name, config_file=_str(self.loaded.path)).model
+
+    async def close(self, *, reason: str | None = None) -> None:
+        """Cancel active runs (each saves its last checkpoint and is recorded), then close every service.
+
+        With ``reason`` (the server stopping), the cancelled runs are recorded as
+        ``error`` ``"interrupted: {reason}"``, like a crashed process's runs, and can be continued.
+        """
+        self._stop_reason = reason
         for live in list(self._live.values()):
             if live.task and not live.task.done():
                 live.task.cancel()
@@ -295,13 +318,16 @@ class RunManager:
                                      config_file=_str(self.loaded.path),
                                      record=options.get("record"), replay=options.get("replay"))
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
+        from deerflow.mcp.manager import prepare_mcp_run
+
         mcp_run = await prepare_mcp_run(self.services, user_id=user_id, thread_id=new_thread_id)
         if request.thread_id in self._active_by_thread:  # MCP discovery awaited: the thread may be busy now
             raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=with_subagent_source(
                                  builtin_sources(self.loaded.config, resolved,
-                                                 sandbox=self.services.get("sandbox"), skills=skills),
+                                                 sandbox=self.services.get("sandbox"), skills=skills,
+                                                 cache=self.tool_cache),
                                  self.services, self.loaded.config),
                              config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
@@ -311,6 +337,12 @@ class RunManager:
                                profile=profile)
         thread = (self.thread(request.thread_id, user_id) if request.thread_id
                   else self.create_thread(user_id, thread_id=new_thread_id))
+        from deerflow.notebooks.host import (  # nbformat loads with the first run
+            context_for_run,
+            with_context,
+        )
+
+        notebook = await context_for_run(self.services, options)  # the notebook a %%deerflow run came from
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.items()
@@ -321,7 +353,8 @@ class RunManager:
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
             options=options, services={**self.services, **project_run_skills(
                 skills, self.home.thread(user_id, thread.thread_id)),
-                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {})},
+                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {}),
+                USAGE_SERVICE: _usage_meter(self.loaded.config, resolved.name)},
         )
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
@@ -334,7 +367,11 @@ class RunManager:
             raise
         live = LiveRun(record)
         self._live[record.run_id] = live
+        metrics.run_started()
         notes = [{"kind": "config_reloaded", "text": config_note}] if config_note else []
+        if notebook is not None:
+            prompt = with_context(prompt, notebook[0])
+            notes.append({"kind": "notebook_context", "text": notebook[1]})
         live.task = asyncio.create_task(self._run(live, lead, context, prompt, notes, lease))
         return live
 
@@ -348,6 +385,7 @@ class RunManager:
         if change is None:
             return None
         self.loaded = change.loaded
+        self.tool_cache.clear()
         logger.info("%s", change.note())
         return change.note()
 
@@ -362,23 +400,28 @@ class RunManager:
             heartbeat.cancel()
             projector = outcome.projector if outcome else None
             status = outcome.status if outcome else "cancelled"
+            error = outcome.error if outcome else None
+            if status == "cancelled" and self._stop_reason:  # the server is stopping: a run to continue later
+                status, error = "error", f"interrupted: {self._stop_reason}"
             title = projector.title if projector else None
             finished = ev.RunFinished(
                 run_id=live.run_id, thread_id=context.thread_id, seq=(projector.seq + 1) if projector else 1,
                 status=status, text=projector.last_text if projector else "", title=title,
                 artifacts=list(projector.artifacts) if projector else [],
                 receipt=outcome.receipt if outcome else None,
-                error=outcome.error if outcome else None, stopped_by=outcome.stopped_by if outcome else None,
+                error=error, stopped_by=outcome.stopped_by if outcome else None,
+                usage=context.services[USAGE_SERVICE].summary(),
             )
             await publish(finished)
             self._settle(live, finished, lease)
+            note_settled_run(self.services, context, prompt, finished)  # memory learns later, off this path
 
     def _settle(self, live: LiveRun, finished: ev.RunFinished, lease: LeaseTerms) -> None:
         self._active_by_thread.pop(live.record.thread_id, None)
         self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
         result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt,
                   "workspace_changes": next((e.changes for e in live.events if isinstance(e, ev.WorkspaceChanges)),
-                                            None), "stopped_by": finished.stopped_by}
+                                            None), "stopped_by": finished.stopped_by, "usage": finished.usage}
         live.record.result = result
         self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result,
                               lease_owner=lease.owner)
@@ -386,13 +429,23 @@ class RunManager:
         live.record.status = finished.status
         live.record.error = finished.error
         live.record.updated_at = time.time()
+        metrics.run_finished(user_id=live.record.user_id, finished=finished, events=live.events,
+                             seconds=live.record.updated_at - live.record.created_at)
         self._forget_old_runs()
 
-    def _forget_old_runs(self, keep: int = 256) -> None:
-        """Finished runs stay joinable in memory for a while, then only in the store."""
+    def _forget_old_runs(self, keep: int = 256, keep_raw: int = 16) -> None:
+        """Finished runs stay joinable in memory for a while, then only in the store.
+
+        Memory stays bounded by the runs' own output, not their threads' history:
+        all but the ``keep_raw`` most recently finished runs drop their raw
+        LangGraph chunks (``values`` are whole copies of the thread state); their
+        typed events stay, and the state is read from the checkpointer.
+        """
         finished = [rid for rid, lv in self._live.items() if lv.done]
         for run_id in finished[: max(0, len(finished) - keep)]:
             del self._live[run_id]
+        for run_id in finished[max(0, len(finished) - keep): max(0, len(finished) - keep_raw)]:
+            self._live[run_id].drop_raw_frames()
 
     def thread_status(self, thread_id: str) -> str:
         """``busy`` while a run is active on the thread (in any process sharing the store), else ``idle``."""
@@ -451,6 +504,13 @@ def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
     graph.add_edge("model", END)
     graph.add_edge("tools", END)
     return graph.compile(checkpointer=checkpointer)
+
+
+def _usage_meter(config: AppConfig, model_name: str) -> UsageMeter:
+    """The run's usage meter: counts every model call, enforces ``limits.max_tokens_per_run``."""
+    meter = UsageMeter(default_model=model_name, budget=config.limits.max_tokens_per_run)
+    meter.on_call = metrics.model_call
+    return meter
 
 
 def _canceller(live: LiveRun) -> Callable[[], None]:

@@ -21,12 +21,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from nbformat import NotebookNode
+from typing import TYPE_CHECKING, Any
 
 from deerflow.sandbox.provider import VIRTUAL_WORKSPACE
 from deerflow.threadfs import SafeDir, UnsafePath
+
+if TYPE_CHECKING:  # nbformat is imported on first use (its jsonschema import is slow)
+    from nbformat import NotebookNode
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PLACEHOLDER = re.compile(r"^<[^<>\n]*>$")

@@ -353,17 +353,10 @@ def str_replace(
 
 def _atomic_write(root: SafeDir, rp: ResolvedPath, data: bytes) -> None:
     """Replace the file at ``rp`` with ``data`` (parents created), keeping its mode."""
-    st = root.lstat(rp.rel) if rp.rel else None
-    mode = (st.st_mode & 0o777) if st is not None else 0o644
-    try:
+    with _as_tool_failure(rp):
+        st = root.lstat(rp.rel) if rp.rel else None
+        mode = (st.st_mode & 0o777) if st is not None else 0o644
         root.write_bytes(rp.rel, data, mode=mode)
-    except UnsafePath as exc:
-        if exc.code == "not_dir":
-            raise ToolFailure(
-                f"Cannot create {rp.virtual}: part of its parent path is a file, not a directory.",
-                code="bad_path",
-            ) from None
-        raise tool_failure(exc, shown=rp.virtual) from None
 
 
 # -- search -------------------------------------------------------------------

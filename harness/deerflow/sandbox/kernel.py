@@ -39,17 +39,18 @@ import queue
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
-from nbformat import NotebookNode
-from nbformat.v4 import output_from_msg
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.process import descendants, kill_strays
 from deerflow.sandbox.provider import SandboxProvider
 from deerflow.threadfs import SafeDir, UnsafePath
+
+if TYPE_CHECKING:  # nbformat is imported on first use (its jsonschema import is slow)
+    from nbformat import NotebookNode
 
 Recovery = Literal["none", "interrupted", "restarted", "died"]
 _POLL_S = 1.0
@@ -135,6 +136,8 @@ class _Collector:
         ):
             last["text"] += msg["content"]["text"]
             return
+        from nbformat.v4 import output_from_msg  # on first output: nbformat imports slowly
+
         outputs.append(output_from_msg(msg))
 
 

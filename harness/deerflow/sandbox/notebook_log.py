@@ -27,13 +27,12 @@ import json
 import logging
 import textwrap
 from pathlib import Path
-
-import nbformat
-from nbformat import NotebookNode
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from nbformat.v4.rwbase import split_lines
+from typing import TYPE_CHECKING
 
 from deerflow.threadfs import SafeDir, UnsafePath
+
+if TYPE_CHECKING:  # nbformat is imported on first use: its jsonschema import costs ~1.5 s
+    from nbformat import NotebookNode
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +48,9 @@ def _dumps(value: object) -> str:
 
 def _cell_json(cell: NotebookNode) -> str:
     """One cell as it appears inside the file's ``cells`` list."""
+    from nbformat import NotebookNode
+    from nbformat.v4.rwbase import split_lines
+
     stored = copy.deepcopy(cell)
     stored.metadata.pop("trusted", None)
     split = split_lines(NotebookNode(cells=[stored])).cells[0]
@@ -87,6 +89,9 @@ class NotebookLog:
         return self._nb
 
     def _read(self) -> NotebookNode:
+        import nbformat
+        from nbformat.v4 import new_notebook
+
         with self._dir() as root:
             if root.kind(self.path.name) is None:
                 return new_notebook(
@@ -124,12 +129,17 @@ class NotebookLog:
         self, source: str, outputs: list[NotebookNode], execution_count: int | None
     ) -> None:
         """Append one executed code cell with its outputs and save."""
+        import nbformat
+        from nbformat.v4 import new_code_cell
+
         cell = new_code_cell(source=source, outputs=outputs, execution_count=execution_count)
         nbformat.validate(cell, ref="code_cell", version=4)
         self._append(cell)
 
     def append_note(self, text: str) -> None:
         """Append a markdown note (kernel restarts and similar events)."""
+        from nbformat.v4 import new_markdown_cell
+
         self._append(new_markdown_cell(text))
 
     def _append(self, cell: NotebookNode) -> None:

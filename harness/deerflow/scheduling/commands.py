@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deerflow.scheduling.store import Schedule, ScheduleRun
+if TYPE_CHECKING:  # annotations only: `deerflow --help` stays cheap
+    from deerflow.scheduling.store import Schedule, ScheduleRun
 
 
 def add_schedule_parser(sub: Any) -> None:

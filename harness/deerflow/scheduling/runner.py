@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 
 from deerflow.agents.interaction_policy import parse_blocked_result
-from deerflow.errors import Busy, UserError
+from deerflow.errors import Busy, ThreadBusy, UserError
 from deerflow.runtime import events as ev
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.scheduling.cron import CronExpression, zone
@@ -118,16 +118,20 @@ class Scheduler:
         record_id = self.store.start_record(schedule, self.owner, slot_at=schedule.next_run_at, missed_slots=missed,
                                             started_at=now)
         renewer = asyncio.create_task(self._renew(schedule.schedule_id))
+        started = False
         try:
-            await self._run_and_record(schedule, record_id)
+            started = await self._run_and_record(schedule, record_id)
         finally:
             renewer.cancel()
-            keep = schedule.next_run_at > now  # an early trial run keeps the coming slot
+            # an early trial run keeps the coming slot; so does a run another process beat to the thread
+            keep = schedule.next_run_at > now or not started
             next_slot = schedule.next_run_at if keep else cron.next_after(_aware(now), tz).timestamp()
             self.store.release(schedule.schedule_id, self.owner, next_run_at=next_slot, ran_at=now)
         return self.store.run_record(record_id)
 
-    async def _run_and_record(self, schedule: Schedule, record_id: int) -> None:
+    async def _run_and_record(self, schedule: Schedule, record_id: int) -> bool:
+        """Run the schedule's prompt and record how it ended; ``False`` when it could not start
+        because another process took the thread in the meantime (the slot is tried again)."""
         options = {"interaction_mode": "scheduled"}
         if schedule.agent_name:
             options["agent_name"] = schedule.agent_name
@@ -135,10 +139,14 @@ class Scheduler:
                              options=options, trusted=True)
         try:
             live = await self.manager.start(request)
+        except ThreadBusy:
+            self.store.finish_record(record_id, status="deferred", error="the thread has an active run",
+                                     thread_id=schedule.thread_id)
+            return False
         except UserError as exc:
             logger.warning("schedule %s could not start: %s", schedule.schedule_id, exc)
             self.store.finish_record(record_id, status="error", error=str(exc), thread_id=schedule.thread_id)
-            return
+            return True
         finished: ev.RunFinished | None = None
         try:
             finished = await live.wait()
@@ -152,6 +160,7 @@ class Scheduler:
                 thread_id=live.record.thread_id, text=finished.text if finished else None,
                 error=finished.error if finished else "the scheduler stopped", receipt=finished.receipt
                 if finished else None, blocked=asdict(blocked) if blocked else None)
+        return True
 
     async def _renew(self, schedule_id: str) -> None:
         while True:

@@ -19,12 +19,21 @@ listing can show it, and never reaches a run.  Directories starting with ``.``
 from __future__ import annotations
 
 import logging
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from deerflow.resources import public_skills_dir
-from deerflow.skills.manifest import MANIFEST, SkillFormatError, SkillManifest, parse_skill_md
+from deerflow.skills.manifest import (
+    MANIFEST,
+    SkillDocument,
+    SkillFormatError,
+    SkillManifest,
+    parse_skill_md,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +159,51 @@ def public_root_from(path: str | None, *, base: Path | None = None) -> Path:
     return root / "public" if (root / "public").is_dir() else root
 
 
+class _ParsedManifests:
+    """Parsed ``SKILL.md`` files keyed by path and file signature (inode, size, mtime, ctime).
+
+    Every run lists the skills (twice: the catalog and the run's enabled set);
+    re-reading and YAML-parsing every manifest each time was a sixth of a run's
+    fixed cost.  A file whose signature changed is parsed again, so an edit or an
+    install is seen by the next run, as before.  Bounded (least recently used out).
+    """
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self._docs: OrderedDict[str, tuple[tuple[int, ...], SkillDocument]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_entries
+
+    def get(self, path: Path) -> SkillDocument | None:
+        signature = _signature(path)
+        with self._lock:
+            hit = self._docs.get(str(path))
+            if hit is None or signature is None or hit[0] != signature:
+                return None
+            self._docs.move_to_end(str(path))
+            return hit[1]
+
+    def put(self, path: Path, signature: tuple[int, ...] | None, doc: SkillDocument) -> None:
+        """Remember ``doc``, parsed from ``path`` as it was at ``signature`` (taken before reading)."""
+        if signature is None or signature != _signature(path):  # changed while we read: parse again next time
+            return
+        with self._lock:
+            self._docs[str(path)] = (signature, doc)
+            self._docs.move_to_end(str(path))
+            while len(self._docs) > self._max:
+                self._docs.popitem(last=False)
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_PARSED = _ParsedManifests()
+
+
 def load_skill(directory: Path, source: SkillSource) -> Skill:
     """Parse the skill in ``directory``.
 
@@ -160,11 +214,15 @@ def load_skill(directory: Path, source: SkillSource) -> Skill:
     where = f"{source} skill {directory.name!r}"
     if not manifest_path.is_file():
         raise SkillFormatError(f"{where}: there is no {MANIFEST}")
-    try:
-        text = manifest_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SkillFormatError(f"{where}: {MANIFEST} cannot be read as UTF-8 text ({exc})") from None
-    doc = parse_skill_md(text, where=f"{where}: {MANIFEST}")
+    doc = _PARSED.get(manifest_path)
+    if doc is None:
+        signature = _signature(manifest_path)
+        try:
+            text = manifest_path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SkillFormatError(f"{where}: {MANIFEST} cannot be read as UTF-8 text ({exc})") from None
+        doc = parse_skill_md(text, where=f"{where}: {MANIFEST}")
+        _PARSED.put(manifest_path, signature, doc)
     if doc.manifest.name != directory.name:
         raise SkillFormatError(f"{where}: the frontmatter name {doc.manifest.name!r} does not match "
                                f"its directory {directory.name!r}")

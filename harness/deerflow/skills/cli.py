@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from deerflow.skills.catalog import SkillInfo
-from deerflow.skills.installer import InstallResult, SkillScanBlocked
+if TYPE_CHECKING:  # imported where used: `deerflow --help` stays cheap
+    from deerflow.skills.catalog import SkillInfo
+    from deerflow.skills.installer import InstallResult
 
 
 def add_parser(sub: Any) -> None:
@@ -93,6 +94,8 @@ def _show(client: Any, name: str, out: TextIO) -> int:
 
 
 def _install(client: Any, path: str, *, replace: bool, as_json: bool, out: TextIO) -> int:
+    from deerflow.skills.installer import SkillScanBlocked
+
     try:
         result: InstallResult = client.install_skill(path, replace=replace)
     except SkillScanBlocked as exc:

@@ -30,13 +30,14 @@ from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
+from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMiddleware
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from deerflow.config.schema import AppConfig
-from deerflow.mcp.manager import MCP_RUN_SERVICE
+from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel
 from deerflow.runtime.context import RunContext
 from deerflow.skills.activation import active_skills
@@ -48,7 +49,7 @@ from deerflow.subagents.middlewares import (
     SubagentToolGuard,
 )
 from deerflow.subagents.registry import FORBIDDEN_CHILD_TOOLS, SubagentType
-from deerflow.tools.assembly import ToolSources, get_available_tools
+from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy
 from deerflow.tools.builtins import builtin_sources
 
@@ -71,7 +72,8 @@ ToolSourcesFactory = Callable[[AppConfig, ResolvedModel, RunContext], ToolSource
 
 def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContext) -> ToolSources:
     """The lead's built-in tool sources, on the thread's sandbox, plus the parent run's MCP tools."""
-    sources = builtin_sources(config, model, sandbox=ctx.services.get("sandbox"))
+    sources = builtin_sources(config, model, sandbox=ctx.services.get("sandbox"),
+                              cache=ctx.services.get(TOOL_CACHE_SERVICE))
     mcp_run = ctx.services.get(MCP_RUN_SERVICE)
     if mcp_run is not None:
         sources = replace(sources, mcp=mcp_run.child_source)
@@ -122,6 +124,7 @@ def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware]:
     """The child's middleware chain (first = outermost)."""
     chain: list[AgentMiddleware] = [
         DanglingToolCallsMiddleware(),
+        CutOffToolCallsMiddleware(),
         ReceiptMiddleware(),
         SubagentToolGuard(),
         ToolAuthorizationMiddleware(ToolPolicy.for_user(config.authorization, user_id)),

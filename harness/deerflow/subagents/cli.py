@@ -17,11 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deerflow.subagents.batches.sql import open_backend
-from deerflow.subagents.batches.store import BatchStore
-from deerflow.subagents.batches.submitter import BatchStatus, BatchSubmitter
+if TYPE_CHECKING:  # imported where used: `deerflow --help` stays cheap
+    from deerflow.subagents.batches.submitter import BatchStatus
 
 
 def add_parser(sub: Any) -> None:
@@ -51,6 +50,10 @@ def run(client: Any, args: argparse.Namespace) -> int:
         print(f"worker done: {stats.finished} items finished, {stats.cancelled} cancelled")
         return 0
     settings = loaded.config.subagents.batches
+    from deerflow.subagents.batches.sql import open_backend
+    from deerflow.subagents.batches.store import BatchStore
+    from deerflow.subagents.batches.submitter import BatchSubmitter
+
     submitter = BatchSubmitter(BatchStore(open_backend(settings, home)), max_items=settings.max_items)
     user = client.user_id
     if args.batches_command == "list":

@@ -38,11 +38,12 @@ from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.config.schema import AppConfig
 from deerflow.errors import UserError
-from deerflow.mcp.manager import MCP_RUN_SERVICE
+from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.models.script_format import ModelError
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
+from deerflow.runtime.usage import USAGE_SERVICE
 from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.subagents.acceptance import (
     AcceptanceContext,
@@ -234,8 +235,11 @@ class SubagentExecutor:
     async def _drive(self, prep: PreparedJob) -> _ChildResult:
         child = prep.child
         inputs = {"messages": [HumanMessage(content=child_task_message(prep.job.prompt, prep.job.criteria))]}
-        config = {"recursion_limit": child.limits.max_turns * 6 + 20,
-                  "metadata": {"run_id": prep.context.run_id, "subagent_type": prep.kind.name}}
+        config: dict[str, Any] = {"recursion_limit": child.limits.max_turns * 6 + 20,
+                                  "metadata": {"run_id": prep.context.run_id, "subagent_type": prep.kind.name}}
+        meter = prep.context.services.get(USAGE_SERVICE)  # the parent run's usage meter counts the child's calls
+        if meter is not None:
+            config["callbacks"] = [meter]
         try:
             async for mode, chunk in prep.graph.astream(inputs, config, context=prep.context,
                                                         stream_mode=["updates", "custom"]):

@@ -18,7 +18,8 @@ Finally the user's authorization policy removes what they may not use.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+import threading
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from langchain_core.tools import BaseTool
@@ -50,6 +51,43 @@ class ToolSources:
     subagents: ToolFactory | None = None
     acp: ToolFactory | None = None
     plugins: ToolFactory | None = None
+
+
+class ToolCache:
+    """Built tools reused across runs, keyed by everything they are built from.
+
+    Building a ``StructuredTool`` derives a pydantic schema from its function's
+    signature (several milliseconds per tool); the built-in tools depend only on
+    the host's sandbox provider and a few config values, so a host builds each
+    group once per key and every run shares the (immutable) tool objects.  The
+    host drops the cache when its config changes.  Bounded: past ``max_entries``
+    keys the oldest is forgotten.
+    """
+
+    def __init__(self, max_entries: int = 64) -> None:
+        self._tools: dict[Hashable, list[BaseTool]] = {}
+        self._lock = threading.Lock()  # subagents may build on worker threads
+        self._max = max_entries
+
+    def get(self, key: Hashable, build: Callable[[], list[BaseTool]]) -> list[BaseTool]:
+        """The tools for ``key``, built by ``build`` on first use; a new list each call."""
+        with self._lock:
+            tools = self._tools.get(key)
+        if tools is None:
+            tools = build()
+            with self._lock:
+                self._tools.setdefault(key, tools)
+                while len(self._tools) > self._max:
+                    del self._tools[next(iter(self._tools))]
+        return list(tools)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tools.clear()
+
+
+TOOL_CACHE_SERVICE = "tool_cache"
+"""Key of the host's :class:`ToolCache` in ``RunManager.services`` (subagents build from it too)."""
 
 
 # Built-in groups that ignore the ``groups`` filter: the framework needs them.

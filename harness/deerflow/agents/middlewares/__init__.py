@@ -14,10 +14,12 @@ from langchain.agents.middleware import AgentMiddleware
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.consent import ConsentMiddleware
+from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.fusion import fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.mcp_notices import mcp_middlewares
+from deerflow.agents.middlewares.memory import MemoryMiddleware
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
 from deerflow.agents.middlewares.skill_activation import SkillActivationMiddleware
 from deerflow.agents.middlewares.skill_policy import SkillToolPolicyMiddleware
@@ -71,6 +73,7 @@ def build_middlewares(
         UploadsMiddleware(),
         *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),
         DanglingToolCallsMiddleware(),
+        CutOffToolCallsMiddleware(),  # before anything reads the arguments of a call cut off mid-JSON
         ToolAuthorizationMiddleware(policy),
         SkillToolPolicyMiddleware(),  # after user authorization: an active skill only narrows
         *mcp_middlewares(options.mcp),  # MCP notices; deferred schemas (only narrow, like the skill policy)
@@ -78,6 +81,7 @@ def build_middlewares(
         ToolErrorHandlingMiddleware(),
         ToolOutputBudgetMiddleware(max_chars=app_config.tool_output.max_chars,
                                    synopsis_chars=app_config.tool_output.synopsis_chars),
+        *([MemoryMiddleware()] if app_config.memory.enabled and app_config.memory.injection_enabled else []),
     ]
     chain.append(build_summarization(app_config, model, config_file=config_file))
     if options.is_plan_mode:

@@ -9,15 +9,16 @@ bounded ``<mcp_task_results>`` note in the conversation for the model.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.runtime import Runtime
 
 from deerflow.agents.middlewares._notes import harness_note
 from deerflow.agents.middlewares.tool_search import DeferredToolsMiddleware
-from deerflow.mcp.run_tools import McpRunTools
-from deerflow.mcp.tasks import finished_note
+
+if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
+    from deerflow.mcp.run_tools import McpRunTools
 
 
 class McpNoticesMiddleware(AgentMiddleware):
@@ -42,6 +43,8 @@ class McpNoticesMiddleware(AgentMiddleware):
                                    "data": {"task_id": record.id, "status": record.status}})
         if not finished:
             return None
+        from deerflow.mcp.tasks import finished_note
+
         return {"messages": [harness_note(finished_note(finished), "mcp_task_results")]}
 
     async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:

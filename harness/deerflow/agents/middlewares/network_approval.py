@@ -14,6 +14,10 @@ anything unclear is a denial) and records it on the provider's network gate:
 
 Each decision is reported as a ``network_decision`` notice.  Nothing is
 written to the conversation: the answer itself is already the user message.
+
+Only a person can grant access: an answer that arrives in an unattended run
+(a schedule or webhook continuing a thread that was waiting) or in a subagent
+is read as a denial, the same rule as for consent to persistent changes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow.agents.clarification_reply import pending_request
+from deerflow.agents.consent import is_subagent
 from deerflow.sandbox.network_approval import answer_notices, is_approval_request, parse_answer
 
 logger = logging.getLogger(__name__)
@@ -41,9 +46,11 @@ class NetworkApprovalMiddleware(AgentMiddleware):
         request = pending_request(messages[:-1])
         if request is None or not is_approval_request(request):
             return None
-        answer = parse_answer(messages[-1].text)
-        targets = [t for t in request["targets"] if isinstance(t, str)]
         context = runtime.context
+        policy = getattr(context, "interaction", None)
+        attended = policy is not None and policy.may_request_consent(subagent=is_subagent(context))
+        answer = parse_answer(messages[-1].text) if attended else "deny"
+        targets = [t for t in request["targets"] if isinstance(t, str)]
         services = getattr(context, "services", None) or {}
         egress = getattr(services.get("sandbox"), "egress", None)
         if egress is None:

@@ -15,15 +15,28 @@ the stored messages with a summary message (``RemoveMessage``); here the
 history stays whole and only requests are trimmed.  Its summary prompt is
 reused.  The middleware is always in the chain, so a summary written by
 ``client.compact`` is honoured even when automatic summarization is off.
+
+**Default trigger.**  With no trigger configured (and ``enabled`` not set to
+false), a real model whose context window is known summarizes once a request
+would fill :data:`DEFAULT_WINDOW_FRACTION` of the window, the system prompt and
+the tool schemas counted in (on an 8k local model they are a large share).  The
+rest is left for the answer and for the 4-characters-a-token estimate's error.
+Offline models (scripted, replayed) get no default: their answers do not
+depend on the conversation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import AgentState, ExtendedModelResponse
+from langchain_core.messages import BaseMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.types import Command
 
 from deerflow.agents.summary import (
@@ -38,6 +51,8 @@ from deerflow.agents.summary import (
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ConfigError
 from deerflow.models.factory import ResolvedModel, create_chat_model
+
+DEFAULT_WINDOW_FRACTION = 0.75
 
 
 class SummarizationState(AgentState):
@@ -67,24 +82,67 @@ def summarized_notice(step: Compaction, summary: Summary) -> dict[str, Any]:
     }
 
 
+def request_overhead(request: ModelRequest) -> int:
+    """Approximate tokens a request spends besides the conversation: system prompt and tool schemas."""
+    system = [request.system_message] if request.system_message is not None else []
+    return count_tokens_approximately(system) + _schema_tokens(request.tools)
+
+
+def _schema_tokens(tools: Sequence[Any]) -> int:
+    chars = 0
+    for tool in tools:
+        try:
+            chars += len(json.dumps(tool if isinstance(tool, dict) else convert_to_openai_tool(tool)))
+        except (TypeError, ValueError):  # a tool whose schema cannot be rendered: count its name only
+            chars += len(str(getattr(tool, "name", tool)))
+    return chars // 4
+
+
+def messages_within(messages: Sequence[BaseMessage], tokens: int) -> int:
+    """How many of the latest ``messages`` fit in ``tokens`` (at least 2: the last call and its result)."""
+    used = kept = 0
+    for message in reversed(messages):
+        used += count_tokens_approximately([message])
+        if used > tokens:
+            break
+        kept += 1
+    return max(2, kept)
+
+
 class SummarizationMiddleware(AgentMiddleware):
-    """Projects the thread summary into requests and summarizes when a trigger is crossed."""
+    """Projects the thread summary into requests and summarizes when a trigger is crossed.
+
+    ``default_window`` (the model's context window) sets the default trigger of
+    each request: :data:`DEFAULT_WINDOW_FRACTION` of it minus the request's
+    system prompt and tool schemas, and keeps verbatim only the latest messages
+    that fit in half of that.
+    """
 
     state_schema = SummarizationState
 
-    def __init__(self, policy: SummaryPolicy, summarizer: Summarizer) -> None:
+    def __init__(self, policy: SummaryPolicy, summarizer: Summarizer, *, default_window: int | None = None) -> None:
         super().__init__()
         self.policy = policy
         self.summarizer = summarizer
+        self.default_window = default_window
+
+    def _policy_for(self, request: ModelRequest, live: Sequence[BaseMessage]) -> SummaryPolicy:
+        """The configured policy, or the default one sized for this request (trigger and verbatim tail)."""
+        if self.default_window is None:
+            return self.policy
+        budget = int(self.default_window * DEFAULT_WINDOW_FRACTION) - request_overhead(request)
+        trigger = max(self.default_window // 8, budget)
+        keep = min(self.policy.keep_messages, messages_within(live, trigger // 2))
+        return dataclasses.replace(self.policy, trigger_tokens=trigger, keep_messages=keep)
 
     def _due(self, request: ModelRequest) -> Compaction | None:
         state = request.state
-        if not self.policy.automatic:
-            return None
         summary, through = state.get("summary_text"), state.get("summarized_through")
-        if not self.policy.should_summarize(live_messages(request.messages, through), summary):
+        live = live_messages(request.messages, through)
+        policy = self._policy_for(request, live)
+        if not policy.automatic or not policy.should_summarize(live, summary):
             return None
-        return plan_compaction(state.get("messages") or [], through, self.policy.keep_messages)
+        return plan_compaction(state.get("messages") or [], through, policy.keep_messages)
 
     def _apply(self, request: ModelRequest, step: Compaction | None,
                written: Summary | None) -> tuple[ModelRequest, dict[str, Any] | None]:
@@ -146,12 +204,25 @@ def summarization_setup(app_config: AppConfig, model: ResolvedModel | None, *, c
     except ValueError as exc:
         raise ConfigError(str(exc), file=config_file, key="summarization.trigger_fraction") from None
     writer = None
-    if policy.automatic or always_write:
+    if policy.automatic or always_write or default_window(app_config, model) is not None:
         writer = summarization_model(app_config, model, config_file=config_file)
     return policy, Summarizer(writer.model if writer else None, max_chars=policy.summary_chars)
+
+
+def default_window(app_config: AppConfig, model: ResolvedModel | None) -> int | None:
+    """The context window the default trigger is sized by; None when the default does not apply.
+
+    It applies when summarization is not switched off, no trigger is configured,
+    and the model is a real one whose window is known.
+    """
+    config = app_config.summarization
+    if not config.enabled or config.has_trigger or model is None or model.offline:
+        return None
+    return context_window_of(model)
 
 
 def build_summarization(app_config: AppConfig, model: ResolvedModel | None, *,
                         config_file: str | None = None) -> SummarizationMiddleware:
     """The middleware for a run on ``model`` with the ``summarization`` config."""
-    return SummarizationMiddleware(*summarization_setup(app_config, model, config_file=config_file))
+    policy, summarizer = summarization_setup(app_config, model, config_file=config_file)
+    return SummarizationMiddleware(policy, summarizer, default_window=default_window(app_config, model))

@@ -18,7 +18,7 @@ skill's policy still decide separately whether a *promoted* tool may run.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
@@ -28,7 +28,9 @@ from langgraph.types import Command
 
 from deerflow.agents.middlewares._notes import note_kind
 from deerflow.mcp.deferral import DeferredCatalog
-from deerflow.mcp.run_tools import McpRunTools
+
+if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
+    from deerflow.mcp.run_tools import McpRunTools
 
 Result = ToolMessage | Command[Any]
 

@@ -8,25 +8,30 @@ from deerflow.config.schema import AppConfig
 from deerflow.models.factory import ResolvedModel
 from deerflow.sandbox.provider import SandboxProvider
 from deerflow.skills.run import RunSkills
-from deerflow.tools.assembly import ToolSources
+from deerflow.tools.assembly import ToolCache, ToolSources
 
 
 def builtin_groups(
     app_config: AppConfig, model: ResolvedModel, *, sandbox: SandboxProvider | None = None,
-    skills: RunSkills | None = None,
+    skills: RunSkills | None = None, cache: ToolCache | None = None,
 ) -> dict[str, list[BaseTool]]:
     """Built-in tools by group; later capabilities add their groups here.
 
     The ``exec`` group (``bash``/``python``) exists only when the host runs a sandbox
     provider; ``bash`` is left out when the provider does not allow it.  ``web``
     (``web_fetch``, ``web_search``, ``image_search``) is on unless ``web.enabled`` is
-    false; ``browser`` only with ``browser.enabled``.  The skill
+    false; ``browser`` only with ``browser.enabled``.  ``notebook`` (``read_notebook``,
+    ``edit_notebook``) works when the host provides ``services["notebooks"]``.  The skill
     tools (``describe_skill``, ``install_skill``) join ``builtin`` when the run's
     skills call for them (see :mod:`deerflow.tools.builtins.skill_tools`).
+
+    With a host's ``cache`` the groups built from functions (exec, web, browser)
+    are built once per key and shared by later runs.
     """
     from deerflow.tools.builtins.clarification import ask_clarification
-    from deerflow.tools.builtins.exec_tools import exec_tools
+    from deerflow.tools.builtins.exec_tools import bash_description, exec_tools
     from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS, FILE_WRITE_TOOLS
+    from deerflow.tools.builtins.notebook_tools import notebook_tools
     from deerflow.tools.builtins.present_files import present_files
     from deerflow.tools.builtins.skill_tools import skill_tools
     from deerflow.tools.builtins.uploads_tool import list_uploaded_files
@@ -37,25 +42,30 @@ def builtin_groups(
         "builtin": [present_files, list_uploaded_files, ask_clarification, *vision, *skill_tools(skills)],
         "file:read": list(FILE_READ_TOOLS),
         "file:write": list(FILE_WRITE_TOOLS),
+        "notebook": notebook_tools(),  # the user's notebooks, through the host's services["notebooks"]
     }
+    cache = cache or ToolCache()
     if sandbox is not None:
-        groups["exec"] = exec_tools(sandbox, python_timeout=app_config.sandbox.python_timeout)
+        timeout = app_config.sandbox.python_timeout
+        key = ("exec", sandbox.allows_bash and bash_description(sandbox), timeout)  # all the tools depend on
+        groups["exec"] = cache.get(key, lambda: exec_tools(sandbox, python_timeout=timeout))
     if app_config.web.enabled:
         from deerflow.tools.builtins.web_tools import web_tools
 
-        groups["web"] = web_tools()
+        groups["web"] = cache.get(("web",), web_tools)
     if app_config.browser.enabled:  # the host refuses to start when the browser is unusable
         from deerflow.tools.builtins.browser_tools import browser_tools
 
-        groups["browser"] = browser_tools(vision=model.supports_vision)
+        sees = model.supports_vision
+        groups["browser"] = cache.get(("browser", sees), lambda: browser_tools(vision=sees))
     return groups
 
 
 def builtin_sources(
     app_config: AppConfig, model: ResolvedModel, *, sandbox: SandboxProvider | None = None,
-    skills: RunSkills | None = None,
+    skills: RunSkills | None = None, cache: ToolCache | None = None,
 ) -> ToolSources:
     from deerflow.tools.builtins.acp_tools import acp_tools
 
-    return ToolSources(builtins=builtin_groups(app_config, model, sandbox=sandbox, skills=skills),
+    return ToolSources(builtins=builtin_groups(app_config, model, sandbox=sandbox, skills=skills, cache=cache),
                        acp=lambda: acp_tools(app_config))

@@ -1,0 +1,99 @@
+"""The request's user's memory over HTTP (owner-only: the namespace is the authenticated user's).
+
+    GET    /deerflow/api/memory[?agent=NAME]          {"facts": [...]}, newest first
+    POST   /deerflow/api/memory                       {"text", "category"?, "agent"?} → 201 {"fact": {...}}
+    DELETE /deerflow/api/memory[?agent=NAME]          {"removed": N} (forget everything)
+    GET    /deerflow/api/memory/export[?agent=NAME]   every fact with its source and times
+    GET    /deerflow/api/memory/{id}[?agent=NAME]     one fact
+    DELETE /deerflow/api/memory/{id}[?agent=NAME]     {"forgotten": {...}}
+
+There is no user parameter: facts are read and written in the authenticated
+user's namespace, so another user's fact id is a 404 like an unknown one.
+Store calls run off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from jupyter_server.auth.decorator import authorized
+from pydantic import BaseModel, ConfigDict, Field
+from tornado import web
+
+from deerflow.memory import MEMORY_SERVICE, MemoryBook, MemoryService
+from deerflow.memory.commands import memory_action
+from deerflow.memory.guard import MAX_FACT_CHARS
+from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+FACT_ID = r"(?P<fact_id>[^/]+)"
+
+
+class FactBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS * 2)
+    category: Literal["preference", "context", "project", "skill"] = "context"
+    agent: str | None = None
+
+
+class _MemoryHandler(DeerFlowHandler):
+    async def book(self, agent: str | None = None) -> MemoryBook:
+        manager = await self.manager()
+        service = manager.services.get(MEMORY_SERVICE)
+        if not isinstance(service, MemoryService):
+            raise web.HTTPError(503, "memory is not available on this server")
+        return service.book(self.user_id, agent or self.get_query_argument("agent", None) or None)
+
+    async def act(self, verb: str, argument: str = "", *, agent: str | None = None) -> dict[str, Any]:
+        book = await self.book(agent)
+        return await asyncio.to_thread(memory_action, book, verb, argument)
+
+
+class MemoryHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json(await self.act("list"))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body(FactBody)
+        book = await self.book(body.agent)
+        fact = await asyncio.to_thread(book.add, body.text, category=body.category)
+        self.send_json({"fact": fact.to_dict()}, status=201)
+
+    @web.authenticated
+    @authorized
+    async def delete(self) -> None:
+        self.send_json(await self.act("clear"))
+
+
+class MemoryExportHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json(await self.act("export"))
+
+
+class MemoryFactHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, fact_id: str) -> None:
+        book = await self.book()
+        self.send_json({"fact": (await asyncio.to_thread(book.get, fact_id)).to_dict()})
+
+    @web.authenticated
+    @authorized
+    async def delete(self, fact_id: str) -> None:
+        self.send_json(await self.act("forget", fact_id))
+
+
+ROUTES = [
+    (r"/memory", MemoryHandler),
+    (r"/memory/export", MemoryExportHandler),  # before /memory/{id}: first match wins
+    (rf"/memory/{FACT_ID}", MemoryFactHandler),
+]
+
+__all__ = ["FACT_ID", "ROUTES", "MemoryExportHandler", "MemoryFactHandler", "MemoryHandler"]

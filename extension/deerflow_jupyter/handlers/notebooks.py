@@ -1,0 +1,59 @@
+"""Notebook edit proposals of a thread: list, apply, discard, undo (the request's user's threads only).
+
+    GET  /deerflow/api/threads/{id}/notebook-edits            {"proposals": [pending...]}
+    POST /deerflow/api/threads/{id}/notebook-edits/apply      {"proposal_id"?}  write a proposal
+    POST /deerflow/api/threads/{id}/notebook-edits/discard    {"proposal_id"?}  drop it
+    POST /deerflow/api/threads/{id}/notebook-edits/undo       {"run_id"?}       restore a run's cells
+
+Without an id, the latest pending proposal (or the latest run with applied
+edits) is meant.  A target cell changed since the proposal is a 409 and
+nothing is written; another user's thread is a 404.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.auth.decorator import authorized
+from pydantic import BaseModel, ConfigDict
+from tornado import web
+
+from deerflow.notebooks.access import NotebookError
+from deerflow.notebooks.host import notebook_action
+from deerflow_jupyter.handlers.base import DeerFlowHandler, one_line
+
+ACTION = r"(?P<action>apply|discard|undo)"
+_STATUS = {"conflict": 409, "not_found": 404, "unavailable": 409}
+
+
+class EditTarget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proposal_id: str | None = None
+    run_id: str | None = None
+
+
+class _NotebookEditsHandler(DeerFlowHandler):
+    async def act(self, thread_id: str, action: str, target: str | None = None) -> None:
+        try:
+            found = await notebook_action(await self.manager(), user_id=self.user_id, thread_id=thread_id,
+                                          action=action, target=target)
+        except NotebookError as exc:
+            raise web.HTTPError(_STATUS.get(exc.code, 422), "%s", one_line(str(exc))) from None
+        self.send_json(found)
+
+
+class NotebookEditsHandler(_NotebookEditsHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        await self.act(thread_id, "list")
+
+
+class NotebookEditActionHandler(_NotebookEditsHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, thread_id: str, action: str) -> None:
+        body = self.body(EditTarget)
+        await self.act(thread_id, action, body.run_id if action == "undo" else body.proposal_id)
+
+
+__all__ = ["ACTION", "NotebookEditActionHandler", "NotebookEditsHandler"]

@@ -1,0 +1,23 @@
+"""Long-term memory per user: facts in LangGraph's ``BaseStore``, learned after runs, shown as data.
+
+* :mod:`.book` — a user's (and custom agent's) facts: list, add, forget, rank;
+* :mod:`.guard` — what may become a fact (no orders, no data URLs, no markup);
+* :mod:`.extraction` — sources (user messages, final answers), the model's proposals;
+* :mod:`.prompt` — the ``<user_memory>`` block of the system prompt;
+* :mod:`.service` — the host's store, injection and debounced extraction;
+* :mod:`.store` — opening ``SqliteStore`` / ``PostgresStore``.
+"""
+
+from deerflow._lazy import lazy_exports
+
+# Imported on first use: ``deerflow --help`` wires in the ``memory`` command without LangGraph's store.
+_EXPORTS = {
+    "CATEGORIES": "book", "Fact": "book", "MemoryBook": "book", "namespace": "book",
+    "Applied": "extraction", "Exchange": "extraction",
+    "MEMORY_SERVICE": "service", "MemoryService": "service", "memory_enabled": "service",
+    "note_settled_run": "service",
+}
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = ["CATEGORIES", "MEMORY_SERVICE", "Applied", "Exchange", "Fact", "MemoryBook", "MemoryService",
+           "memory_enabled", "namespace", "note_settled_run"]

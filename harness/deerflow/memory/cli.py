@@ -1,0 +1,64 @@
+"""``deerflow memory``: what DeerFlow remembers about you, from a terminal.
+
+    deerflow memory list [--json]       # --json: a list of objects with id and text (contract)
+    deerflow memory add "TEXT"          # prints the new fact's id (contract)
+    deerflow memory forget ID
+    deerflow memory clear
+    deerflow memory export [--out FILE]
+    (each takes --agent NAME for a custom agent's memory)
+
+Kept out of :mod:`deerflow.cli`, which only wires it in.  It opens the memory
+store directly (no run manager, no sandbox): the command is instant and works
+while a server runs on the same home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``memory`` command to the main CLI's subparsers."""
+    memory = sub.add_parser("memory", help="what DeerFlow remembers about you across threads")
+    actions = memory.add_subparsers(dest="memory_command", required=True)
+    listing = actions.add_parser("list", help="every remembered fact, newest first")
+    listing.add_argument("--json", action="store_true", help="print a JSON list of facts")
+    add = actions.add_parser("add", help="remember a fact; prints its id")
+    add.add_argument("text")
+    add.add_argument("--category", default="context", choices=["preference", "context", "project", "skill"])
+    forget = actions.add_parser("forget", help="forget one fact")
+    forget.add_argument("id")
+    actions.add_parser("clear", help="forget everything")
+    export = actions.add_parser("export", help="every fact with its source and times, as JSON")
+    export.add_argument("--out", help="write to this file instead of stdout")
+    for action in actions.choices.values():
+        action.add_argument("--agent", help="a custom agent's memory (default: the lead agent's)")
+
+
+def run(client: Any, args: argparse.Namespace) -> int:
+    """Execute ``deerflow memory ...``; user errors propagate to the main CLI (one line, status 1)."""
+    from deerflow.memory.book import MemoryBook
+    from deerflow.memory.commands import act_on_home, render_text
+    from deerflow.memory.store import open_store
+
+    verb = args.memory_command
+    if verb == "add":
+        with ExitStack() as stack:
+            store = open_store(client.config.storage, home=client.home.home, stack=stack)
+            book = MemoryBook(store, client.user_id, agent=args.agent, max_facts=client.config.memory.max_facts)
+            print(book.add(args.text, category=args.category).id)
+        return 0
+    result = act_on_home(client.config, client.home.home, client.user_id, verb, getattr(args, "id", ""),
+                         agent=args.agent)
+    if verb == "list" and args.json:
+        print(json.dumps(result["facts"], ensure_ascii=False))
+    elif verb == "export" and args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {len(result['facts'])} facts to {args.out}")
+    else:
+        print(render_text(verb, result))
+    return 0

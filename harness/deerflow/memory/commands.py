@@ -1,0 +1,86 @@
+"""The memory verbs every surface shares: ``list | add TEXT | forget ID | clear | export``.
+
+The CLI (``deerflow memory``), the notebook magic (``%deerflow memory``), the
+chat (``/memory``) and the HTTP routes all call :func:`memory_action` on the
+user's :class:`~deerflow.memory.book.MemoryBook` and show its JSON-able result,
+so the verbs mean the same thing everywhere.  Blocking (the store is
+synchronous): async callers run it with :func:`asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from deerflow.errors import UserError
+from deerflow.memory.book import MemoryBook
+
+VERBS = ("list", "add", "forget", "clear", "export")
+USAGE = "memory list | add TEXT | forget ID | clear | export"
+
+
+def split_verb(text: str) -> tuple[str, str]:
+    """``"add I study deer"`` → ``("add", "I study deer")``; an empty line lists."""
+    verb, _, rest = text.strip().partition(" ")
+    verb = verb.lower() or "list"
+    if verb not in VERBS:
+        raise UserError(f"unknown memory command {verb!r}; use: {USAGE}")
+    rest = rest.strip()
+    if verb in {"add", "forget"} and len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
+        rest = " ".join(shlex.split(rest))  # a quoted argument, as typed in a shell
+    return verb, rest
+
+
+def act_on_home(config: Any, home: Path, user_id: str, verb: str, argument: str = "", *,
+                agent: str | None = None) -> dict[str, Any]:
+    """Open the home's memory store, run one verb, close it (CLI and the in-kernel backend)."""
+    from deerflow.memory.store import open_store
+
+    with ExitStack() as stack:
+        store = open_store(config.storage, home=home, stack=stack)
+        book = MemoryBook(store, user_id, agent=agent, max_facts=config.memory.max_facts)
+        return memory_action(book, verb, argument)
+
+
+def memory_action(book: MemoryBook, verb: str, argument: str = "") -> dict[str, Any]:
+    """Execute one verb; the result is JSON-able.
+
+    Raises:
+        UserError: an unknown verb, a missing argument, a refused fact.
+        NotFoundError: ``forget`` of an id that is not this user's.
+    """
+    if verb == "list":
+        return {"facts": [f.to_dict() for f in book.list()]}
+    if verb == "add":
+        if not argument.strip():
+            raise UserError("say what to remember: memory add \"TEXT\"")
+        return {"fact": book.add(argument).to_dict()}
+    if verb == "forget":
+        if not argument.strip():
+            raise UserError("say which fact to forget: memory forget ID (see memory list)")
+        return {"forgotten": book.forget(argument.strip()).to_dict()}
+    if verb == "clear":
+        return {"removed": book.clear()}
+    if verb == "export":
+        return book.export()
+    raise UserError(f"unknown memory command {verb!r}; use: {USAGE}")
+
+
+def render_text(verb: str, result: dict[str, Any]) -> str:
+    """The result for a person (terminal, notebook output, chat)."""
+    if verb == "list":
+        facts = result["facts"]
+        if not facts:
+            return "no memory yet: facts appear after conversations, or add one with `memory add \"TEXT\"`"
+        return "\n".join(f"{f['id']}  [{f['category']}] {f['text']}" for f in facts)
+    if verb == "add":
+        return result["fact"]["id"]
+    if verb == "forget":
+        return f"forgot {result['forgotten']['id']}: {result['forgotten']['text']}"
+    if verb == "clear":
+        return f"forgot {result['removed']} fact{'s' if result['removed'] != 1 else ''}"
+    import json
+
+    return json.dumps(result, indent=2, ensure_ascii=False)

@@ -1,0 +1,189 @@
+"""The host's memory service: the store, injection, and debounced extraction off the run's path.
+
+One per host (CLI, embedded client, Jupyter server), in ``RunContext.services``
+under :data:`MEMORY_SERVICE`.  After a run has settled (its ``run_finished``
+is published and recorded) the host calls :meth:`MemoryService.after_run`,
+which only queues the run's :class:`~deerflow.memory.extraction.Exchange` and
+(re)arms a per-(user, agent) timer: a burst of runs costs one extraction after
+``memory.debounce_seconds`` of quiet.  Extractions run one at a time, each
+within ``memory.extraction_timeout``.  :meth:`aclose` gives pending
+extractions ``memory.shutdown_grace_seconds`` to finish, then cancels them: a
+stop never hangs on a slow model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langgraph.store.base import BaseStore
+
+from deerflow.config.schema import AppConfig
+from deerflow.errors import UserError
+from deerflow.memory.book import MemoryBook
+from deerflow.memory.extraction import Applied, Exchange, apply_changes, propose
+from deerflow.memory.prompt import memory_block
+from deerflow.memory.store import open_store
+
+logger = logging.getLogger(__name__)
+
+MEMORY_SERVICE = "memory"
+"""Key of the host's :class:`MemoryService` in ``RunContext.services``."""
+_MAX_QUEUED = 10  # exchanges kept per (user, agent) while waiting; older ones are dropped
+
+ModelFactory = Callable[[str | None], BaseChatModel]
+Key = tuple[str, str | None]
+
+
+def memory_enabled(options: dict[str, Any] | None) -> bool:
+    """False when the run asked for no memory (``--no-memory``, ``configurable.memory: false``)."""
+    value = (options or {}).get("memory", True)
+    return not (value is False or (isinstance(value, str) and value.strip().lower() in {"false", "off", "0", "no"}))
+
+
+@dataclass
+class _Pending:
+    exchanges: list[Exchange] = field(default_factory=list)
+    model_name: str | None = None
+    timer: asyncio.Task[None] | None = None
+
+
+class MemoryService:
+    """Facts per user in a LangGraph store, and the extraction queue."""
+
+    def __init__(self, store: BaseStore, *, config: AppConfig, model_factory: ModelFactory) -> None:
+        self.store = store
+        self.config = config
+        self._model_factory = model_factory
+        self._pending: dict[Key, _Pending] = {}
+        self._running: set[asyncio.Task[Any]] = set()
+        self._one_at_a_time = asyncio.Lock()
+        self.last_applied: dict[Key, Applied] = {}  # the latest extraction per (user, agent), for views and tests
+
+    @classmethod
+    def open(cls, config: AppConfig, *, home: Path, stack: ExitStack | AsyncExitStack, model_factory: ModelFactory) -> MemoryService:
+        """Open the store (``stack`` closes it)."""
+        return cls(open_store(config.storage, home=home, stack=stack), config=config, model_factory=model_factory)
+
+    def book(self, user_id: str, agent: str | None = None) -> MemoryBook:
+        return MemoryBook(self.store, user_id, agent=agent, max_facts=self.config.memory.max_facts)
+
+    def block_for(self, user_id: str, agent: str | None, query: str, *, config: AppConfig | None = None) -> str:
+        """The memory block for a run's system prompt ("" when off or empty); reads the store (blocking).
+
+        ``config`` is the run's (an edited config.yaml applies from the next run); else the host's.
+        """
+        settings = (config or self.config).memory
+        if not (settings.enabled and settings.injection_enabled) or settings.max_injection_tokens <= 0:
+            return ""
+        return memory_block(self.book(user_id, agent).relevant(query, max_tokens=settings.max_injection_tokens))
+
+    async def prompt_block(self, user_id: str, agent: str | None, query: str, *,
+                           config: AppConfig | None = None) -> str:
+        """:meth:`block_for`, with the store read off the event loop."""
+        return await asyncio.to_thread(self.block_for, user_id, agent, query, config=config)
+
+    def after_run(self, exchange: Exchange, *, user_id: str, agent: str | None, model_name: str | None,
+                  attended: bool, options: dict[str, Any]) -> bool:
+        """Queue a settled run for extraction; False when memory must not learn from it.
+
+        Never blocks and never raises for memory reasons: the run is already over.
+        """
+        settings = self.config.memory
+        if not settings.enabled or not memory_enabled(options) or options.get("replay"):
+            return False
+        if not attended and not settings.from_unattended:
+            return False
+        if not exchange.user_text.strip():
+            return False
+        key = (user_id, agent)
+        pending = self._pending.setdefault(key, _Pending())
+        pending.exchanges = [*pending.exchanges, exchange][-_MAX_QUEUED:]
+        pending.model_name = settings.model_name or model_name
+        if pending.timer is not None:
+            pending.timer.cancel()
+        pending.timer = self._spawn(self._after_quiet(key, settings.debounce_seconds))
+        return True
+
+    async def flush(self) -> None:
+        """Run every pending extraction now and wait for them (tests, shutdown)."""
+        for key, pending in list(self._pending.items()):
+            if pending.timer is not None:
+                pending.timer.cancel()
+            pending.timer = self._spawn(self._after_quiet(key, 0))
+        while self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Give pending extractions a bounded grace, then cancel what is left."""
+        try:
+            await asyncio.wait_for(self.flush(), timeout=self.config.memory.shutdown_grace_seconds)
+        except TimeoutError:
+            logger.warning("memory: extraction still running at shutdown; cancelled")
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*list(self._running), return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return task
+
+    async def _after_quiet(self, key: Key, delay: float) -> None:
+        await asyncio.sleep(delay)
+        pending = self._pending.get(key)
+        if pending is None or pending.timer is not asyncio.current_task():
+            return
+        del self._pending[key]
+        async with self._one_at_a_time:
+            await self._extract(key, pending)
+
+    async def _extract(self, key: Key, pending: _Pending) -> None:
+        user_id, agent = key
+        book = self.book(user_id, agent)
+        last = pending.exchanges[-1]
+        try:
+            model = self._model_factory(pending.model_name)
+            facts = await asyncio.to_thread(book.list)
+            changes = await asyncio.wait_for(propose(model, pending.exchanges, facts),
+                                             timeout=self.config.memory.extraction_timeout)
+            applied = await asyncio.to_thread(
+                apply_changes, book, changes, threshold=self.config.memory.confidence_threshold,
+                source={"kind": "extracted", "thread_id": last.thread_id, "run_id": last.run_id})
+        except TimeoutError:
+            logger.warning("memory: extraction for user %s timed out after %ss", user_id,
+                           self.config.memory.extraction_timeout)
+            return
+        except UserError as exc:  # an unknown memory.model_name, a script problem...
+            logger.warning("memory: extraction for user %s skipped: %s", user_id, exc)
+            return
+        except Exception:  # a provider failure must not reach the host's loop; logged with its cause
+            logger.exception("memory: extraction for user %s (thread %s) failed", user_id, last.thread_id)
+            return
+        self.last_applied[key] = applied
+        if applied.added or applied.updated or applied.removed or applied.dropped:
+            logger.info("%s for user %s (thread %s, %d dropped)", applied.summary(), user_id,
+                        last.thread_id, len(applied.dropped))
+
+
+def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finished: Any) -> None:
+    """The host's hook after a run settled: queue its user message and final answer for extraction.
+
+    Only successful runs teach memory; the mode decides whether an unattended run may.
+    """
+    service = services.get(MEMORY_SERVICE)
+    if not isinstance(service, MemoryService) or getattr(finished, "status", None) != "success":
+        return
+    service.config = context.config  # the config the run had: an edited memory section applies from here
+    exchange = Exchange(user_text=prompt, answer_text=finished.text or "", thread_id=context.thread_id,
+                        run_id=context.run_id)
+    service.after_run(exchange, user_id=context.user_id, agent=context.options.get("agent_name"),
+                      model_name=context.model_name, attended=context.interaction.attended,
+                      options=context.options)

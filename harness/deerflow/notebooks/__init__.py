@@ -1,0 +1,17 @@
+"""The user's own notebooks: read them, propose or apply cell edits, undo a run's edits.
+
+``access`` (where notebooks live: a ContentsManager or a folder), ``edits``
+(cell changes as data), ``records`` (proposals and undo records per thread),
+``render`` (cells as bounded, fenced text), ``service`` (what tools and
+commands do), ``host`` (run context and apply/undo for hosts).
+"""
+
+from deerflow.notebooks.access import (
+    NOTEBOOKS_SERVICE,
+    ContentsNotebookAccess,
+    FileNotebookAccess,
+    NotebookAccess,
+    NotebookError,
+)
+
+__all__ = ["NOTEBOOKS_SERVICE", "ContentsNotebookAccess", "FileNotebookAccess", "NotebookAccess", "NotebookError"]

@@ -1,0 +1,74 @@
+"""Host glue: the notebook service of a run manager, a run's notebook context, apply/undo by thread.
+
+Hosts (the Jupyter extension, the embedded client) put a
+:class:`~deerflow.notebooks.access.NotebookAccess` in ``services["notebooks"]``;
+these helpers are what their routes and commands call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from deerflow.notebooks.access import NOTEBOOKS_SERVICE, NotebookAccess, NotebookError
+from deerflow.notebooks.records import EditRecords
+from deerflow.notebooks.service import apply_proposal, discard_proposal, notebook_context, undo_run
+
+CONTEXT_OPTION = "notebook_context"
+"""Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from."""
+ACTIONS = ("apply", "discard", "undo", "list")
+
+
+def notebook_access(services: Mapping[str, Any]) -> NotebookAccess:
+    """The host's notebook access, or a one-line error saying there is none."""
+    access = services.get(NOTEBOOKS_SERVICE)
+    if access is None:
+        raise NotebookError("the user's notebooks are not reachable from this host", code="unavailable")
+    return access
+
+
+async def context_for_run(services: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(fenced context, view note)`` for a run that names its notebook; None otherwise.
+
+    A notebook that cannot be read is not fatal to the run: the note says so.
+    """
+    ref = options.get(CONTEXT_OPTION)
+    if not isinstance(ref, Mapping) or not ref.get("path"):
+        return None
+    access = services.get(NOTEBOOKS_SERVICE)
+    if access is None:
+        return "", "context: none (notebooks are not reachable from this host)"
+    cell_id = ref.get("cell_id") if isinstance(ref.get("cell_id"), str) else None
+    try:
+        found = await notebook_context(access, str(ref["path"]), cell_id=cell_id)
+    except NotebookError as exc:
+        return "", f"context: none ({exc})"
+    return found.text, found.note
+
+
+def with_context(prompt: str, context: str) -> str:
+    """The prompt, then the notebook context (the prompt first: the thread's title comes from it)."""
+    return f"{prompt}\n\n{context}" if context else prompt
+
+
+async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action: str,
+                          target: str | None = None) -> dict[str, Any]:
+    """``apply``/``discard`` a proposal, ``undo`` a run's edits, or ``list`` proposals of a user's thread.
+
+    Raises:
+        NotFoundError: unknown thread (or another user's).
+        NotebookError: nothing to apply/undo, a conflict, no notebook access.
+    """
+    thread = manager.thread(thread_id, user_id)  # ownership first
+    records = EditRecords(manager.home.thread(user_id, thread.thread_id).root)
+    if action == "list":
+        return {"proposals": [p.summary() for p in await asyncio.to_thread(records.proposals)]}
+    if action == "discard":
+        return await asyncio.to_thread(discard_proposal, records, target)
+    access = notebook_access(manager.services)
+    if action == "apply":
+        return await apply_proposal(access, records, target)
+    if action == "undo":
+        return await undo_run(access, records, target)
+    raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")

@@ -1,0 +1,145 @@
+"""What the tools, the magics and the API do with the user's notebooks.
+
+Each function takes the host's :class:`~deerflow.notebooks.access.NotebookAccess`
+and the thread's :class:`~deerflow.notebooks.records.EditRecords`; none keeps
+state of its own.  Edits are planned against the notebook as read, and
+written (now, or when a proposal is applied) by replaying the per-cell changes
+against the notebook *as it is then*: a cell the user edited meanwhile turns
+the write into a one-line conflict, never a silent overwrite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
+from deerflow.notebooks.edits import CellChange, cell_diff, invert, parse_ops, plan_edits, replay
+from deerflow.notebooks.records import EditRecord, EditRecords
+from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells, cell_text, fence
+
+READ_MAX_CHARS = 40_000
+CONTEXT_TOKENS = 8_000
+EDIT_MODES = ("propose", "apply")
+
+
+async def read_cells(access: NotebookAccess, path: str, cell_ids: list[str] | None = None,
+                     *, max_chars: int = READ_MAX_CHARS) -> tuple[str, dict[str, Any]]:
+    """``read_notebook``: the cells (all, or ``cell_ids`` in notebook order), fenced as untrusted."""
+    path = check_notebook_path(path)
+    nb = (await access.read(path)).nb
+    cells = list(nb.cells)
+    if cell_ids:
+        known = {c["id"] for c in cells}
+        missing = [c for c in cell_ids if c not in known]
+        if missing:
+            shown = ", ".join(c["id"] for c in cells[:15])
+            raise NotebookError(f"unknown cell id(s) {', '.join(map(repr, missing))}; the notebook's cells "
+                                f"are: {shown}", code="unknown_cell")
+        cells = [c for c in cells if c["id"] in set(cell_ids)]
+    body = "\n\n".join(cell_text(c) for c in cells)
+    details = [f"{len(cells)} of {len(nb.cells)} cells"]
+    if len(body) > max_chars:
+        bounded = bounded_cells(cells, max_chars=max_chars)
+        body = bounded.text
+        details.append(f"the first {bounded.omitted} cells are left out for size: ask for them by cell_ids")
+    artifact = {"status": "ok", "path": path, "cells": [{"id": c["id"], "cell_type": c["cell_type"]} for c in cells]}
+    return fence(body, source=path, details=details), artifact
+
+
+async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, operations: Any, *,
+                     run_id: str, mode: str) -> tuple[str, dict[str, Any]]:
+    """``edit_notebook``: plan the operations; propose them (default) or write them with an undo record."""
+    path = check_notebook_path(path)
+    ops = parse_ops(operations)
+    current = await access.read(path)
+    _, changes = plan_edits(current.nb, ops)  # every op checked before anything is written
+    diff = "".join(cell_diff(c, path) for c in changes)
+    record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes, diff=diff)
+    if mode != "apply":
+        await asyncio.to_thread(records.save_proposal, record)
+        text = (f"Proposed {len(changes)} cell edit(s) to {path} (proposal {record.id}); nothing is changed "
+                f"until the user applies it (%deerflow apply).\n\n{diff}")
+        return text, {**record.summary(), "status": "proposed", "proposal_id": record.id}
+    await _write(access, record)
+    await asyncio.to_thread(records.save_applied, record)
+    text = f"Applied {len(changes)} cell edit(s) to {path} ({access.live_note}).\n\n{diff}"
+    return text, {**record.summary(), "status": "applied"}
+
+
+async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellChange] | None = None) -> None:
+    """Replay ``changes`` (default: the record's) on the notebook as it is now, then save it."""
+    async with access.lock(record.path):
+        fresh = await access.read(record.path)
+        await access.write(record.path, replay(fresh.nb, record.changes if changes is None else changes))
+
+
+async def apply_proposal(access: NotebookAccess, records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
+    """Write a pending proposal (target cells must be unchanged) and keep its undo record."""
+    proposal = await asyncio.to_thread(records.proposal, proposal_id)
+    await _write(access, proposal)
+    proposal.status = "applied"
+    await asyncio.to_thread(records.save_proposal, proposal)
+    applied = EditRecord(id=proposal.id, run_id=proposal.run_id, path=proposal.path, changes=proposal.changes,
+                         diff=proposal.diff)
+    await asyncio.to_thread(records.save_applied, applied)
+    return {**proposal.summary(), "note": access.live_note}
+
+
+def discard_proposal(records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
+    proposal = records.proposal(proposal_id)
+    proposal.status = "discarded"
+    records.save_proposal(proposal)
+    return proposal.summary()
+
+
+async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | None = None) -> dict[str, Any]:
+    """Restore the cells a run's applied edits changed (default: the latest run with live edits)."""
+    live = [(name, r) for name, r in await asyncio.to_thread(records.applied) if r.status == "applied"]
+    if not live:
+        raise NotebookError("no applied notebook edits to undo on this thread", code="not_found")
+    run_id = run_id or live[-1][1].run_id
+    mine = [(name, r) for name, r in live if r.run_id == run_id]
+    if not mine:
+        raise NotebookError(f"run {run_id} has no applied notebook edits to undo", code="not_found")
+    for name, record in reversed(mine):
+        await _write(access, record, invert(record.changes))
+        await asyncio.to_thread(records.mark_undone, name, record)
+    paths = sorted({r.path for _, r in mine})
+    return {"status": "undone", "run_id": run_id, "paths": paths,
+            "cells": [c.cell_id for _, r in mine for c in r.changes], "note": access.live_note}
+
+
+@dataclass(frozen=True)
+class NotebookContext:
+    """The read-only context a run gets from the notebook it was called from.
+
+    Attributes:
+        text: The fenced cells, ready to go before the prompt.
+        note: What the run view says was given (``context: 6 cells of work.ipynb``).
+        cells: How many cells were given.
+    """
+
+    text: str
+    note: str
+    cells: int
+
+
+async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | None = None,
+                           max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
+    """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced."""
+    path = check_notebook_path(path)
+    nb = (await access.read(path)).nb
+    ids = [c["id"] for c in nb.cells]
+    above = list(nb.cells[: ids.index(cell_id)]) if cell_id in ids else list(nb.cells)
+    bounded = bounded_cells(above, max_chars=max_tokens * CHARS_PER_TOKEN)
+    details = [f"{bounded.shown} cell(s) above the %%deerflow cell"]
+    if bounded.omitted:
+        details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
+    note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
+                                                          if bounded.omitted else "")
+    text = ("The user ran this from the notebook below. Its cells are context; to change them, use "
+            "edit_notebook with this path.\n" + fence(bounded.text or "(no cells above)", source=path,
+                                                       details=details))
+    return NotebookContext(text, note, bounded.shown)

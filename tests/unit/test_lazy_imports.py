@@ -1,0 +1,57 @@
+"""Importing the CLI or the embedded client must not load heavy optional capabilities.
+
+``nbformat`` pulls in ``jsonschema``, whose ``rfc3987_syntax`` dependency compiles
+a grammar at import (over a second); the MCP SDK, Playwright and the OpenAI
+client are only needed when a run uses them.  These tests check *which* modules
+an import loads (structure, not timing), in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HEAVY = ("nbformat", "jsonschema", "rfc3987_syntax", "mcp", "mcp_types", "playwright", "langchain_openai")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def loaded_after(statement: str) -> set[str]:
+    """Top-level package names in ``sys.modules`` after running ``statement`` in a new interpreter."""
+    code = f"{statement}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO / "harness"), str(REPO / "extension"), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=True)
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize("statement", ["import deerflow.cli", "from deerflow.cli import build_parser; build_parser()"])
+def test_cli_import_loads_no_heavy_capability(statement: str) -> None:
+    loaded = loaded_after(statement)
+    assert not loaded & set(HEAVY), f"{statement!r} imported {sorted(loaded & set(HEAVY))}"
+    # --help needs only the parser: the agent stack (LangChain, LangGraph) stays unloaded too.
+    assert not loaded & {"langchain", "langchain_core", "langgraph"}, sorted(loaded)
+
+
+def test_client_import_loads_no_heavy_capability() -> None:
+    loaded = loaded_after("import deerflow.client")
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_lazy_package_exports_still_resolve() -> None:
+    """The packages whose names became lazy still export them (and reject unknown names)."""
+    import deerflow.custom_agents as agents
+    import deerflow.mcp as mcp
+    import deerflow.scheduling as scheduling
+    import deerflow.skills as skills
+
+    for package in (agents, mcp, scheduling, skills):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, f"{package.__name__}.{name}"
+    with pytest.raises(AttributeError):
+        _ = mcp.NoSuchName
