@@ -165,13 +165,13 @@ def configure_logging(*, debug: bool) -> None:
     """Warnings and errors on stderr, one line each; tracebacks only with ``--debug``.
 
     A failed run is logged by the runtime *and* reported as the run's error event, which
-    the renderer prints: without ``--debug`` the log record is left out, so the failure is
-    one line.
+    the renderer prints: without ``--debug`` the runtime's record is left out, so the failure
+    is one line; with it, the runtime's debug record carries the traceback.
     """
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLine("%(name)s: %(levelname)s: %(message)s", debug=debug))
     if not debug:
-        handler.addFilter(lambda record: not (record.name == RUN_FAILURE_LOGGER and record.exc_info))
+        handler.addFilter(lambda record: not (record.name == RUN_FAILURE_LOGGER and record.levelno >= logging.WARNING))
     handler.set_name("deerflow-cli")
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "deerflow-cli"]:  # main() called again

@@ -32,8 +32,8 @@ def test_a_model_error_is_one_line_unless_debug(tmp_path: Path):
     output = failed.stdout + failed.stderr
     assert failed.returncode == 1
     assert "Traceback" not in output
-    mentions = [line for line in output.splitlines() if "ScriptExhaustedError" in line]
-    assert len(mentions) == 1 and mentions[0].startswith("✗ error: ScriptExhaustedError: script"), output
+    mentions = [line for line in output.splitlines() if "has 1 turns" in line]
+    assert len(mentions) == 1 and mentions[0].startswith("✗ error:"), output
     assert "run finished: error" in output
 
     debug = _deerflow(["--debug", "run", "--thread", thread, "Again"], env, tmp_path)
