@@ -34,6 +34,7 @@ class BuildPyWithData(build_py):
         if getattr(self, "editable_mode", False):
             return
         target = Path(self.build_lib) / "deerflow" / "_data"
+        shutil.rmtree(target, ignore_errors=True)  # a file removed from the source must not linger in build/
         for source, dest in PACKAGE_DATA.items():
             src, dst = ROOT / source, target / dest
             if not src.exists():
