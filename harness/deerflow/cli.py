@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from deerflow.agents.clarification_form import field_hint
-from deerflow.config.paths import UnsafeIdError, default_home, default_user
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import UserError
 from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
@@ -137,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from deerflow_kernel.demo import demo
 
         return demo(None, args.out)
+    # not at the top: `--help` stays fast
+    from deerflow.config.paths import UnsafeIdError, default_user
+
     try:
         from deerflow.client import DeerFlowClient
 
@@ -495,6 +497,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _lab(extra: list[str]) -> int:
     """JupyterLab on a copy of the example notebooks, on the offline config unless one is set."""
+    from deerflow.config.paths import default_home
     from deerflow.resources import QUICKSTART
 
     root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra else []
