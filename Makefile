@@ -8,16 +8,16 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 LAB_ARGS ?=
 
-.PHONY: demo test lint lab bench clean
+.PHONY: demo test test-wheel lint lab bench clean
 
-# The server config also enables the chat persona's defaults: reinstall when it changes.
+# The server config enables the extension: reinstall when it changes.
 $(STAMP): pyproject.toml extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing DeerFlow Notebook into $(VENV) (first run only)..."
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --quiet -e ".[all,test]"
-	@# editable installs skip data files: put the extension's enabling config in place (it also makes
-	@# DeerFlow the default chat persona; jupyterlab-chat and the persona manager enable themselves)
+	@# editable installs skip data files: put the extension's enabling config in place (the extension
+	@# makes DeerFlow the default chat persona; jupyterlab-chat and the persona manager enable themselves)
 	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
 	@cp extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	@touch $(STAMP)
@@ -33,6 +33,12 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	@$(VENV)/bin/pytest -q -rs -p no:cacheprovider
+
+# Builds the wheel, installs it (not editable, all dependencies from PyPI; pip's cache is reused)
+# into a fresh venv outside the repository and checks demo, skills, the server extension and the
+# persona from an empty directory (tests/integration/test_wheel_install.py). Minutes: not in `make test`.
+test-wheel: $(STAMP)
+	@DEERFLOW_TEST_WHEEL=1 $(VENV)/bin/pytest -q -rs -p no:cacheprovider tests/integration/test_wheel_install.py
 
 lab: $(STAMP)
 	@cfg="$${DEERFLOW_CONFIG:-}"; \

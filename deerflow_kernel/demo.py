@@ -1,6 +1,7 @@
-"""``make demo``: run an example notebook headless and show what happens.
+"""``make demo`` / ``deerflow demo``: run an example notebook headless and show what happens.
 
     python -m deerflow_kernel.demo [NOTEBOOK] [--out DIR]
+    deerflow demo [--out DIR]          # the quickstart that ships with the package
 
 Executes the notebook with nbclient in a fresh kernel, printing each cell as
 it starts, the agent's events as they happen (the kernel side appends them to
@@ -9,7 +10,9 @@ output.  Everything stays inside ``--out``: ``DEERFLOW_HOME`` is
 ``DIR/home``, the executed notebook is written to ``DIR/``, the presented
 files are copied to ``DIR/artifacts/``.  ``OPENAI_API_KEY`` is removed so the
 demo never calls a paid model by accident, and ``DEERFLOW_SERVER_URL`` so it
-never talks to a running Jupyter server.
+never talks to a running Jupyter server.  The kernel gets CurveZMQ keys from its
+manager (``transport_encryption="auto"``), so its sockets are encrypted and it has no
+"running over TCP without encryption" warning to print.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from typing import Any
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from traitlets.config import Config
 
+from deerflow.resources import QUICKSTART, notebooks_dir
 from deerflow.runtime.events import parse_event
 from deerflow_kernel.session import EVENT_LOG_ENV
 from deerflow_kernel.text_view import TextView
 
-DEFAULT_NOTEBOOK = Path("notebooks/01_research_quickstart.ipynb")
+# Kernels whose kernelspec declares Curve support (ipykernel's does) get manager-provisioned keys.
+KERNEL_CONFIG = {"KernelManager": {"transport_encryption": "auto"}}
 _SCRUBBED = ("OPENAI_API_KEY", "DEERFLOW_SERVER_URL", "DEERFLOW_SERVER_TOKEN", "DEERFLOW_CONFIG")
 
 
@@ -124,7 +130,7 @@ def run_demo(notebook: Path, out: Path) -> int:
 
     client = NotebookClient(
         nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(notebook.parent.resolve())}},
-        on_cell_start=on_start,
+        on_cell_start=on_start, config=Config(KERNEL_CONFIG),
     )
     status = 0
     with EventFollower(log, sys.stdout) as follower:
@@ -161,18 +167,26 @@ def _report(executed: Path, artifacts: list[Path], home: Path) -> None:
     for path in artifacts:
         print(f"    {path.name}  ({path.stat().st_size:,} bytes)")
     print(f"  DeerFlow home:     {home}  (threads, workspaces, run history)")
-    print("  open the notebook in JupyterLab (make lab) to see the live views and the form.")
+    print("  open the notebooks in JupyterLab (deerflow lab, or make lab in a checkout) to see the live"
+          " views and the form.")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deerflow_kernel.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebook", nargs="?", type=Path, default=DEFAULT_NOTEBOOK)
+    parser.add_argument("notebook", nargs="?", type=Path, default=None,
+                        help="the notebook to run (default: the quickstart that ships with DeerFlow)")
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="where results go (default: demo-output)")
     args = parser.parse_args(argv)
-    if not args.notebook.is_file():
-        print(f"demo: no notebook at {args.notebook}", file=sys.stderr)
+    return demo(args.notebook, args.out)
+
+
+def demo(notebook: Path | None, out: Path) -> int:
+    """Run ``notebook`` (default: the packaged quickstart) into ``out``; 2 when it does not exist."""
+    notebook = notebook or notebooks_dir() / QUICKSTART
+    if not notebook.is_file():
+        print(f"demo: no notebook at {notebook}", file=sys.stderr)
         return 2
-    return run_demo(args.notebook, args.out)
+    return run_demo(notebook, out)
 
 
 if __name__ == "__main__":

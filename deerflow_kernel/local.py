@@ -8,7 +8,6 @@ on its own event-loop thread, so the kernel's loop is never borrowed.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +32,7 @@ class InProcessBackend(Backend):
         if client is None:
             from deerflow.client import DeerFlowClient
 
-            client = DeerFlowClient(user_id=os.environ.get("DEERFLOW_USER", "local"))
+            client = DeerFlowClient()  # $DEERFLOW_USER, else the OS user (as the CLI and server)
         self.client = client
 
     def describe(self) -> dict[str, Any]:

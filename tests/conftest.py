@@ -56,6 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
         path = home / relative
         path.mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
+    # The tests' threads belong to `local` whoever runs them (unset by tests of the default identity).
+    saved["DEERFLOW_USER"] = os.environ.get("DEERFLOW_USER")
+    os.environ["DEERFLOW_USER"] = "local"
     config.stash[_HOME] = (home, saved)
     # Removed at interpreter exit, after the atexit hooks registered later (IPython's shells write
     # their history into IPYTHONDIR from one).

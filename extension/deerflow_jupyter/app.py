@@ -19,15 +19,15 @@ browsers, MCP servers and stores (:mod:`deerflow_jupyter.shutdown`).
 from __future__ import annotations
 
 import asyncio
-import getpass
 import logging
 import os
 from collections.abc import Mapping
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Unicode
+from traitlets.config import Config
 
-from deerflow.config.paths import check_id
+from deerflow.config.paths import check_id, default_user
 from deerflow.notebooks.access import ContentsNotebookAccess, NotebookAccess
 from deerflow_jupyter.handlers import ROUTES
 from deerflow_jupyter.handlers.base import NotFoundRoute
@@ -38,6 +38,7 @@ from deerflow_jupyter.scheduler import ServerScheduler
 from deerflow_jupyter.shutdown import STOP_REASON, LastResortCleanup, route_sigint_to_stop
 
 API_PREFIX = "/deerflow/api"
+PERSONA_ID = "jupyter-ai-personas::deerflow_jupyter::DeerFlowPersona"
 
 
 class DeerFlowExtension(ExtensionApp):
@@ -71,6 +72,24 @@ class DeerFlowExtension(ExtensionApp):
         "DEERFLOW_HOME: a schedule never runs twice at once.",
     )
     scheduler_interval = Float(30.0, config=True, help="Seconds between checks for due schedules.")
+    default_persona = Bool(
+        True, config=True,
+        help="Make DeerFlow the chat's default persona unless PersonaManager.default_persona_id is "
+        "configured (set False to keep the persona manager's own default).",
+    )
+
+    def _link_jupyter_server_extension(self, serverapp: object) -> None:
+        """Link, then make DeerFlow the chat's default persona.
+
+        Why here: jupyter_server reads ``jupyter_server_config.d/*.json`` only for
+        ``jpserver_extensions``, so a ``PersonaManager`` section installed there is ignored.
+        Extensions link in name order and ``deerflow_jupyter`` comes before
+        ``jupyter_ai_persona_manager``, which copies the server's config when it links: setting
+        the server's config now is what it reads.  A default the user configured is kept.
+        """
+        super()._link_jupyter_server_extension(serverapp)
+        if self.default_persona:
+            set_default_persona(serverapp.config)  # type: ignore[attr-defined]
 
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home,
@@ -151,13 +170,13 @@ def server_owner(configured: str | None, env: Mapping[str, str]) -> str:
     Raises:
         UnsafeIdError: the name cannot be a DeerFlow user id (the message says why).
     """
-    owner = configured or env.get("JUPYTERHUB_USER") or env.get("DEERFLOW_USER") or _os_user()
+    owner = configured or default_user(env)  # $JUPYTERHUB_USER, $DEERFLOW_USER, the OS user
     return check_id(owner, kind="user")
 
 
-def _os_user() -> str:
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError):
-        return "local"
-    return name if name.replace("-", "").replace("_", "").isalnum() else "local"
+def set_default_persona(config: Config) -> bool:
+    """Set ``PersonaManager.default_persona_id`` to DeerFlow's unless it is configured; True when set."""
+    if "PersonaManager" in config and "default_persona_id" in config["PersonaManager"]:
+        return False
+    config.PersonaManager.default_persona_id = PERSONA_ID
+    return True

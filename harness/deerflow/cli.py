@@ -13,22 +13,30 @@
     deerflow schedule add "PROMPT" --cron EXPR [--agent A] [--thread T] [--tz Z]|list|remove ID|runs ID|run-due
     deerflow memory list [--json]|add "TEXT"|forget ID|clear|export [--out F]
     deerflow doctor [--repair] [--json]
-    deerflow lab
+    deerflow demo [--out DIR]
+    deerflow lab [--dir DIR] [JUPYTER LAB OPTIONS]
 
 User errors (bad config, unknown thread, empty prompt) print one line and
 exit with status 1 (2 for configuration errors, 75 when the thread already has
 an active run, here or in another process: try again later); never a traceback.
 A run a guard ended (loop detection) prints why on stderr and exits with status 3.
+A failed run (a model error, a crash) is one line too; ``deerflow --debug ...``
+also prints the traceback.
+
+The user is ``--user``, else ``$DEERFLOW_USER``, else the OS user: the same one the
+magics and a local Jupyter server use, so their threads are the CLI's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
-import subprocess
+import shutil
 import sys
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from deerflow.agents.clarification_form import field_hint
@@ -45,6 +53,9 @@ if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--h
     from deerflow.runtime import events as ev
 
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
+DEBUG_HINT = "deerflow --debug ... shows the traceback"
+RUN_FAILURE_LOGGER = "deerflow.runtime.execution"  # its failures also arrive as the run's error event
+EXAMPLES_DIR = Path("~/deerflow-notebooks")  # where `deerflow lab` puts the example notebooks
 USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
@@ -52,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="deerflow", description="DeerFlow Notebook agent harness")
     parser.add_argument("--config", help="config.yaml to use (default: standard lookup)")
     parser.add_argument("--home", help="DEERFLOW_HOME to use")
-    parser.add_argument("--user", default=os.environ.get("DEERFLOW_USER", "local"), help="user id (default: local)")
+    parser.add_argument("--user", help="user id (default: $DEERFLOW_USER, else the OS user)")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of failures (runs, the CLI itself)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the agent on a prompt and stream its progress")
     run.add_argument("prompt", nargs="?", help="what the agent should do (optional with --continue)")
@@ -71,12 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON event per line")
     run.add_argument("--no-memory", action="store_true",
                      help="this run neither sees nor teaches your memory (see `deerflow memory`)")
+    run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     reply = sub.add_parser("reply", help="answer a thread's clarification and continue the run")
     reply.add_argument("thread")
     reply.add_argument("answer", nargs="?", help="free-text answer, or an option (its text or number)")
     reply.add_argument("--field", action="append", default=[], metavar="NAME=VALUE",
                        help="a form value; repeat for each field (and for several choices)")
     reply.add_argument("--json", action="store_true", help="print one JSON event per line")
+    reply.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub.add_parser("threads", help="list your threads")
     usage = sub.add_parser("usage", help="tokens used by your runs (per day, thread, user or model)")
     usage.add_argument("--by", choices=USAGE_GROUPINGS, default="day", help="group by (default: day)")
@@ -96,7 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--repair", action="store_true",
                         help="move broken store files aside (renamed, never deleted) and start empty ones")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
-    lab = sub.add_parser("lab", help="start JupyterLab with the DeerFlow extension")
+    demo = sub.add_parser("demo", help="run the quickstart notebook headless on the offline model")
+    demo.add_argument("--out", type=Path, default=Path("demo-output"),
+                      help="where the executed notebook, its files and DEERFLOW_HOME go (default: demo-output)")
+    lab = sub.add_parser("lab", help="start JupyterLab on the example notebooks (--dir DIR, default "
+                         f"{EXAMPLES_DIR}); other options go to jupyter lab")
     lab.add_argument("lab_args", nargs=argparse.REMAINDER)
     return parser
 
@@ -104,19 +122,30 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included
-        return _lab([*args.lab_args, *unknown])
+    if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included, in order
+        raw = list(sys.argv[1:] if argv is None else argv)
+        at = next(i for i, word in enumerate(raw)
+                  if word == "lab" and (i == 0 or raw[i - 1] not in {"--config", "--home", "--user"}))
+        return _lab(raw[at + 1:])
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    configure_logging(debug=args.debug)
     if args.command == "doctor":  # before the client: it must work when the config or storage is broken
         return _doctor(args)
+    if args.command == "demo":
+        from deerflow_kernel.demo import demo
+
+        return demo(None, args.out)
+    # not at the top: `--help` stays fast
+    from deerflow.config.paths import UnsafeIdError, default_user
+
     try:
         from deerflow.client import DeerFlowClient
 
-        client = DeerFlowClient(config_path=args.config, home=args.home, user_id=args.user)
-    except UserError as exc:
+        client = DeerFlowClient(config_path=args.config, home=args.home, user_id=args.user or default_user())
+    except (UserError, UnsafeIdError) as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return getattr(exc, "exit_code", 2)
     try:
         return _dispatch(client, args)
     except (UserError, ToolFailure) as exc:
@@ -125,8 +154,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ndeerflow: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug or a failure with no user error to show: one line, unless --debug
+        if args.debug:
+            raise
+        print(f"deerflow: {type(exc).__name__}: {_first_line(exc)} ({DEBUG_HINT})", file=sys.stderr)
+        return 1
     finally:
         client.close()
+
+
+def configure_logging(*, debug: bool) -> None:
+    """Warnings and errors on stderr, one line each; tracebacks only with ``--debug``.
+
+    A failed run is logged by the runtime *and* reported as the run's error event, which
+    the renderer prints: without ``--debug`` the runtime's record is left out, so the failure
+    is one line; with it, the runtime's debug record carries the traceback.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine("%(name)s: %(levelname)s: %(message)s", debug=debug))
+    if not debug:
+        handler.addFilter(lambda record: not (record.name == RUN_FAILURE_LOGGER and record.levelno >= logging.WARNING))
+    handler.set_name("deerflow-cli")
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "deerflow-cli"]:  # main() called again
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    if debug:  # the libraries' chatter stays out; ours is what --debug is for
+        for noisy in ("httpx", "httpcore", "asyncio", "aiosqlite", "urllib3", "openai", "mcp"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class _OneLine(logging.Formatter):
+    """A formatter that keeps each record on one line unless tracebacks are wanted."""
+
+    def __init__(self, fmt: str, *, debug: bool) -> None:
+        super().__init__(fmt)
+        self.debug = debug
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.debug:
+            return super().format(record)
+        line = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            line += f": {type(exc).__name__}: {_first_line(exc)} ({DEBUG_HINT})"
+        return f"{record.name}: {record.levelname.lower()}: {line}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:500] if text else ""
 
 
 def _dispatch(client: Any, args: argparse.Namespace) -> int:
@@ -305,6 +383,7 @@ class TerminalRenderer:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self._streaming = False
+        self._error_shown: str | None = None
 
     def render(self, event: Any) -> None:
         handler = getattr(self, f"_on_{event.type}", None)
@@ -362,6 +441,7 @@ class TerminalRenderer:
 
     def _on_error(self, e: ev.Error) -> None:
         self._line(f"✗ error: {e.message}")
+        self._error_shown = e.message
 
     def _on_workspace_changes(self, e: ev.WorkspaceChanges) -> None:
         marks = {"created": "+", "modified": "~", "deleted": "-"}
@@ -377,7 +457,8 @@ class TerminalRenderer:
 
     def _on_run_finished(self, e: ev.RunFinished) -> None:
         status = f"stopped by {e.stopped_by or 'a guard'}" if e.status == "stopped" else e.status
-        line = f"● run finished: {status}" + (f" ({e.error})" if e.error else "")
+        repeated = e.status == "error" and e.error == self._error_shown  # said once is enough
+        line = f"● run finished: {status}" + (f" ({e.error})" if e.error and not repeated else "")
         receipt = e.receipt or {}
         if receipt.get("status") and receipt["status"] != "nothing_produced":
             produced = len(receipt.get("produced", []))
@@ -415,9 +496,81 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _lab(extra: list[str]) -> int:
+    """JupyterLab on a copy of the example notebooks, on the offline config unless one is set."""
+    from deerflow.config.paths import default_home
+    from deerflow.resources import QUICKSTART
+
     root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra else []
-    cmd = [sys.executable, "-m", "jupyter", "lab", *root, *extra]
-    return subprocess.call(cmd)
+    if _not_a_server(extra):  # `deerflow lab --version`, `deerflow lab workspaces ...`: nothing to set up
+        return _exec([sys.executable, "-m", "jupyter", "lab", *extra], dict(os.environ))
+    folder_arg, extra = _take_option(extra, "--dir")
+    folder = Path(folder_arg or EXAMPLES_DIR).expanduser().resolve()
+    try:
+        added = copy_examples(folder)
+    except OSError as exc:
+        print(f"deerflow: cannot copy the example notebooks to {folder}: {exc}", file=sys.stderr)
+        return 1
+    if added:
+        print(f"Copied the example notebooks to {folder} (yours to edit; never overwritten).", file=sys.stderr)
+    env = dict(os.environ)
+    if not env.get("DEERFLOW_CONFIG") and not Path("config.yaml").is_file() \
+            and not (default_home() / "config.yaml").is_file():
+        env["DEERFLOW_CONFIG"] = str(folder / "offline-config.yaml")
+        print(f"No config.yaml found: using the offline example config ({env['DEERFLOW_CONFIG']}). "
+              "See README to use a real model.", file=sys.stderr)
+    return _exec([sys.executable, "-m", "jupyter", "lab", *root, f"--ServerApp.root_dir={folder}",
+                  f"--LabApp.default_url=/lab/tree/{QUICKSTART}", *extra], env)
+
+
+def _not_a_server(extra: list[str]) -> bool:
+    """Whether ``jupyter lab EXTRA`` only prints something or runs a subcommand."""
+    return bool(extra and not extra[0].startswith("-")) or any(
+        a in {"--version", "--help", "-h", "--help-all", "--paths"} for a in extra)
+
+
+def _exec(cmd: list[str], env: dict[str, str]) -> int:
+    """Become ``cmd``: signals and Ctrl-C reach jupyter lab directly, nothing is left behind."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached
+
+
+def copy_examples(folder: Path) -> list[Path]:
+    """Copy the packaged example notebooks (and their config and scripts) into ``folder``.
+
+    Files already there are kept as they are (the user's edits win); returns the files added.
+    """
+    from deerflow.resources import notebooks_dir
+
+    source = notebooks_dir()
+    added = []
+    for item in sorted(source.rglob("*")):
+        relative = item.relative_to(source)
+        if not item.is_file() or any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            continue
+        target = folder / relative
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(item, target)
+        added.append(target)
+    return added
+
+
+def _take_option(args: list[str], name: str) -> tuple[str | None, list[str]]:
+    """``(value, the rest)`` for ``NAME VALUE`` or ``NAME=VALUE`` in ``args``."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        if args[i] == name and i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith(name + "="):
+            value = args[i].split("=", 1)[1]
+        else:
+            rest.append(args[i])
+        i += 1
+    return value, rest
 
 
 if __name__ == "__main__":

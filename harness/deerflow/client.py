@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
-from deerflow.config.paths import HomePaths, default_home
+from deerflow.config.paths import HomePaths, default_home, default_user
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
@@ -99,14 +99,15 @@ class AsyncDeerFlowClient:
     Args:
         config_path: A ``config.yaml`` (else the standard lookup).
         home: ``$DEERFLOW_HOME`` to use (else the environment's).
-        user_id: Whose threads these are.
+        user_id: Whose threads these are (default: ``$DEERFLOW_USER``, else the OS user, as
+            for the CLI, the magics and the local Jupyter server: :func:`default_user`).
     """
 
     def __init__(self, *, config_path: str | Path | None = None, home: str | Path | None = None,
-                 user_id: str = "local") -> None:
+                 user_id: str | None = None) -> None:
         self._loaded = load_config(config_path)
         self.home = HomePaths(Path(home).expanduser() if home else default_home())
-        self.user_id = user_id
+        self.user_id = user_id or default_user()
         self._manager: RunManager | None = None
         self._opening: asyncio.Future[RunManager] | None = None
 

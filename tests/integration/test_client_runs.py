@@ -114,14 +114,28 @@ def test_bad_input_leaves_existing_threads_untouched(deerflow_home):
     assert [m.id for m in after] == [m.id for m in before]
 
 
-def test_script_exhaustion_is_a_clear_run_error(deerflow_home):
+def test_script_exhaustion_is_a_clear_run_error(deerflow_home, monkeypatch):
+    script = deerflow_home / "one-turn.yaml"  # no `when_exhausted`: past the end is an error
+    script.write_text("turns:\n  - text: Hello.\n")
+    monkeypatch.setenv("DEERFLOW_SCRIPT", str(script))
     with DeerFlowClient() as client:
-        first = client.chat("Write me a report")
+        first = client.chat("Say hello")
         second = client.chat("and again", first.thread_id)
     assert second.status == "error"
     assert "script" in (second.error or "").lower()
     errors = [e for e in second.events if isinstance(e, ev.Error)]
     assert errors and "Traceback" not in errors[0].message
+
+
+def test_the_default_offline_model_continues_a_finished_thread_in_words(deerflow_home):
+    with DeerFlowClient() as client:
+        first = client.chat("Write me a report")
+        second = client.chat("Now add a chart", first.thread_id)
+        third = client.chat("And a table", first.thread_id)
+    assert (second.status, third.status) == ("success", "success")
+    assert "offline" in second.text and "“Now add a chart”" in second.text
+    assert "“And a table”" in third.text
+    assert second.artifacts == []  # said, not done: nothing presented by this run
 
 
 async def test_a_service_that_fails_to_open_closes_the_ones_opened_before_it(deerflow_home, tmp_path, monkeypatch):

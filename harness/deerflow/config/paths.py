@@ -14,6 +14,7 @@ before any directory is built from them.
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 from collections.abc import Mapping
@@ -45,6 +46,36 @@ def default_home(env: Mapping[str, str] | None = None) -> Path:
     """``$DEERFLOW_HOME`` if set (in ``env``, default the process environment), else ``~/.deerflow``."""
     value = (os.environ if env is None else env).get("DEERFLOW_HOME")
     return Path(value).expanduser() if value else Path.home() / ".deerflow"
+
+
+FALLBACK_USER = "local"
+"""The user id when the OS user name cannot be a path component (or there is none)."""
+
+
+def default_user(env: Mapping[str, str] | None = None) -> str:
+    """Whose threads a process on this machine works with, unless told otherwise.
+
+    ``$JUPYTERHUB_USER`` (the Hub's identity: a process in a Hub-spawned server, such as a
+    terminal, agrees with its server), else ``$DEERFLOW_USER``, else the OS user (``local``
+    when that name is not a safe id).  The CLI, the magics, the embedded client and the
+    Jupyter server's single-user owner all start from here, so one person on one machine sees
+    the same threads everywhere.
+
+    Raises:
+        UnsafeIdError: ``$JUPYTERHUB_USER`` or ``$DEERFLOW_USER`` is not a safe id.
+    """
+    env = os.environ if env is None else env
+    value = env.get("JUPYTERHUB_USER") or env.get("DEERFLOW_USER")
+    if value:
+        return check_id(value, kind="user")
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # no user name for this uid (containers)
+        return FALLBACK_USER
+    try:
+        return check_id(name, kind="user")
+    except UnsafeIdError:
+        return FALLBACK_USER
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import ValidationError
 
 from deerflow.config.schema import AppConfig, ModelConfig
 from deerflow.errors import ConfigError
@@ -180,6 +181,21 @@ def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseCh
         kwargs["stream_usage"] = True  # usage when streaming (stream_options.include_usage); `stream_usage: false` opts out
     try:
         return cls(**kwargs)
+    except ValidationError as exc:  # a field of the entry: name it (never its value: it may be a key)
+        field, problem = _first_problem(exc)
+        where = f"{key}.{field}" if field else key
+        raise ConfigError(f"{problem} ({entry.use})", file=config_file, key=where) from None
     except (TypeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"cannot create {entry.use}: {first}", file=config_file, key=key) from None
+
+
+def _first_problem(exc: ValidationError) -> tuple[str, str]:
+    """``(field path, message)`` of the first error; more errors are counted, not listed."""
+    errors = exc.errors(include_input=False, include_url=False)
+    if not errors:
+        return "", str(exc).splitlines()[0]
+    first = errors[0]
+    field = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return field, f"{first.get('msg', 'invalid value')}{more}"

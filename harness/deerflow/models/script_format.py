@@ -4,6 +4,8 @@ A script is YAML (a bare list of turns is accepted too)::
 
     name: hello                # optional, defaults to the file stem
     context_window: 8000       # optional, exposed as ``profile["max_input_tokens"]``
+    when_exhausted: explain    # optional: past the last turn, say so in a text answer
+                               # (default ``error``: ScriptExhaustedError, for tests)
     turns:                     # the main conversation (the lead agent's)
       - text: "Let me write that."      # text and/or tool_calls
         tool_calls:
@@ -35,7 +37,8 @@ import yaml
 
 _TURN_KEYS = frozenset({"text", "tool_calls", "expect"})
 _TOOL_CALL_KEYS = frozenset({"name", "args", "id"})
-_SCRIPT_KEYS = frozenset({"name", "description", "context_window", "turns", "conversations"})
+_SCRIPT_KEYS = frozenset({"name", "description", "context_window", "turns", "conversations", "when_exhausted"})
+WHEN_EXHAUSTED = ("error", "explain")
 _CONVERSATION_KEYS = frozenset({"match", "name", "turns"})
 
 
@@ -104,6 +107,7 @@ class Script:
     turns: tuple[ScriptTurn, ...]
     context_window: int | None = None
     conversations: tuple[ScriptConversation, ...] = ()
+    when_exhausted: str = "error"
 
 
 ScriptSource = str | Path | Mapping[str, Any] | Sequence[Any] | Script
@@ -162,6 +166,7 @@ def parse_script(data: Any, *, name: str = "inline") -> Script:
     """
     context_window = None
     conversations: tuple[ScriptConversation, ...] = ()
+    when_exhausted = "error"
     if isinstance(data, Mapping):
         unknown = set(data) - _SCRIPT_KEYS
         if unknown:
@@ -173,9 +178,13 @@ def parse_script(data: Any, *, name: str = "inline") -> Script:
         ):
             raise ScriptError(f"script {name!r}: context_window must be a positive integer")
         conversations = _parse_conversations(name, data.get("conversations"))
+        when_exhausted = data.get("when_exhausted", "error")
+        if when_exhausted not in WHEN_EXHAUSTED:
+            raise ScriptError(f"script {name!r}: when_exhausted must be one of {list(WHEN_EXHAUSTED)}")
         data = data.get("turns")
     turns = _parse_turns(name, data)
-    return Script(name=name, turns=turns, context_window=context_window, conversations=conversations)
+    return Script(name=name, turns=turns, context_window=context_window, conversations=conversations,
+                  when_exhausted=when_exhausted)
 
 
 def _parse_turns(name: str, data: Any) -> tuple[ScriptTurn, ...]:

@@ -12,6 +12,10 @@ the same conversation, and every new thread starts at turn 0.  Each answer is st
 with its turn in ``response_metadata`` so a conversation whose older messages were
 summarized away still continues after the latest stamped turn.
 
+A script that sets ``when_exhausted: explain`` (the packaged quickstart does) never dead-ends:
+past its last turn a continued thread gets a plain text answer saying the model is offline
+and what a real model would do, instead of :class:`ScriptExhaustedError`.
+
 The script format (turns, tool calls, ``expect``, and ``conversations`` for agents that
 start conversations of their own, such as subagents) is parsed in
 :mod:`deerflow.models.script_format`; its names are re-exported here.
@@ -71,6 +75,14 @@ TURN_STAMP = "script_turn"
 
 CONVERSATION_STAMP = "script_conversation"
 """``response_metadata`` key naming the script conversation an answer belongs to."""
+
+OFFLINE_CONTINUATION = (
+    "I am DeerFlow's offline model, which plays a fixed script, and this thread's script is "
+    "finished, so I cannot act on {request}. Nothing was changed. With a real model configured "
+    "(see the README, 'Use a real model'), DeerFlow would read this thread's files and carry on "
+    "from here; a new thread (no --thread) plays the offline script again."
+)
+"""The answer past the end of a ``when_exhausted: explain`` script ({request}: what was asked)."""
 
 
 @dataclass
@@ -232,6 +244,7 @@ class ScriptedChatModel(BaseChatModel):
     context_window: int | None = None
     words_per_chunk: int = 3
     latency: float = 0.0
+    when_exhausted: str = "error"
     _calls: list[ModelCall] = PrivateAttr(default_factory=list)
 
     def __init__(self, script: ScriptSource, **kwargs: Any) -> None:
@@ -243,6 +256,7 @@ class ScriptedChatModel(BaseChatModel):
         parsed = load_script(script)
         if kwargs.get("context_window") is None:
             kwargs["context_window"] = parsed.context_window
+        kwargs.setdefault("when_exhausted", parsed.when_exhausted)
         super().__init__(turns=parsed.turns, conversations=parsed.conversations,
                          script_name=parsed.name, **kwargs)
 
@@ -374,8 +388,11 @@ class ScriptedChatModel(BaseChatModel):
         turns = conversation.turns if conversation else self.turns
         if index >= len(turns):
             name = f"{self.script_name}/{conversation.name}" if conversation else self.script_name
-            raise ScriptExhaustedError(name, len(turns), index)
-        turn = turns[index]
+            if conversation is not None or self.when_exhausted != "explain":
+                raise ScriptExhaustedError(name, len(turns), index)
+            turn = ScriptTurn(text=OFFLINE_CONTINUATION.format(request=_latest_request(messages)))
+        else:
+            turn = turns[index]
         if turn.expect is not None:
             self._check_expect(turn.expect, index, messages)
         message = AIMessage(
@@ -405,3 +422,12 @@ class ScriptedChatModel(BaseChatModel):
                 f"script {self.script_name!r} turn {index} expects the latest user or tool "
                 f"message to contain {expect!r}, but it is {shown!r}"
             )
+
+
+def _latest_request(messages: Sequence[BaseMessage]) -> str:
+    """The latest user message, quoted and shortened, for the offline continuation."""
+    latest = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+    text = " ".join((latest.text if latest is not None else "").split())
+    if not text:
+        return "this request"
+    return f"“{text[:120]}…”" if len(text) > 120 else f"“{text}”"

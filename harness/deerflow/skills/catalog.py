@@ -2,8 +2,8 @@
 
 Two sources, in this order:
 
-* **public** — ``skills/public/<name>/`` of the repository (found relative to
-  the package), or the directory named by ``skills.path`` in ``config.yaml``
+* **public** — ``skills/public/<name>/`` shipped with DeerFlow (the wheel's
+  ``deerflow/_data`` copy, else the repository's; :mod:`deerflow.resources`), or the directory named by ``skills.path`` in ``config.yaml``
   (its ``public/`` subdirectory when it has one, else the directory itself);
 * **custom** — ``$DEERFLOW_HOME/users/{user}/skills/<name>/``, written only
   by the installer (:mod:`deerflow.skills.installer`).
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import deerflow
+from deerflow.resources import public_skills_dir
 from deerflow.skills.manifest import (
     MANIFEST,
     SkillDocument,
@@ -139,8 +139,8 @@ class Discovery:
 
 
 def default_public_root() -> Path:
-    """``skills/public`` of the repository this package lives in."""
-    return Path(deerflow.__file__).resolve().parents[2] / "skills" / "public"
+    """The public skills that ship with DeerFlow (the wheel's copy, else the repository's)."""
+    return public_skills_dir()
 
 
 def public_root_from(path: str | None, *, base: Path | None = None) -> Path:
