@@ -61,7 +61,7 @@ def _matching(subpattern: str) -> str:
     """A value the route's own group pattern accepts, so the request reaches the handler."""
     import re
 
-    for candidate in ("x", "abc", "0123456789abcdef0123456789abcdef", "sched-0123456789ab", "a1"):
+    for candidate in ("x", "abc", "0123456789abcdef0123456789abcdef", "sched-0123456789ab", "a1", "apply"):
         if re.fullmatch(subpattern, candidate):
             return candidate
     raise AssertionError(f"no sample value for route group {subpattern!r}")
