@@ -113,7 +113,7 @@ def test_tool_results_never_become_facts_whatever_the_model_answers(deerflow_hom
             tool_turn = openai_server.completions[1]
             assert any(ATTACK in str(m.get("content")) for m in tool_turn.messages if m["role"] == "tool")
             await memory.flush()
-            extraction = openai_server.completions[-1]
+            extraction = openai_server.extractions[-1]
             assert is_extraction(extraction)
             assert "attacker.example" not in json.dumps(extraction.body)  # tool results are not sources
             return [f.text for f in memory.book("alice").list()]
@@ -132,7 +132,7 @@ def test_unattended_and_no_memory_runs_do_not_write(deerflow_home, tmp_path, ope
             await alice.chat(f"{FACT}. Off the record.", memory=False)
             await memory.flush()
             assert memory.book("alice").list() == []
-            assert not any(is_extraction(r) for r in openai_server.completions)  # never even asked
+            assert openai_server.extractions == []  # never even asked
 
     asyncio.run(scenario())
 
