@@ -22,6 +22,7 @@ from tornado.web import RequestHandler
 
 from deerflow_jupyter.handlers import ROUTES
 from fixtures.jupyter_process import JupyterProcess, running_jupyter
+from fixtures.routes import sample_value
 
 pytestmark = pytest.mark.integration
 
@@ -112,12 +113,7 @@ def fill(pattern: str, values: dict[str, str]) -> str:
     """The route's path with each group replaced by ``values`` (or a value its own pattern accepts)."""
     def one(match: re.Match[str]) -> str:
         name, sub = match.group(1), match.group(2)
-        if name in values:
-            return values[name]
-        for candidate in ("x", "abc", "0123456789abcdef", "a1"):
-            if re.fullmatch(sub, candidate):
-                return candidate
-        raise AssertionError(f"no sample value for route group {sub!r}")
+        return values[name] if name in values else sample_value(sub)
 
     return re.sub(r"\(\?P<(\w+)>((?:[^()]|\[[^\]]*\])*)\)", one, pattern)
 

@@ -10,6 +10,8 @@ from urllib.parse import urlencode
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from fixtures.routes import sample_value
+
 pytestmark = pytest.mark.integration
 
 API = ("deerflow", "api")
@@ -50,21 +52,11 @@ def _route_calls(thread_id: str, run_id: str) -> list[tuple[str, str]]:
     calls = []
     for pattern, handler in ROUTES:
         path = re.sub(r"\(\?P<(\w+)>([^)]*)\)",
-                      lambda m: values.get(m.group(1)) or _matching(m.group(2)), pattern)
+                      lambda m: values.get(m.group(1)) or sample_value(m.group(2)), pattern)
         for method in ("GET", "POST", "PUT", "DELETE"):
             if method.lower() in handler.__dict__ or any(method.lower() in b.__dict__ for b in handler.__mro__[1:3]):
                 calls.append((path, method))
     return calls
-
-
-def _matching(subpattern: str) -> str:
-    """A value the route's own group pattern accepts, so the request reaches the handler."""
-    import re
-
-    for candidate in ("x", "abc", "0123456789abcdef0123456789abcdef", "sched-0123456789ab", "a1", "apply"):
-        if re.fullmatch(subpattern, candidate):
-            return candidate
-    raise AssertionError(f"no sample value for route group {subpattern!r}")
 
 
 async def test_every_route_requires_authentication(jp_fetch):
