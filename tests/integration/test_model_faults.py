@@ -182,7 +182,7 @@ def test_the_cli_prints_one_line_for_a_failed_run(tmp_path, openai_server, deerf
     done = subprocess.run([sys.executable, "-m", "deerflow.cli", "--config", str(cfg), "run", "Take notes"],
                           env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert done.returncode == 1
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    assert "model 'fixture'" in lines[0] and "Traceback" not in done.stderr
-    assert "no completion chunks" in done.stdout  # the run's error, as the renderer shows it
+    assert "Traceback" not in done.stderr + done.stdout
+    errors = [line for line in done.stdout.splitlines() if "error:" in line]
+    assert len(errors) == 1, done.stdout  # the run's error, once, on one line, as the renderer shows it
+    assert "model 'fixture'" in errors[0] and "no completion chunks" in errors[0]
