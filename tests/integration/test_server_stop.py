@@ -158,11 +158,11 @@ def test_metrics_show_runs_tokens_and_tools(deerflow_home, tmp_path, openai_serv
     assert samples['deerflow_runs_finished_total{status="success"}'] == 2
     assert samples['deerflow_run_duration_seconds_count{status="success"}'] == 2
     assert samples['deerflow_active_runs'] == 0
-    assert samples['deerflow_model_tokens_total{direction="input",model="fixture-model"}'] == 90
-    assert samples['deerflow_model_tokens_total{direction="output",model="fixture-model"}'] == 10
-    assert samples['deerflow_model_calls_total{model="fixture-model",usage="reported"}'] == 3
+    assert samples['deerflow_model_tokens_total{direction="input",model="fixture"}'] == 90
+    assert samples['deerflow_model_tokens_total{direction="output",model="fixture"}'] == 10
+    assert samples['deerflow_model_calls_total{model="fixture",usage="reported"}'] == 3
     assert samples['deerflow_tool_calls_total{status="success",tool="wait"}'] == 1
-    assert samples['deerflow_model_call_seconds_count{model="fixture-model"}'] == 3
+    assert samples['deerflow_model_call_seconds_count{model="fixture"}'] == 3
 
 
 def parse_samples(text: str) -> dict[str, float]:

@@ -59,7 +59,7 @@ def test_usage_is_summed_per_run_and_shown_everywhere(deerflow_home, tmp_path, o
     assert all(r.body.get("stream_options", {}).get("include_usage") for r in openai_server.completions)
     expected = {"input_tokens": 250, "output_tokens": 27, "total_tokens": 277, "calls": 2, "unknown_calls": 0}
     assert {k: result.usage[k] for k in expected} == expected
-    assert result.usage["by_model"]["fixture-model"]["total_tokens"] == 277
+    assert result.usage["by_model"]["fixture"]["total_tokens"] == 277
     assert result.usage["by_source"]["lead"]["calls"] == 2
     finished = result.events[-1]
     assert isinstance(finished, ev.RunFinished) and finished.usage == result.usage
