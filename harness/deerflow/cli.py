@@ -133,9 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "doctor":  # before the client: it must work when the config or storage is broken
         return _doctor(args)
     if args.command == "demo":
-        from deerflow_kernel.demo import demo
+        # the notebook runner lives in deerflow_kernel, which the harness never imports: a child process
+        import subprocess
 
-        return demo(None, args.out)
+        return subprocess.call([sys.executable, "-m", "deerflow_kernel.demo", "--out", str(args.out)])
     # not at the top: `--help` stays fast
     from deerflow.config.paths import UnsafeIdError, default_user
 

@@ -45,6 +45,7 @@ ALLOWED = {
     "deerflow/acp/session.py": "acp-workspace is written by the ACP agent, a host process we start; "
                                "mounted read-only in the sandbox",
     "deerflow/config/loader.py": _HOST_ONLY,
+    "deerflow/cli.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
     "deerflow/config/paths.py": "creates the thread's folders themselves (before any sandbox runs)",
     "deerflow/custom_agents/profile.py": _HOST_ONLY,
     "deerflow/custom_agents/store.py": _HOST_ONLY,
