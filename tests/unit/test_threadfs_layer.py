@@ -27,7 +27,7 @@ _FUNCTIONS = {
     ("tempfile", "NamedTemporaryFile"),
 }
 _METHODS = {"write_bytes", "write_text", "read_bytes", "read_text", "unlink", "mkdir", "touch", "rmdir",
-            "iterdir", "rglob", "symlink_to", "hardlink_to"}
+            "iterdir", "rglob", "symlink_to", "hardlink_to", "rename"}
 
 # Receivers whose methods of these names are the safe layer's, not pathlib's: a SafeDir
 # (``root``, ``top``, ``sub``) or a VirtualFS (``vfs``, ``ctx.vfs``).  A heuristic by name,
@@ -45,6 +45,7 @@ ALLOWED = {
     "deerflow/acp/session.py": "acp-workspace is written by the ACP agent, a host process we start; "
                                "mounted read-only in the sandbox",
     "deerflow/config/loader.py": _HOST_ONLY,
+    "deerflow/doctor.py": "moves broken $DEERFLOW_HOME databases aside (host-private files)",
     "deerflow/cli.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
     "deerflow/config/paths.py": "creates the thread's folders themselves (before any sandbox runs)",
     "deerflow/custom_agents/profile.py": _HOST_ONLY,
