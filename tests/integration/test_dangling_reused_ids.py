@@ -12,27 +12,18 @@ import pytest
 
 from deerflow import DeerFlowClient
 from deerflow.runtime import events as ev
-from fixtures.openai_server import openai_server_fixture, serve_openai  # noqa: F401  (registers the fixture)
+from fixtures.openai_server import (  # noqa: F401
+    WAIT_TOOL,
+    fixture_model_config,
+    openai_server_fixture,
+    serve_openai,
+)
 
 pytestmark = pytest.mark.integration
 
 
 def http_config(tmp_path: Path, base_url: str) -> Path:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"""
-models:
-  - name: fixture
-    use: langchain_openai:ChatOpenAI
-    model: fixture-model
-    base_url: {base_url}
-    api_key: $FIXTURE_KEY
-    max_retries: 0
-tools:
-  - name: wait
-    group: test
-    use: fixtures.slow_tools:wait
-""")
-    return cfg
+    return fixture_model_config(tmp_path, base_url, extra=WAIT_TOOL)
 
 
 def test_the_server_refuses_a_history_with_an_unanswered_tool_call():

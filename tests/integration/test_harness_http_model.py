@@ -8,23 +8,13 @@ import pytest
 
 from deerflow import DeerFlowClient
 from deerflow.runtime import events as ev
-from fixtures.openai_server import openai_server_fixture  # noqa: F401  (registers the fixture)
+from fixtures.openai_server import WAIT_TOOL, fixture_model_config, openai_server_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
 
 def http_config(tmp_path: Path, base_url: str, *, extra: str = "") -> Path:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"""
-models:
-  - name: fixture
-    use: langchain_openai:ChatOpenAI
-    model: fixture-model
-    base_url: {base_url}
-    api_key: $FIXTURE_KEY
-    max_retries: 0
-{extra}""")
-    return cfg
+    return fixture_model_config(tmp_path, base_url, extra=extra)
 
 
 WRITE_AND_PRESENT = [

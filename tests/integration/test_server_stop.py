@@ -24,7 +24,7 @@ import pytest
 from deerflow.cli import main
 from deerflow.persistence.store import MetadataStore
 from fixtures.jupyter_process import TESTS, _wait_ready, free_port
-from fixtures.openai_server import openai_server_fixture  # noqa: F401  (registers the fixture)
+from fixtures.openai_server import WAIT_TOOL, fixture_model_config, openai_server_fixture  # noqa: F401
 from fixtures.processes import alive, descendants, start_process, stop_process
 
 pytestmark = pytest.mark.integration
@@ -33,21 +33,7 @@ HANG_GUARD_S = 20.0
 
 
 def write_config(work: Path, base_url: str) -> Path:
-    config = work / "config.yaml"
-    config.write_text(f"""
-models:
-  - name: fixture
-    use: langchain_openai:ChatOpenAI
-    model: fixture-model
-    base_url: {base_url}
-    api_key: $FIXTURE_KEY
-    max_retries: 0
-tools:
-  - name: wait
-    group: test
-    use: fixtures.slow_tools:wait
-""")
-    return config
+    return fixture_model_config(work, base_url, extra=WAIT_TOOL)
 
 
 def start_headless_server(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str, dict[str, str], Path]:

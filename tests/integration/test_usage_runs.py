@@ -15,28 +15,13 @@ import pytest
 from deerflow.cli import main
 from deerflow.client import DeerFlowClient
 from deerflow.runtime import events as ev
-from fixtures.openai_server import openai_server_fixture  # noqa: F401  (registers the fixture)
+from fixtures.openai_server import WAIT_TOOL, fixture_model_config, openai_server_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
 
 def usage_config(tmp_path: Path, base_url: str, *, extra: str = "") -> Path:
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"""
-models:
-  - name: fixture
-    use: langchain_openai:ChatOpenAI
-    model: fixture-model
-    base_url: {base_url}
-    api_key: $FIXTURE_KEY
-    max_retries: 0
-tools:
-  - name: wait
-    group: test
-    use: fixtures.slow_tools:wait
-{extra}
-""")
-    return cfg
+    return fixture_model_config(tmp_path, base_url, extra=WAIT_TOOL + extra)
 
 
 def tool_turn(prompt_tokens: int, completion_tokens: int) -> dict:
