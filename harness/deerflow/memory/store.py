@@ -2,20 +2,22 @@
 
 SQLite (``SqliteStore``) at ``$DEERFLOW_HOME/memory.db`` by default (or next to
 ``storage.sqlite_path``); ``PostgresStore`` when the teams storage setting
-(``storage.checkpointer: postgres``) moves shared state to PostgreSQL.  No
+(``storage.url: postgresql://...``) moves shared state to PostgreSQL
+(:mod:`deerflow.persistence.postgres`: a pool, schema setup under an advisory lock).  No
 home-made store: the store is LangGraph's, this module only opens it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import sqlite3
-from contextlib import AsyncExitStack, ExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 
 from langgraph.store.base import BaseStore
 
 from deerflow.config.schema import StorageConfig
-from deerflow.errors import ConfigError
 from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem
 
 
@@ -32,9 +34,12 @@ def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncEx
     Raises:
         StorageError: the SQLite file is corrupt, unreadable or not a file.
         ConfigError: postgres without its URL or package.
+        DatabaseUnavailable: PostgreSQL did not answer within ``storage.connect_timeout``.
     """
     if storage.checkpointer == "postgres":
-        return _open_postgres(storage, stack)
+        from deerflow.persistence.postgres import open_store_pg
+
+        return open_store_pg(storage, stack)
     from langgraph.store.sqlite import SqliteStore
 
     path = memory_db_path(storage, home)
@@ -51,20 +56,25 @@ def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncEx
         conn.execute("PRAGMA busy_timeout=5000")  # the CLI and a server may share the file
         conn.execute("PRAGMA journal_mode=WAL")
         store = SqliteStore(conn)
-        store.setup()
+        with _setup_lock(path):
+            store.setup()
     except sqlite3.DatabaseError as exc:
         raise as_storage_error(path, exc) from None
     return store
 
 
-def _open_postgres(storage: StorageConfig, stack: ExitStack | AsyncExitStack) -> BaseStore:
-    if not storage.postgres_url:
-        raise ConfigError("postgres storage needs storage.postgres_url", key="storage.postgres_url")
-    try:
-        from langgraph.store.postgres import PostgresStore
-    except ModuleNotFoundError:
-        raise ConfigError("postgres memory needs: pip install langgraph-checkpoint-postgres",
-                          key="storage.checkpointer") from None
-    store = stack.enter_context(PostgresStore.from_conn_string(storage.postgres_url))
-    store.setup()
-    return store
+@contextmanager
+def _setup_lock(path: Path) -> Iterator[None]:
+    """Serialise ``SqliteStore.setup()`` across processes (``flock`` on the database file).
+
+    Its migrations are not idempotent when two processes run them at once (both
+    ``ALTER TABLE ... ADD COLUMN``: "duplicate column name"), and the CLI, a server and
+    a worker may start together.  ``flock`` is separate from SQLite's own byte-range
+    locks, so it only orders the setups; the second finds the schema current.
+    """
+    with open(path, "rb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -10,31 +10,27 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow.config.schema import StorageConfig
-from deerflow.errors import ConfigError
 from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem
 
 
 async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack: AsyncExitStack) -> BaseCheckpointSaver:
     """Open the configured checkpointer; ``stack`` closes it.
 
-    SQLite (default) lives at ``storage.sqlite_path`` or ``default_path``.
+    SQLite (default) lives at ``storage.sqlite_path`` or ``default_path``; with a
+    ``postgresql://`` ``storage.url`` it is LangGraph's ``AsyncPostgresSaver`` on a pool
+    (:mod:`deerflow.persistence.postgres`).  Either way the graph's channels are the
+    project's (the ``messages`` ``DeltaChannel``), so the storage bound holds on both.
 
     Raises:
         StorageError: the SQLite file is corrupt, truncated, unreadable or not a file.
+        DatabaseUnavailable: PostgreSQL did not answer within ``storage.connect_timeout``.
     """
     if storage.checkpointer == "memory":
         return InMemorySaver()
     if storage.checkpointer == "postgres":
-        if not storage.postgres_url:
-            raise ConfigError("postgres checkpointer needs storage.postgres_url", key="storage.postgres_url")
-        try:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-        except ModuleNotFoundError:
-            raise ConfigError("the postgres checkpointer needs: pip install langgraph-checkpoint-postgres",
-                              key="storage.checkpointer") from None
-        saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(storage.postgres_url))
-        await saver.setup()
-        return saver
+        from deerflow.persistence.postgres import open_checkpointer_pg
+
+        return await open_checkpointer_pg(storage, stack)
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 

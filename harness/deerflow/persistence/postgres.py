@@ -1,0 +1,201 @@
+"""PostgreSQL for shared state: LangGraph's stock savers on a ``psycopg_pool`` pool.
+
+Nothing here is a storage layer of its own: checkpoints are ``AsyncPostgresSaver`` and
+memory is ``PostgresStore`` (``langgraph-checkpoint-postgres``).  This module adds the
+three things an operator of several servers needs around them:
+
+* **a pool** (``psycopg_pool``), each connection checked on checkout, so a connection
+  the server dropped (restart, failover, idle timeout) is replaced instead of failing
+  the next run;
+* **a deadline** on connecting: an unreachable database is one clear error at start
+  (:class:`DatabaseUnavailable`), never a hang;
+* **serialised schema setup**: LangGraph's ``setup()`` is idempotent but not safe when
+  two processes run it at once (both ``CREATE TABLE IF NOT EXISTS`` the same table, both
+  insert migration version 0).  It runs under a PostgreSQL advisory lock held on a
+  separate connection, so the second process waits, then finds the schema current.
+  The waiter *polls* ``pg_try_advisory_lock`` instead of blocking in ``pg_advisory_lock``:
+  a statement blocked in the lock holds a snapshot, and the saver's migrations build
+  indexes ``CONCURRENTLY``, which wait for every open snapshot — the two processes
+  would wait on each other for ever.
+
+The URL may hold a password: it never appears in an error or a log line here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+from deerflow.config.schema import StorageConfig
+from deerflow.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+SCHEMA_LOCK_KEY = zlib.crc32(b"deerflow.schema-setup")
+"""The advisory lock every DeerFlow process takes around LangGraph's ``setup()`` (one key, all parts)."""
+
+SETUP_WAIT_SECONDS = 300.0
+"""How long a process waits for another's schema setup (index builds on a big table take a while)."""
+
+_POLL_SECONDS = 0.2
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+
+INSTALL_HINT = "pip install 'deerflow-notebook[postgres]' (langgraph-checkpoint-postgres, psycopg-pool)"
+
+
+class DatabaseUnavailable(UserError):
+    """The configured PostgreSQL cannot be reached within ``storage.connect_timeout``.
+
+    A user error (exit status 4, like a broken SQLite file): the fix is the URL, the
+    network or the database server, not the code.
+    """
+
+    exit_code = 4
+
+
+def postgres_url(storage: StorageConfig) -> str:
+    """The configured PostgreSQL URL.
+
+    Raises:
+        ConfigError: PostgreSQL was chosen without a URL.
+    """
+    if not storage.postgres_url:
+        raise ConfigError("PostgreSQL storage needs storage.url: postgresql://USER@HOST/DB", key="storage.url")
+    return storage.postgres_url
+
+
+def _connection_kwargs() -> dict[str, Any]:
+    """What LangGraph's Postgres savers require of every connection (see their ``from_conn_string``)."""
+    from psycopg.rows import dict_row
+
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+def _unavailable(storage: StorageConfig, exc: BaseException) -> DatabaseUnavailable:
+    kind = type(exc).__name__
+    return DatabaseUnavailable(f"storage error: PostgreSQL (storage.url) not reachable within "
+                               f"{storage.connect_timeout:g}s ({kind}); check the URL, the network "
+                               "and that the server is running")
+
+
+async def open_checkpointer_pg(storage: StorageConfig, stack: AsyncExitStack) -> AsyncPostgresSaver:
+    """An ``AsyncPostgresSaver`` on a pool; the schema set up under the advisory lock.
+
+    Raises:
+        ConfigError: no URL, or the package is missing.
+        DatabaseUnavailable: the database did not answer in time.
+    """
+    url = postgres_url(storage)
+    try:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+        from psycopg_pool import AsyncConnectionPool
+    except ModuleNotFoundError:
+        raise ConfigError(f"PostgreSQL storage needs: {INSTALL_HINT}", key="storage.url") from None
+    pool = AsyncConnectionPool(
+        url, min_size=1, max_size=storage.pool_max_size, kwargs=_connection_kwargs(), open=False,
+        timeout=storage.connect_timeout, check=AsyncConnectionPool.check_connection, name="deerflow-checkpoints")
+    await _open_async(storage, pool.open(wait=True, timeout=storage.connect_timeout))
+    stack.push_async_callback(pool.close)
+    saver = AsyncPostgresSaver(pool)
+    async with _schema_lock_async(storage, url):
+        await saver.setup()
+    return saver
+
+
+async def _open_async(storage: StorageConfig, opening: Awaitable[Any]) -> Any:
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    try:
+        return await opening
+    except (PoolTimeout, psycopg.OperationalError) as exc:
+        raise _unavailable(storage, exc) from None
+
+
+@asynccontextmanager
+async def _schema_lock_async(storage: StorageConfig, url: str) -> AsyncIterator[None]:
+    """Hold the schema advisory lock on a connection of its own (session-level; released on close)."""
+    import psycopg
+
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=_whole(storage))
+    except psycopg.OperationalError as exc:
+        raise _unavailable(storage, exc) from None
+    async with conn:
+        deadline = time.monotonic() + SETUP_WAIT_SECONDS
+        while not (await (await conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,))).fetchone())[0]:
+            _check_wait(deadline)
+            await asyncio.sleep(_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+
+
+def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack) -> PostgresStore:
+    """LangGraph's ``PostgresStore`` on a pool, set up under the same advisory lock.
+
+    Synchronous because ``BaseStore`` callers here are (memory runs its work off the loop).
+
+    Raises:
+        ConfigError: no URL, or the package is missing.
+        DatabaseUnavailable: the database did not answer in time.
+    """
+    url = postgres_url(storage)
+    try:
+        from langgraph.store.postgres import PostgresStore
+        from psycopg_pool import ConnectionPool
+    except ModuleNotFoundError:
+        raise ConfigError(f"PostgreSQL memory needs: {INSTALL_HINT}", key="storage.url") from None
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    pool = ConnectionPool(url, min_size=1, max_size=max(2, storage.pool_max_size // 2), kwargs=_connection_kwargs(),
+                          open=False, timeout=storage.connect_timeout, check=ConnectionPool.check_connection,
+                          name="deerflow-memory")
+    try:
+        pool.open(wait=True, timeout=storage.connect_timeout)
+    except (PoolTimeout, psycopg.OperationalError) as exc:
+        raise _unavailable(storage, exc) from None
+    stack.callback(pool.close)
+    store = PostgresStore(pool)
+    with _schema_lock_sync(storage, url):
+        store.setup()
+    return store
+
+
+@contextmanager
+def _schema_lock_sync(storage: StorageConfig, url: str) -> Iterator[None]:
+    import psycopg
+
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=_whole(storage))
+    except psycopg.OperationalError as exc:
+        raise _unavailable(storage, exc) from None
+    with conn:
+        deadline = time.monotonic() + SETUP_WAIT_SECONDS
+        while not conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,)).fetchone()[0]:
+            _check_wait(deadline)
+            time.sleep(_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
+
+
+def _check_wait(deadline: float) -> None:
+    """Give up waiting for another process's schema setup after :data:`SETUP_WAIT_SECONDS`."""
+    if time.monotonic() > deadline:
+        raise DatabaseUnavailable(f"storage error: another process held the PostgreSQL schema setup lock for "
+                                  f"over {SETUP_WAIT_SECONDS:g}s; is a DeerFlow process stuck starting?")
+
+
+def _whole(storage: StorageConfig) -> int:
+    """libpq's ``connect_timeout`` is whole seconds (minimum 2 is enforced by libpq itself)."""
+    return max(2, int(storage.connect_timeout + 0.999))
