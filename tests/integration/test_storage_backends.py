@@ -175,3 +175,31 @@ async def test_an_unreachable_database_fails_at_start_not_hangs(tmp_path: Path) 
         with pytest.raises(DatabaseUnavailable) as caught:
             await open_checkpointer(storage, default_path=tmp_path / "x.db", stack=stack)
     assert "secret" not in str(caught.value) and "storage.url" in str(caught.value)
+
+
+async def test_thread_files_live_under_the_configured_root(tmp_path: Path, deerflow_home: Path) -> None:
+    shared = tmp_path / "shared-volume"
+    config = tmp_path / "config.yaml"
+    write_config(config, f"sqlite:///{tmp_path / 'db' / 'checkpoints.db'}", turns=["saved"])
+    data = yaml.safe_load(config.read_text())
+    data["storage"]["thread_files_root"] = str(shared)
+    config.write_text(yaml.safe_dump(data))
+    manager = await RunManager.open(loaded=load_config(config), home=HomePaths(deerflow_home))
+    try:
+        thread = manager.create_thread("local")
+        (manager.home.thread("local", thread.thread_id).outputs / "report.md").write_text("# result")
+        live = await manager.start(RunRequest(prompt="hi", thread_id=thread.thread_id))
+        assert (await live.wait()).status == "success"
+    finally:
+        await manager.close()
+    assert (shared / "local" / "threads" / thread.thread_id / "user-data" / "outputs" / "report.md").is_file()
+    assert not (deerflow_home / "users" / "local" / "threads").exists()
+    # another machine mounting the volume at the same path finds the same folder
+    elsewhere = HomePaths(tmp_path / "other-home").with_files_root(str(shared))
+    assert (elsewhere.thread("local", thread.thread_id).outputs / "report.md").read_text() == "# result"
+
+
+def test_a_relative_thread_files_root_is_taken_from_the_home(tmp_path: Path) -> None:
+    home = HomePaths(tmp_path).with_files_root("team-files")
+    assert home.thread("ann", "t1").root == tmp_path / "team-files" / "ann" / "threads" / "t1"
+    assert HomePaths(tmp_path).with_files_root(None).user_dir("ann") == tmp_path / "users" / "ann"

@@ -8,6 +8,9 @@ default ``~/.deerflow``).  Per user and thread the layout is::
     $DEERFLOW_HOME/users/{user}/threads/{thread}/skills/     (projection of enabled skills)
     $DEERFLOW_HOME/users/{user}/skills/{skill}/              (the user's custom skills)
 
+``storage.thread_files_root`` moves the ``users`` tree elsewhere (a volume several
+machines mount at the same path); see :meth:`HomePaths.with_files_root`.
+
 User and thread ids become path components, so they are validated here, once,
 before any directory is built from them.
 """
@@ -18,7 +21,7 @@ import getpass
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")
@@ -121,10 +124,29 @@ class HomePaths:
     """The layout of ``$DEERFLOW_HOME``."""
 
     home: Path
+    files_root: Path | None = None
+    """Root of the per-user folders when ``storage.thread_files_root`` moves them (a shared volume)."""
 
     @classmethod
     def from_env(cls) -> HomePaths:
         return cls(default_home())
+
+    def with_files_root(self, root: str | None) -> HomePaths:
+        """These paths with the per-user folders under ``root`` (``storage.thread_files_root``).
+
+        ``None`` keeps ``$DEERFLOW_HOME/users``; a relative ``root`` is taken from the home,
+        ``~`` is expanded.  Only the per-user tree moves (thread folders, custom skills and
+        agents, MCP credentials); the home's own files stay where they are.
+        """
+        if root is None:
+            return self
+        path = Path(root).expanduser()
+        return replace(self, files_root=path if path.is_absolute() else self.home / path)
+
+    @property
+    def users_root(self) -> Path:
+        """Where ``users/{user}`` folders live: ``storage.thread_files_root`` or ``$DEERFLOW_HOME/users``."""
+        return self.files_root if self.files_root is not None else self.home / "users"
 
     @property
     def database(self) -> Path:
@@ -132,7 +154,7 @@ class HomePaths:
         return self.home / "deerflow.db"
 
     def user_dir(self, user_id: str) -> Path:
-        return self.home / "users" / check_id(user_id, kind="user")
+        return self.users_root / check_id(user_id, kind="user")
 
     def user_skills(self, user_id: str) -> Path:
         """The user's custom skills, one directory per skill."""

@@ -115,6 +115,7 @@ class RunManager:
     async def open(cls, *, loaded: LoadedConfig, home: HomePaths, plugins: PluginSet | None = None) -> RunManager:
         """Open the host's services; ``plugins`` already loaded by the host (else loaded here, once)."""
         install_inline_trace_bookkeeping()
+        home = home.with_files_root(loaded.config.storage.thread_files_root)  # a shared volume, when set
         stack = AsyncExitStack()
         try:
             browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
