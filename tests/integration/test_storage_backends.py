@@ -203,3 +203,24 @@ def test_a_relative_thread_files_root_is_taken_from_the_home(tmp_path: Path) -> 
     home = HomePaths(tmp_path).with_files_root("team-files")
     assert home.thread("ann", "t1").root == tmp_path / "team-files" / "ann" / "threads" / "t1"
     assert HomePaths(tmp_path).with_files_root(None).user_dir("ann") == tmp_path / "users" / "ann"
+
+
+async def test_connections_the_database_dropped_are_replaced(postgres_url: str, tmp_path: Path) -> None:
+    """A database restart or an idle timeout kills the pool's connections; the next turn still saves."""
+    import psycopg
+
+    storage = StorageConfig(url=postgres_url)
+    async with AsyncExitStack() as stack:
+        saver = await open_checkpointer(storage, default_path=tmp_path / "unused.db", stack=stack)
+        agent = make_agent(saver, schema=ThreadState, plain=True, rounds=1)
+        config = {"configurable": {"thread_id": "t"}}
+        await agent.ainvoke({"messages": [HumanMessage("one", id="h1")]}, config)
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()) AS t").fetchone()[0]
+        assert killed >= 1  # the pool held at least one connection, now dead
+        result = await agent.ainvoke({"messages": [HumanMessage("two", id="h2")]}, config)
+        state = await agent.aget_state(config)
+    assert [m.content for m in state.values["messages"] if m.type == "human"] == ["one", "two"]
+    assert state.values["messages"][-1].id == result["messages"][-1].id
