@@ -137,8 +137,8 @@ class RunManager:
 
             manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
-            manager.services[MEMORY_SERVICE] = memory = MemoryService.open(
-                loaded.config, home=home.home, stack=stack, model_factory=manager.memory_model)
+            manager.services[MEMORY_SERVICE] = memory = await asyncio.to_thread(  # may wait on a database
+                MemoryService.open, loaded.config, home=home.home, stack=stack, model_factory=manager.memory_model)
             stack.push_async_callback(memory.aclose)  # pending extractions: a bounded grace, then cancelled
         except BaseException:
             await stack.aclose()  # a later service failed: close the earlier ones (browser, kernels...)
