@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
 SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp", "memory", "apply",
-               "discard", "undo")
+               "discard", "undo", "continue")
 _VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
 _FLAGS = {"--new", "--plan", "--subagents", "--no-context", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")
