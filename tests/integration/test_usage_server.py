@@ -1,4 +1,7 @@
-"""The usage route between Jupyter users: each sees only their own tokens; the admin view is the authorizer's call."""
+"""The usage route between Jupyter users: each sees only their own tokens; the admin view is the authorizer's call.
+
+The daily budget of 1 token is spent by each user's first run: the next one is a 429.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ BOB = {"Authorization": "token bob-token"}
 def jp_server_config(deerflow_home: Path, tmp_path: Path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: |\n      turns: [Noted., Noted again.]\n")
+                   "    script: |\n      turns: [Noted., Noted again.]\nusage:\n  daily_token_budget: 1\n")
     return {
         "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True},
                       "identity_provider_class": "fixtures.jupyter_identity.TwoUsers",
@@ -74,6 +77,13 @@ async def test_each_user_sees_only_their_own_usage_and_only_an_admin_sees_all(jp
     assert await status_of(jp_fetch, "usage", headers=ALICE, params={"by": "run"}) == 400
     assert await status_of(jp_fetch, "usage", headers=ALICE, params={"since": "yesterday"}) == 400
     assert await status_of(jp_fetch, "usage") in {401, 403}
+
+    # a budget of 1 token a day: alice's next run is refused with a 429 and the reason; nothing started
+    with pytest.raises(HTTPClientError) as refused:
+        await run_once(jp_fetch, ALICE)
+    assert refused.value.code == 429
+    assert "daily token budget spent: alice used" in json.loads(refused.value.response.body)["message"]
+    assert (await get_json(jp_fetch, "usage", headers=ALICE, by="user"))["rows"][0]["runs"] == 1
 
 
 async def test_an_authorizer_that_allows_everything_does_not_make_everyone_an_admin():
