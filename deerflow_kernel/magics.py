@@ -1,6 +1,6 @@
 """The ``%deerflow`` line magic and ``%%deerflow`` cell magic.
 
-    %%deerflow [--thread T | --new] [--model M] [--skill S] [--plan] [--subagents] [--mode M]
+    %%deerflow [--thread T | --new] [--model M] [--skill S] [--plan] [--subagents] [--no-memory] [--mode M]
                [--with VAR ...] [--record F | --replay F]
     PROMPT (the cell body; {var} is filled from the notebook)
 
@@ -53,6 +53,7 @@ Running the agent
   %deerflow Summarise the report in 3 bullets      Continue the current thread in one line
   %%deerflow --with sales --plan                   Upload the DataFrame `sales`, plan with a todo list
   %%deerflow --no-context                          Do not send the cells above this one as context
+  %%deerflow --no-memory                           This run neither sees nor adds to your memory
   result = _; result.load("report.md")             A cell's result; load an output (DataFrame, image, str)
 
 Subcommands

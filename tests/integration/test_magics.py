@@ -294,3 +294,22 @@ def test_the_continue_button_resumes_an_interrupted_run_in_the_same_view(shell, 
     assert view.status == "success" and session.last_result.text == "Picked up where I stopped."
     assert view.resume.layout.display == "none"
     assert any("Continued" in getattr(w, "value", "") for w in view.transcript.children)
+
+
+def test_no_memory_runs_teach_the_offline_model_nothing(shell, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DEERFLOW_CONFIG")  # the embedded offline model, which learns from the user's words
+    monkeypatch.chdir(tmp_path)
+    session = session_of(shell)
+
+    def remembered() -> list[str]:
+        session.close()  # pending extractions finish (within their grace) before the store is read again
+        capsys.readouterr()
+        run(shell, "%deerflow memory list")
+        return capsys.readouterr().out
+
+    quiet = run(shell, "%deerflow --new --no-memory I am a botanist. Write me a report").result
+    assert quiet.status == "success"
+    assert "botanist" not in remembered()
+    taught = run(shell, "%deerflow --new I study white-tailed deer in Minnesota. Write me a report").result
+    assert taught.status == "success"
+    assert "I study white-tailed deer in Minnesota" in remembered()  # the same run without the flag does learn
