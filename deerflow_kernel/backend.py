@@ -210,6 +210,14 @@ class Backend(ABC):
     def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
         """``%deerflow memory VERB``: the result of :func:`deerflow.memory.commands.memory_action`."""
         raise BackendError("this backend has no memory")
+    def continue_prompt(self, thread_id: str, extra: str | None = None) -> str:
+        """The prompt that continues ``thread_id``'s interrupted run (``%deerflow continue``, the Continue button).
+
+        Raises:
+            UserError: the thread's last run cannot be continued (it succeeded, waits on a question...).
+        """
+        raise BackendError("this backend cannot continue runs")
+
     def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
         """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, or ``list`` proposals."""
         raise BackendError(f"this backend cannot {action} notebook edits")

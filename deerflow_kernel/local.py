@@ -59,6 +59,11 @@ class InProcessBackend(Backend):
 
         return RunHandle(produce, self.client.cancel).start()
 
+    def continue_prompt(self, thread_id: str, extra: str | None = None) -> str:
+        from deerflow.cli import continuation_prompt
+
+        return continuation_prompt(self.client, thread_id, extra)
+
     def start_reply(self, thread_id: str, answer: Any, options: Mapping[str, Any]) -> RunHandle:
         def produce(emit: Any) -> None:
             for event in self.client.stream_reply(thread_id, answer, **options):

@@ -1,11 +1,12 @@
 """The ``%deerflow`` line magic and ``%%deerflow`` cell magic.
 
-    %%deerflow [--thread T | --new] [--model M] [--skill S] [--plan] [--subagents] [--mode M]
+    %%deerflow [--thread T | --new] [--model M] [--skill S] [--plan] [--subagents] [--no-memory] [--mode M]
                [--with VAR ...] [--record F | --replay F]
     PROMPT (the cell body; {var} is filled from the notebook)
 
     %deerflow [OPTIONS] PROMPT
     %deerflow reply "ANSWER" | --field NAME=VALUE ...
+    %deerflow continue [--thread T] [MORE INSTRUCTIONS]   (resume an interrupted run)
     %deerflow upload PATH|VAR ...
     %deerflow artifacts [THREAD] | threads | skills | status | help
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
@@ -19,6 +20,7 @@ that does not fit the question) are shown as one ``UsageError`` line.
 
 from __future__ import annotations
 
+import re
 import shlex
 from os import PathLike
 from typing import Any
@@ -51,11 +53,14 @@ Running the agent
   %deerflow Summarise the report in 3 bullets      Continue the current thread in one line
   %%deerflow --with sales --plan                   Upload the DataFrame `sales`, plan with a todo list
   %%deerflow --no-context                          Do not send the cells above this one as context
+  %%deerflow --no-memory                           This run neither sees nor adds to your memory
   result = _; result.load("report.md")             A cell's result; load an output (DataFrame, image, str)
 
 Subcommands
   %deerflow reply "Upper Midwest"                  Answer the question the last run asked
   %deerflow reply --field region=Midwest --field depth=brief     ...a form, field by field
+  %deerflow continue                               Resume the thread's interrupted run (server stop, Stop, a guard);
+                                                   also: continue --thread T, or add instructions after it
   %deerflow upload data.csv                        Put a file (or a notebook variable) into the thread's uploads
   %deerflow artifacts                              Show the current thread's presented files (or: artifacts THREAD)
   %deerflow threads                                List your threads (* marks the current one)
@@ -115,6 +120,16 @@ class DeerFlowMagics(Magics):
             raise UsageError('%deerflow reply: give the answer, e.g. %deerflow reply "yes" '
                              "or %deerflow reply --field NAME=VALUE ...")
         return self.session.reply(_reply_answer(rest))
+
+    def _cmd_continue(self, rest: str) -> Any:
+        """``continue [--thread T] [TEXT]``: resume the interrupted run, like ``deerflow run --thread T --continue``."""
+        thread_id = None
+        if rest.startswith("--thread"):
+            match = re.fullmatch(r"--thread[ =](\S+)\s*(.*)", rest, flags=re.DOTALL)
+            if match is None:
+                raise UsageError("%deerflow continue: expected --thread T, then optional instructions")
+            thread_id, rest = match.group(1), match.group(2)
+        return self.session.continue_run(thread_id, rest.strip() or None)
 
     def _cmd_upload(self, rest: str) -> None:
         targets = _split(rest, "upload")

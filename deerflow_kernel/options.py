@@ -23,9 +23,9 @@ except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
 SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp", "memory", "apply",
-               "discard", "undo")
+               "discard", "undo", "continue")
 _VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
-_FLAGS = {"--new", "--plan", "--subagents", "--no-context", "-h", "--help"}
+_FLAGS = {"--new", "--plan", "--subagents", "--no-context", "--no-memory", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")
 
 
@@ -50,6 +50,7 @@ class RunOptions:
     agent: str | None = None
     refs: list[str] = field(default_factory=list)
     no_context: bool = False
+    no_memory: bool = False
 
     def run_options(self) -> dict[str, Any]:
         """The harness run options (``configurable``) these flags mean."""
@@ -58,6 +59,7 @@ class RunOptions:
             "is_plan_mode": True if self.plan else None, "subagent_enabled": True if self.subagents else None,
             "record": _absolute(self.record), "replay": _absolute(self.replay), "agent_name": self.agent,
             "referenced_threads": list(dict.fromkeys(self.refs)) or None,
+            "memory": False if self.no_memory else None,
         }
         return {k: v for k, v in options.items() if v is not None}
 
@@ -91,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--subagents", action="store_true", help="let the agent delegate to subagents")
     parser.add_argument("--no-context", action="store_true",
                         help="do not give the agent the cells above this one as context")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="this run neither sees nor adds to what DeerFlow remembers about you")
     parser.add_argument("--mode", choices=MODES, help="interaction mode (in-process only)")
     parser.add_argument("--ref", dest="refs", metavar="T", action="append", default=[],
                         help="let the agent read your other thread T for this run (read_conversation); repeatable")

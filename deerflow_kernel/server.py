@@ -104,6 +104,13 @@ class ServerBackend(Backend):
         request = pending_from_json((state.get("values") or {}).get("messages") or [])
         return self.start(prepare_reply(request, answer), thread_id, options)
 
+    def continue_prompt(self, thread_id: str, extra: str | None = None) -> str:
+        from deerflow.cli import resume_prompt
+
+        runs = self._json("GET", f"threads/{_q(thread_id)}/runs")  # newest first
+        metadata = (runs[0].get("metadata") or {}) if runs else {}
+        return resume_prompt(thread_id, metadata.get("deerflow_status"), metadata.get("error"), extra)
+
     def cancel(self, thread_id: str, run_id: str) -> bool:
         try:
             response = self._http.post(f"threads/{_q(thread_id)}/runs/{_q(run_id)}/cancel")

@@ -128,6 +128,19 @@ class KernelSession:
         self._thread_options[thread_id] = run_options
         return self._follow_foreground(handle)
 
+    def continue_run(self, thread_id: str | None = None, extra: str | None = None) -> RunResult:
+        """``%deerflow continue``: resume the thread's interrupted run (like ``deerflow run --continue``)."""
+        thread_id = thread_id or self.thread_id
+        if thread_id is None:
+            raise UserError("%deerflow continue: no current thread (give --thread T, see %deerflow threads)")
+        backend = self.backend()
+        if thread_id != self.thread_id:
+            self._check_thread(backend, thread_id)
+        handle = backend.start(backend.continue_prompt(thread_id, extra), thread_id,
+                               self._thread_options.get(thread_id, {}))
+        self.thread_id = thread_id
+        return self._follow_foreground(handle)
+
     @staticmethod
     def _check_model(backend: Backend, model: str | None) -> None:
         """``--model`` must name a configured model; the error lists them."""
@@ -246,7 +259,29 @@ class KernelSession:
 
         backend = self.backend()
         return RunView(read_artifact=backend.read_artifact, artifact_url=backend.artifact_url,
-                       on_reply=self.continue_in_view)
+                       on_reply=self.continue_in_view, on_continue=self.resume_in_view)
+
+    def resume_in_view(self, view: Any) -> None:
+        """The Continue button: resume the view's interrupted run in the background, streaming into ``view``."""
+        thread_id = view.thread_id
+        self._arm_interrupt()
+
+        def work() -> None:
+            try:
+                backend = self.backend()
+                handle = backend.start(backend.continue_prompt(thread_id), thread_id,
+                                       self._thread_options.get(thread_id, {}))
+            except UserError as exc:
+                view.continue_failed(str(exc))
+                return
+            view.begin_continue()
+            self._background.add(view)
+            try:
+                self.last_result = self.follow(handle, view, interruptible=False)
+            finally:
+                self._background.discard(view)
+
+        threading.Thread(target=work, name="deerflow-continue", daemon=True).start()
 
     def continue_in_view(self, view: Any, request: Mapping[str, Any], answer: Any) -> None:
         """A form was submitted: start the next run in the background, streaming into ``view``."""

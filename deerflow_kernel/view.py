@@ -10,7 +10,9 @@ ipywidget.
 
 The view follows a *thread*: when its clarification form is submitted, the
 next run streams into the same view.  While a run streams, the header has a
-**Stop** button.
+**Stop** button; when a run ends without finishing (the server stopped, a
+cancel, a guard), a **Continue** button resumes it into the same view, like
+``%deerflow continue``.
 
 Widgets only live as long as the kernel, so live widgets are shown only while
 a run is live or waiting for an answer.  When it settles, :meth:`RunView.finish`
@@ -52,6 +54,7 @@ _STATUS = {"success": "done", "interrupted": "waiting for your answer", "cancell
            "stopped": "stopped by a guard"}
 _STATUS_ICONS = {"success": icon("check", "#2e7d32"), "interrupted": icon("pause-circle", "#f0ad4e"),
                  "cancelled": icon("stop"), "error": icon("times", "#c00"), "stopped": icon("stop", "#f0ad4e")}
+UNFINISHED = ("error", "cancelled", "stopped", "running")  # "running": the stream broke (the server stopped)
 _TODO_MARKS = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
 
 
@@ -96,8 +99,9 @@ class RunView(widgets.VBox):
 
     def __init__(self, *, read_artifact: Callable[[str, str], bytes],
                  artifact_url: Callable[[str, str], str | None] | None = None,
-                 on_reply: Callable[[RunView, dict[str, Any], Answer], None] | None = None) -> None:
-        self._read, self._url, self._on_reply = read_artifact, artifact_url, on_reply
+                 on_reply: Callable[[RunView, dict[str, Any], Answer], None] | None = None,
+                 on_continue: Callable[[RunView], None] | None = None) -> None:
+        self._read, self._url, self._on_reply, self._on_continue = read_artifact, artifact_url, on_reply, on_continue
         self.events: list[Any] = []
         self.thread_id: str | None = None
         self.status = "starting"
@@ -125,7 +129,12 @@ class RunView(widgets.VBox):
                                    layout=widgets.Layout(width="auto"))
         self.stop.on_click(self._stop_clicked)
         hidden(self.stop, True)
-        parts = [widgets.HBox([self.header, self.stop]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
+        self.resume = widgets.Button(description="Continue", icon="play", button_style="success",
+                                     tooltip="Continue this run from where it stopped (like %deerflow continue)",
+                                     layout=widgets.Layout(width="auto"))
+        self.resume.on_click(self._continue_clicked)
+        hidden(self.resume, True)
+        parts = [widgets.HBox([self.header, self.stop, self.resume]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
                  self.changes, self.receipt]
         super().__init__(parts, layout=widgets.Layout(border_left="3px solid #4a90d9", padding="2px 8px"))
         for part in (self.notices, self.todos, self.subagents, self.artifacts, self.changes, self.receipt):
@@ -139,13 +148,21 @@ class RunView(widgets.VBox):
     def finish(self) -> None:
         """The run settled: a waiting view keeps its live form, anything else becomes static."""
         self.detach()
+        resumable = self.resumable
+        hidden(self.resume, not resumable)
+        self.resume.disabled = False
         if self._handle is not None:
-            self._handle.update(self if self.waiting else self.static())
+            self._handle.update(self if self.waiting or resumable else self.static())
 
     @property
     def waiting(self) -> bool:
         """True while the view's last run waits on a question nobody has answered yet."""
         return self.status == "interrupted" and any(rid not in self.answers for rid in self.forms)
+
+    @property
+    def resumable(self) -> bool:
+        """True when the view's last run ended unfinished and the Continue button can resume it."""
+        return self._on_continue is not None and self.thread_id is not None and self.status in UNFINISHED
 
     @property
     def live(self) -> bool:
@@ -184,6 +201,22 @@ class RunView(widgets.VBox):
 
     def _stop_clicked(self, _button: Any = None) -> None:
         self.request_stop()
+
+    def _continue_clicked(self, _button: Any = None) -> None:
+        if self._on_continue is None or self.live:
+            return
+        self.resume.disabled = True
+        self._on_continue(self)
+
+    def begin_continue(self) -> None:
+        """Mark, in the transcript, where the continued run starts (Continue button)."""
+        hidden(self.resume, True)
+        self._append(widgets.HTML("<div style='margin:6px 0;color:#2a6'>↳ <b>Continued</b> from where it stopped</div>"))
+
+    def continue_failed(self, message: str) -> None:
+        """The Continue button could not start a run: say why, and let the user try again."""
+        self.resume.disabled = False
+        self._notice(message)
 
     def mark_answered(self, request_id: str, answer: Any, *, where: str = "", refresh: bool = True) -> None:
         """The question was answered (here or anywhere else): the form turns read-only with the answer.

@@ -283,10 +283,19 @@ def continuation_prompt(client: Any, thread_id: str | None, extra: str | None) -
     client.thread(thread_id)  # unknown or foreign thread: one line
     runs = _store(client).list_runs(thread_id, client.user_id)
     last = runs[-1] if runs else None
-    if last is None or last.status not in RESUMABLE:
-        state = f"its last run ended {last.status}" if last else "it has no run yet"
+    return resume_prompt(thread_id, last.status if last else None, last.error if last else None, extra)
+
+
+def resume_prompt(thread_id: str, status: str | None, error: str | None, extra: str | None = None) -> str:
+    """The continuation prompt for a thread whose last run ended ``status`` (``%deerflow continue`` too).
+
+    Raises:
+        UserError: the last run did not end in a way that can be continued (or there is none).
+    """
+    if status is None or status not in RESUMABLE:
+        state = f"its last run ended {status}" if status else "it has no run yet"
         raise UserError(f"thread {thread_id} has nothing to continue: {state}")
-    reason = (last.error or last.status).removeprefix("interrupted: ")
+    reason = (error or status).removeprefix("interrupted: ")
     prompt = CONTINUE_PROMPT.format(reason=reason)
     return f"{prompt}\n\n{extra}" if extra else prompt
 

@@ -43,6 +43,15 @@ class NotFoundError(UserError):
     """An id (thread, run, artifact) that does not exist for this user."""
 
 
+class BudgetSpent(UserError):
+    """The user's daily token budget (``usage.daily_token_budget``) is spent: no new run until 00:00 UTC.
+
+    HTTP 429; in the CLI one line and exit status 4.  Runs already going are never cut.
+    """
+
+    exit_code = 4
+
+
 class Busy(UserError):
     """What was asked for is held by an active run: try again later.
 

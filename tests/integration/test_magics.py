@@ -60,6 +60,13 @@ models:
       turns:
         - tool_calls: [{name: wait, args: {seconds: 60}}]
         - text: unreachable
+  - name: resume
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{name: wait, args: {seconds: 60}}]
+        - expect: Continue the task from where you stopped
+          text: Picked up where I stopped.
 tools:
   - {name: wait, group: test, use: "fixtures.slow_tools:wait"}
 """
@@ -229,3 +236,80 @@ def test_an_interrupt_while_the_agent_works_cancels_the_run(shell, monkeypatch):
     assert result.status == "cancelled"
     record = session.backend().client._call(session.backend().client._async.manager())
     assert record.store.list_runs(result.thread_id, "local")[-1].status == "cancelled"
+
+
+class _InterruptedOnce(TextView):
+    """A view whose first tool call meets a kernel interrupt (the run is cancelled mid-tool)."""
+
+    interrupted = False
+
+    def render(self, event):
+        super().render(event)
+        if event.type == "tool_call" and not _InterruptedOnce.interrupted:
+            _InterruptedOnce.interrupted = True
+            raise KeyboardInterrupt
+
+
+def test_continue_resumes_the_interrupted_run_of_the_current_thread(shell, monkeypatch, capsys):
+    session = session_of(shell)
+    monkeypatch.setattr(_InterruptedOnce, "interrupted", False)
+    monkeypatch.setattr(session, "make_view", _InterruptedOnce)
+    stopped = run(shell, "%deerflow --model resume take your time").result
+    assert stopped.status == "cancelled"
+    resumed = run(shell, "%deerflow continue").result
+    assert resumed.status == "success" and resumed.text == "Picked up where I stopped."
+    assert resumed.thread_id == stopped.thread_id
+    assert "nothing to continue: its last run ended success" in usage_error(shell, "%deerflow continue")
+    assert "unknown thread 'nope'" in usage_error(shell, "%deerflow continue --thread nope")
+
+
+def test_the_continue_button_resumes_an_interrupted_run_in_the_same_view(shell, monkeypatch):
+    import time
+
+    import comm
+
+    from deerflow_kernel.view import RunView
+
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: comm.DummyComm(**kw))
+    monkeypatch.setattr(RunView, "show", lambda self: None)
+    render = RunView.render
+
+    def interrupted_once(self, event):
+        render(self, event)
+        if event.type == "tool_call" and not getattr(self, "_was_interrupted", False):
+            self._was_interrupted = True
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunView, "render", interrupted_once)
+    session = session_of(shell)
+    monkeypatch.setattr(session, "widgets", True)
+    stopped = run(shell, "%deerflow --model resume take your time").result
+    view = session.last_view
+    assert stopped.status == "cancelled" and view.resumable
+    assert view.resume.layout.display is None  # the Continue button is shown
+    view.resume.click()
+    deadline = time.monotonic() + 60
+    while view.status != "success" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert view.status == "success" and session.last_result.text == "Picked up where I stopped."
+    assert view.resume.layout.display == "none"
+    assert any("Continued" in getattr(w, "value", "") for w in view.transcript.children)
+
+
+def test_no_memory_runs_teach_the_offline_model_nothing(shell, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DEERFLOW_CONFIG")  # the embedded offline model, which learns from the user's words
+    monkeypatch.chdir(tmp_path)
+    session = session_of(shell)
+
+    def remembered() -> list[str]:
+        session.close()  # pending extractions finish (within their grace) before the store is read again
+        capsys.readouterr()
+        run(shell, "%deerflow memory list")
+        return capsys.readouterr().out
+
+    quiet = run(shell, "%deerflow --new --no-memory I am a botanist. Write me a report").result
+    assert quiet.status == "success"
+    assert "botanist" not in remembered()
+    taught = run(shell, "%deerflow --new I study white-tailed deer in Minnesota. Write me a report").result
+    assert taught.status == "success"
+    assert "I study white-tailed deer in Minnesota" in remembered()  # the same run without the flag does learn

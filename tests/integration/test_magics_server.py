@@ -142,6 +142,20 @@ def test_an_interrupt_cancels_the_run_on_the_server(shell, monkeypatch):
     assert result.status == "cancelled"
 
 
+def test_continue_through_the_server_resumes_the_interrupted_run(shell, monkeypatch):
+    from test_magics import _InterruptedOnce
+
+    monkeypatch.setattr(_InterruptedOnce, "interrupted", False)
+    monkeypatch.setattr(session_of(shell), "make_view", _InterruptedOnce)
+    stopped = run(shell, "%deerflow --new --model resume take your time")
+    assert stopped.status == "cancelled"
+    resumed = run(shell, "%deerflow continue")
+    assert resumed.status == "success" and resumed.text == "Picked up where I stopped."
+    assert resumed.thread_id == stopped.thread_id
+    with pytest.raises(UsageError, match="nothing to continue: its last run ended success"):
+        run(shell, "%deerflow continue")
+
+
 def _owner(server) -> str:
     users = list((server.work / "server-home" / "users").iterdir())
     assert len(users) == 1

@@ -151,6 +151,34 @@ def test_metrics_show_runs_tokens_and_tools(deerflow_home, tmp_path, openai_serv
     assert samples['deerflow_model_call_seconds_count{model="fixture"}'] == 3
 
 
+def test_metrics_show_sandbox_starts_guard_refusals_and_the_batch_queue(deerflow_home, tmp_path, openai_server,
+                                                                       monkeypatch):
+    monkeypatch.setenv("FIXTURE_KEY", "sk-fixture")
+    config = write_config(tmp_path, openai_server.base_url)
+    openai_server.add(
+        {"tool_calls": [{"name": "read_file", "args": {"path": "/etc/passwd"}},
+                        {"name": "python", "args": {"code": "print(6 * 7)"}}]},
+        {"text": "The file is outside the sandbox; 42."},
+    )
+    env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config), "FIXTURE_KEY": "sk-fixture"}
+    proc, url, headers, _ = start_headless_server(tmp_path, env)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
+            done = http.post("/deerflow/api/threads/m-guard/runs/wait", json={
+                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "read it"}]},
+                "if_not_exists": "create"})
+            assert done.status_code == 200, done.text
+            metrics = http.get("/metrics")
+    finally:
+        stop_process(proc, grace=5)
+    samples = parse_samples(metrics.text)
+    assert samples['deerflow_guard_refusals_total{guard="path_escape"}'] == 1
+    assert samples['deerflow_tool_calls_total{status="error",tool="read_file"}'] == 1
+    assert samples['deerflow_sandbox_starts_total{kind="kernel",provider="local"}'] == 1
+    assert samples['deerflow_tool_calls_total{status="success",tool="python"}'] == 1
+    assert samples['deerflow_batch_queue_depth'] == 0  # exported before any batch, so a dashboard has a series
+
+
 def parse_samples(text: str) -> dict[str, float]:
     """``name{labels} value`` lines of the Prometheus text format (labels as printed, sorted by name)."""
     samples = {}

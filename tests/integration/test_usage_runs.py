@@ -110,3 +110,26 @@ conversations:
     assert sources["subagent:general-purpose"]["calls"] == 1
     assert result.usage["calls"] == 3
     assert result.usage["total_tokens"] == sum(s["total_tokens"] for s in sources.values())
+
+
+def test_a_spent_daily_budget_refuses_the_next_run_in_one_line(deerflow_home, tmp_path, openai_server, monkeypatch,
+                                                                 capsys):
+    monkeypatch.setenv("FIXTURE_KEY", "sk-fixture")
+    openai_server.add(tool_turn(100, 20), text_turn("Done waiting.", 150, 7))
+    config = usage_config(tmp_path, openai_server.base_url, extra="usage:\n  daily_token_budget: 1\n")
+    # the run that spends the budget is not cut: its tool call and final answer both happen
+    assert main(["--config", str(config), "--user", "alice", "run", "Wait a moment", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert lines[-1]["status"] == "success" and lines[-1]["usage"]["total_tokens"] == 277
+    served = len(openai_server.completions)
+
+    assert main(["--config", str(config), "--user", "alice", "run", "Again"]) == 4
+    captured = capsys.readouterr()
+    problem = captured.err.strip().splitlines()
+    assert problem == ["deerflow: daily token budget spent: alice used 277 of 1 tokens today "
+                       "(usage.daily_token_budget); new runs are accepted again after 00:00 UTC"], captured.err
+    assert "Traceback" not in captured.out + captured.err
+    assert len(openai_server.completions) == served  # refused before any model call
+    # bob's budget is his own
+    openai_server.add(text_turn("Hi bob.", 3, 2))
+    assert main(["--config", str(config), "--user", "bob", "run", "Hello"]) == 0

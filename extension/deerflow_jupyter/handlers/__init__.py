@@ -15,6 +15,7 @@ from deerflow_jupyter.handlers import (
     schedules,
     skills,
     threads,
+    usage,
 )
 
 # Any segment: DeerFlowHandler.prepare checks thread and run ids, so a malformed one gets
@@ -64,5 +65,6 @@ ROUTES = [
     (rf"/schedules/{schedules.SCHEDULE_ID}/runs", schedules.ScheduleRunsHandler),
     (rf"/schedules/{schedules.SCHEDULE_ID}/run", schedules.ScheduleRunNowHandler),
     *memory.ROUTES,
+    (r"/usage", usage.UsageHandler),
     (r"/plugins", plugins.PluginsHandler),  # report only; plugin routes are added by the app at startup
 ]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from tornado import httputil, web
 
 from deerflow.config.paths import UnsafeIdError, check_id
-from deerflow.errors import Busy, ConfigError, NotFoundError, UserError
+from deerflow.errors import BudgetSpent, Busy, ConfigError, NotFoundError, UserError
 from deerflow.persistence.sqlite import StorageError
 from deerflow.runtime.manager import RunManager
 from deerflow.tools.errors import ToolFailure
@@ -145,6 +145,8 @@ def error_response(exc: BaseException | None) -> tuple[int, str]:
         return 503, one_line(str(exc))
     if isinstance(exc, ConfigError):
         return 500, one_line(f"DeerFlow configuration error: {exc}")
+    if isinstance(exc, BudgetSpent):  # too many tokens today: 429, as for any rate limit
+        return 429, one_line(str(exc))
     if isinstance(exc, Busy):
         return 409, one_line(str(exc))
     if isinstance(exc, UserError):

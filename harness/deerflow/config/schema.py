@@ -447,6 +447,16 @@ class LimitsConfig(_Section):
                     "model calls, subagents included, have used this many tokens.")
 
 
+class UsageConfig(_Section):
+    """Token accounting per user (``deerflow usage``, the usage route)."""
+
+    daily_token_budget: int | None = Field(
+        default=None, ge=1,
+        description="Refuse new runs of a user (HTTP 429, CLI exit status 4) once their finished runs of the "
+                    "day (UTC) have used this many provider-reported tokens. A run already going is never cut; "
+                    "calls whose model reports no usage cannot be counted.")
+
+
 class AppConfig(_Section):
     """The whole of ``config.yaml``."""
 
@@ -472,6 +482,7 @@ class AppConfig(_Section):
     uploads: UploadsConfig = Field(default_factory=UploadsConfig)
     plugins: list[PluginConfig] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    usage: UsageConfig = Field(default_factory=UsageConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
     notebook_edits: Literal["propose", "apply"] = Field(

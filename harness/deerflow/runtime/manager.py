@@ -61,7 +61,7 @@ from deerflow.runtime.context import RunContext
 from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
-from deerflow.runtime.usage import USAGE_SERVICE, UsageMeter
+from deerflow.runtime.usage import USAGE_SERVICE, UsageMeter, check_daily_budget
 from deerflow.sandbox.factory import make_kernel_pool, make_provider
 from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
@@ -307,6 +307,7 @@ class RunManager:
             self.thread(request.thread_id, user_id)
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
+        await asyncio.to_thread(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
         prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)

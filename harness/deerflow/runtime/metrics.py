@@ -35,6 +35,16 @@ MODEL_LATENCY = Histogram("deerflow_model_call_seconds", "Wall time of a model c
                           ["model"], buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, float("inf")))
 TOOL_CALLS = Counter("deerflow_tool_calls", "Tool calls of the lead agent, by tool and result status",
                      ["tool", "status"])
+SANDBOX_STARTS = Counter("deerflow_sandbox_starts", "Sandboxed processes started (a shell command or a Python "
+                         "kernel), by sandbox provider and kind", ["provider", "kind"])
+GUARD_REFUSALS = Counter("deerflow_guard_refusals", "Refusals by a guard: a blocked URL (egress), a blocked skill "
+                         "(SkillScan), a path escape, a blocked command, or a run stopped by a guard", ["guard"])
+BATCH_QUEUE_DEPTH = Gauge("deerflow_batch_queue_depth", "Batch items pending or running, as the batch worker last "
+                          "counted them")
+
+# Tool result codes that mean a guard refused something (deerflow.tools.errors.ToolFailure codes).
+GUARD_CODES = {"url_blocked": "egress", "skill_blocked": "skillscan", "path_outside_root": "path_escape",
+               "path_outside_mounts": "path_escape", "command_blocked": "command"}
 
 
 def run_started() -> None:
@@ -51,6 +61,16 @@ def model_call(model: str, usage: Mapping[str, int] | None, seconds: float) -> N
         MODEL_TOKENS.labels(model=model, direction="output").inc(usage.get("output_tokens", 0))
 
 
+def sandbox_started(provider: str, kind: str) -> None:
+    """Count one sandboxed process (``kind``: ``command`` or ``kernel``) of ``provider``."""
+    SANDBOX_STARTS.labels(provider=provider, kind=kind).inc()
+
+
+def batch_queue_depth(items: int) -> None:
+    """The batch queue's depth, as the worker's heartbeat counted it."""
+    BATCH_QUEUE_DEPTH.set(items)
+
+
 def run_finished(*, user_id: str, finished: ev.RunFinished, events: Iterable[Any], seconds: float) -> None:
     """Record a run's end in the metrics and write its log line."""
     ACTIVE_RUNS.dec()
@@ -59,6 +79,11 @@ def run_finished(*, user_id: str, finished: ev.RunFinished, events: Iterable[Any
     tools: Count[tuple[str, str]] = Count((e.name, e.status) for e in events if isinstance(e, ev.ToolResult))
     for (name, status), n in tools.items():
         TOOL_CALLS.labels(tool=name, status=status).inc(n)
+    guards = Count(GUARD_CODES[e.code] for e in events if isinstance(e, ev.ToolResult) and e.code in GUARD_CODES)
+    if finished.status == "stopped":
+        guards[finished.stopped_by or "guard"] += 1  # loop detection, token_budget...
+    for guard, n in guards.items():
+        GUARD_REFUSALS.labels(guard=guard).inc(n)
     usage = finished.usage or {}
     line = {
         "user": user_id, "thread": finished.thread_id, "run": finished.run_id, "status": finished.status,

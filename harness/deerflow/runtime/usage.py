@@ -229,6 +229,28 @@ def _key(run: Any, by: str) -> str:
     return dt.datetime.fromtimestamp(run.created_at, dt.UTC).date().isoformat()
 
 
+def check_daily_budget(store: Any, user_id: str, budget: int | None, *, now: float | None = None) -> None:
+    """Refuse a new run once ``user_id``'s finished runs of the day (UTC) used ``budget`` tokens.
+
+    Only provider-reported tokens count (a call without usage data adds nothing it
+    could be blamed for); runs still going are counted once they finish, so a run is
+    never cut by this check, only the next one refused.
+
+    Raises:
+        BudgetSpent: the budget is spent; the message says how much and until when.
+    """
+    if budget is None:
+        return
+    today = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.UTC).date()
+    midnight = dt.datetime(today.year, today.month, today.day, tzinfo=dt.UTC).timestamp()
+    used = sum(row.tally.total_tokens for row in usage_report(store.runs_since(midnight, user_id=user_id), by="user"))
+    if used >= budget:
+        from deerflow.errors import BudgetSpent
+
+        raise BudgetSpent(f"daily token budget spent: {user_id} used {used:,} of {budget:,} tokens today "
+                          "(usage.daily_token_budget); new runs are accepted again after 00:00 UTC")
+
+
 def parse_since(text: str | None) -> float | None:
     """``--since YYYY-MM-DD`` (UTC midnight) as a timestamp; ValueError with the expected form."""
     if not text:

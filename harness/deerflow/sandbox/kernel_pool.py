@@ -193,6 +193,9 @@ class KernelPool:
             session.closed = True
             self._sessions.pop(key, None)
             raise
+        from deerflow.runtime.metrics import sandbox_started
+
+        sandbox_started(self.provider.name, "kernel")
         if key in self._reaped:
             session.notebook.append_note(
                 "*A new Python kernel was started here: earlier variables are gone.*"

@@ -181,6 +181,9 @@ class SandboxProvider(ABC):
             raise HostBashDisabled()
         paths.ensure()
         launch = self.command_launch(paths, self.translate_in(paths, command))
+        from deerflow.runtime.metrics import sandbox_started
+
+        sandbox_started(self.name, "command")
         return run_command(
             launch.argv,
             env=launch.env,

@@ -163,6 +163,9 @@ class BatchWorker:
                     self._cancelling.add(key)
                     job.cancel()
             await asyncio.to_thread(self.store.reap_cancelled)
+            from deerflow.runtime.metrics import batch_queue_depth
+
+            batch_queue_depth(await asyncio.to_thread(self.store.unfinished))
 
 
 __all__ = ["BatchWorker", "ItemRunner", "WorkerStats"]
