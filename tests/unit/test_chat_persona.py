@@ -132,7 +132,7 @@ async def test_clarification_round_trip_with_a_follow_up_for_missing_fields(tmp_
     question = next(b for b in rig.bodies() if "❓" in b)
     assert "**❓ How should I analyse the sales data?**" in question
     assert "> There are two CSV files and no stated period." in question
-    assert "- **Metrics** *(required)* — any of: revenue / margin / cost" in question
+    assert "2. **Metrics** *(required)* — any of: revenue / margin / cost" in question
     assert "Start date: …" in question
 
     rig.send("Dataset: sales.csv")
