@@ -144,6 +144,14 @@ def test_the_same_notice_is_shown_once():
     bodies = chat.bodies()
     assert sum(b.count(offline) for b in bodies) == 1
     assert sum(b.count("presented none") for b in bodies) == 1
+    # across the runs of one chat (a clarification's answer is a new run) too
+    seen: set[str] = set()
+    for _ in range(2):
+        view = RunRenderer(chat, thread_id="chat-1", artifact=lambda p: artifact_view(p, url="", read=bytes),
+                           link=str, seen_notices=seen)
+        view.handle(ev.RunStarted(**RUN, model="scripted", notice="Offline again."))
+        view.handle(ev.RunFinished(**RUN, status="success"))
+    assert sum(b.count("Offline again.") for b in chat.bodies()) == 1
 
 
 def test_the_summary_lists_changes_warns_about_undelivered_outputs_and_says_how_it_ended():

@@ -95,10 +95,11 @@ class RunRenderer:
         thread_id: The run's thread (named in the summary, used for links).
         artifact: Builds the view of an artifact from its virtual path.
         link: The download URL of an output file, from its path under outputs.
+        seen_notices: Notice texts shown before (updated in place); shown again, they are skipped.
     """
 
     def __init__(self, surface: ChatSurface, *, thread_id: str, artifact: Callable[[str], ArtifactView],
-                 link: Callable[[str], str]) -> None:
+                 link: Callable[[str], str], seen_notices: set[str] | None = None) -> None:
         self.surface = surface
         self.thread_id = thread_id
         self._artifact = artifact
@@ -107,7 +108,9 @@ class RunRenderer:
         self._dirty = False
         self._changes: dict[str, Any] | None = None
         self._receipt_notices: list[tuple[str, str]] = []
-        self._seen_notices: set[str] = set()
+        # Notice texts already shown; the session passes one set for all its runs, so the offline
+        # notice and a repeated delivery warning appear once per chat, not once per run.
+        self._seen_notices: set[str] = seen_notices if seen_notices is not None else set()
         self._running: dict[str, _Segment] = {}  # tool calls without a result yet, by call id
         self.finished: ev.RunFinished | None = None
         self.clarification: dict[str, Any] | None = None

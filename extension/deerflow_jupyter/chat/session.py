@@ -118,6 +118,7 @@ class ChatSession:
         self._stop_requested = False
         self._live: LiveRun | None = None
         self._progress: FormProgress | None = None
+        self._seen_notices: set[str] = set()  # shown once per chat (see RunRenderer)
 
     # -- one message at a time ---------------------------------------------------------------
     @property
@@ -273,7 +274,7 @@ class ChatSession:
     async def _follow(self, manager: RunManager, live: LiveRun, thread_id: str, uploaded: list[str]) -> None:
         renderer = RunRenderer(self.surface, thread_id=thread_id,
                                artifact=partial(self._artifact, manager, thread_id),
-                               link=partial(self.server.artifact_url, thread_id))
+                               link=partial(self.server.artifact_url, thread_id), seen_notices=self._seen_notices)
         for name in uploaded:
             renderer.note(f"upload:{name}", f"📎 `{md_escape(name)}` added to the thread's uploads")
         self._live = live
