@@ -176,9 +176,10 @@ class DeerFlowPersona(BasePersona):
             self.session.release()
 
     async def process_message(self, message: Message) -> None:
+        # Refresh the advertised skills (one may have been installed or enabled since) beside the run:
+        # awaited after it, the session would stay busy meanwhile and refuse the next message.
+        self._spawn(self._advertise_skills())
         await self.session.handle(incoming(message, self.chat))
-        self._spawn(self._advertise_skills())  # a run may have installed or enabled one (not awaited: the
-        # session is released only when this returns, and the next message must not find it busy)
 
     def _advertise(self, commands: list[tuple[str, str]]) -> None:
         self.report_slash_commands([CommandOption(name=name, description=text) for name, text in commands])
