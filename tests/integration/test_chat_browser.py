@@ -31,6 +31,7 @@ from fixtures.browser import (
 from fixtures.jupyter_process import running_jupyter
 
 pytestmark = pytest.mark.integration
+KERNELS = Path(__file__).resolve().parents[2] / "extension" / "jupyter-data"
 
 # A 48x32 PNG, one flat colour (written by the agent's python tool, decoded by the browser).
 PNG_B64 = ("iVBORw0KGgoAAAANSUhEUgAAADAAAAAgCAIAAADbtmxLAAAAOElEQVR4nO3OMREAMAgEMJxgDA/1v9UFz5C7CEj1m1MqPhASEhJK"
@@ -103,6 +104,7 @@ def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None
     config = tmp_path / "config.yaml"
     config.write_text(config_text)
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(config), "OPENAI_API_KEY": "",
+           "JUPYTER_PATH": str(KERNELS),  # the DeerFlow kernelspec, as the wheel installs it
            **quiet_lab_env(tmp_path)}  # no "get news?" toast over the chat input
     with running_jupyter(work, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, browser_page() as page:
         try:
@@ -118,6 +120,27 @@ def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None
         except Exception:
             save_failure(page, lab.log, f"chat-failure-{tmp_path.name}")
             raise
+
+
+TABLE_ROWS = 30
+TABLE = f"""
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - text: "Here are the sales."
+          tool_calls:
+            - name: python
+              args:
+                code: |
+                  rows = ["city,n"] + [f"City{{i}},{{i}}" for i in range({TABLE_ROWS})]
+                  open("/mnt/user-data/outputs/sales.csv", "w").write("\\n".join(rows) + "\\n")
+        - tool_calls:
+            - name: present_files
+              args: {{filepaths: [/mnt/user-data/outputs/sales.csv]}}
+        - "That is the table."
+"""
 
 
 def chat_thread(root: Path) -> str:
@@ -193,3 +216,41 @@ def test_a_file_attached_in_the_chat_becomes_an_upload_the_agent_reads(tmp_path:
         page.screenshot(path=str(OUTPUT / "chat-attachment.png"), full_page=True)
         uploads = httpx.get(f"{lab.api}/threads/{chat_thread(root)}/uploads", headers=lab.headers, timeout=30)
         assert [(f["name"], f["size"]) for f in uploads.json()] == [("sales.csv", len(table))]
+
+
+def test_a_new_chat_welcomes_completes_slash_commands_and_shows_a_csv_as_a_table(tmp_path: Path):
+    with lab_with_chat(tmp_path, TABLE) as (lab, page, box, _root):
+        chat = page.locator(".jp-chat-messages-container")
+        chat.get_by_text("is an agent with its own sandbox").wait_for()  # the welcome, before any message
+        assert "/new" in chat.inner_text()
+        page.screenshot(path=str(OUTPUT / "chat-welcome.png"), full_page=True)
+
+        box.click()
+        box.press_sequentially("/ne", delay=100)  # the persona's commands, through the chat input's own completion
+        option = page.locator("[role=option]", has_text="/new")
+        option.wait_for()
+        page.screenshot(path=str(OUTPUT / "chat-slash-completion.png"), full_page=True)
+        option.click()
+        assert box.input_value().strip() == "/new"
+        box.press("Enter")
+        chat.get_by_text("New thread").wait_for()
+
+        send(box, "Show me the sales table")
+        chat.get_by_text("That is the table.").wait_for()
+        chat.get_by_text("Run finished").wait_for()
+        table = chat.locator(".jp-chat-rendered-message table").first
+        table.wait_for()
+        assert table.locator("th").all_inner_texts() == ["city", "n"]
+        assert table.locator("tbody tr").count() == 20  # bounded, with a link to the rest
+        whole = chat.locator("a", has_text="the whole file").first
+        href = whole.get_attribute("href")
+        assert href is not None and "/deerflow/api/threads/" in href and href.endswith("/sales.csv")
+        assert page.request.get(urljoin(lab.url, href)).text().count("City") == TABLE_ROWS
+        table.scroll_into_view_if_needed()
+        page.screenshot(path=str(OUTPUT / "chat-csv-table.png"), full_page=True)
+
+        # the Launcher has a DeerFlow card (the kernelspec), with no TypeScript of our own
+        page.locator('[data-command="launcher:create"]').first.click()
+        card = page.locator(".jp-LauncherCard", has_text="DeerFlow").first
+        card.wait_for()
+        page.screenshot(path=str(OUTPUT / "launcher-deerflow.png"), full_page=True)

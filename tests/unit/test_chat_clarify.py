@@ -24,9 +24,9 @@ def test_a_form_is_described_with_its_fields_and_a_reply_template():
     text = describe(FORM)
     assert text.startswith("**❓ How should I analyse the sales data?**")
     assert "> There are two CSV files." in text
-    assert "- **Dataset** *(required)* — e.g. sales.csv" in text
-    assert "- **Metrics** *(required)* — any of: revenue / margin" in text
-    assert "- **Top N** — a number" in text
+    assert "1. **Dataset** *(required)* — e.g. sales.csv" in text
+    assert "2. **Metrics** *(required)* — any of: revenue / margin" in text
+    assert "3. **Top N** — a number" in text
     assert "```text\nDataset: …\nMetrics: …\nTop N: …\nNotes: …\n```" in text
 
 
@@ -89,3 +89,10 @@ def test_options_by_number_text_or_own_words_and_a_wrong_number_is_asked_again()
     wrong = answer(CHOICE, "7", None)
     assert wrong.prompt is None and "option 7 does not exist" in wrong.follow_up
     assert "Reply with a number from 1 to 2" in wrong.follow_up
+
+
+def test_fields_can_be_answered_by_number_and_a_placeholder_says_e_g_once():
+    assert parse_form_reply(FIELDS, "1: sales.csv\n3 = 5") == {"dataset": "sales.csv", "top_n": "5"}
+    request = {"question": "Where?", "input_mode": "form",
+               "fields": [{"name": "region", "label": "Region", "type": "text", "placeholder": "e.g. Upper Midwest"}]}
+    assert "1. **Region** — e.g. Upper Midwest" in describe(request)

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from jupyterlab_chat.models import FileAttachment
 
-from deerflow_jupyter.chat.session import BUSY_REPLY, THREAD_KEY, derived_thread_id
+from deerflow_jupyter.chat.session import (
+    BUSY_REPLY,
+    CHAT_COMMANDS,
+    THREAD_KEY,
+    WELCOME,
+    derived_thread_id,
+)
 from deerflow_jupyter.host import HarnessHost
 from fixtures.chat_harness import OWNER, ChatRig, make_chat, open_rig, scripted_config
 
@@ -126,7 +132,7 @@ async def test_clarification_round_trip_with_a_follow_up_for_missing_fields(tmp_
     question = next(b for b in rig.bodies() if "❓" in b)
     assert "**❓ How should I analyse the sales data?**" in question
     assert "> There are two CSV files and no stated period." in question
-    assert "- **Metrics** *(required)* — any of: revenue / margin / cost" in question
+    assert "2. **Metrics** *(required)* — any of: revenue / margin / cost" in question
     assert "Start date: …" in question
 
     rig.send("Dataset: sales.csv")
@@ -326,3 +332,55 @@ def test_references_are_thread_ids_and_chat_names_not_urls_or_emails():
             "e.chatty or xthread:zzz")
     assert THREAD_REF.findall(text) == ["abc-1"]
     assert CHAT_REF.findall(text) == ["notes/a.chat", "b.chat"]
+
+
+async def test_a_new_chat_is_welcomed_once_with_the_commands_a_reopened_one_is_not(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    welcome = [m.body for m in rig.all_replies()]
+    assert welcome == [WELCOME]
+    assert all(name in WELCOME for name, _ in CHAT_COMMANDS)
+    rig.send("Hello")
+    await rig.until_said("Run finished")
+    saved = rig.chat.get()
+    await rig.host.close()
+    reopened = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch, chat=make_chat(content=saved))
+    assert [m.body for m in reopened.all_replies()].count(WELCOME) == 1  # the saved one, no second welcome
+    reopened.send("/help")
+    await reopened.until(lambda: [m.body for m in reopened.all_replies()].count(WELCOME) == 2)
+    manager = await reopened.host.manager()
+    assert len(manager.store.list_runs(reopened.chat.get_metadata()[THREAD_KEY], OWNER)) == 1  # /help ran nothing
+    await reopened.host.close()
+
+
+async def test_slash_commands_are_advertised_for_completion_with_the_enabled_skills(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    manager = await rig.host.manager()
+    skills = [s for s in manager.services["skills"].skills(OWNER) if s.enabled]
+    expected = [name for name, _ in CHAT_COMMANDS] + [f"/{s.name}" for s in skills]
+    await rig.until(lambda: [c.name for c in rig.persona.get_slash_commands()] == expected)
+    described = {c.name: c.description for c in rig.persona.get_slash_commands()}
+    assert all(described[f"/{s.name}"] == s.description for s in skills)
+    assert described["/new"] and described["/memory"]
+    await rig.host.close()
+
+
+async def test_new_starts_a_fresh_thread_for_the_chat_and_keeps_the_old_one(tmp_path, root, monkeypatch):
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    rig.send("Hello")
+    await rig.until_said("Run finished")
+    first = rig.chat.get_metadata()[THREAD_KEY]
+    rig.send("/new")
+    said = (await rig.until_said("New thread"))[-1]
+    second = rig.chat.get_metadata()[THREAD_KEY]
+    assert second != first and f"`{second}`" in said and f"`{first}`, is kept" in said
+    await rig.idle()
+    rig.send("/new Start over please")  # a new thread, and the rest of the message is its first prompt
+    await rig.until_said("Run finished", count=2)
+    third = rig.chat.get_metadata()[THREAD_KEY]
+    assert third not in (first, second)
+    manager = await rig.host.manager()
+    assert {t.thread_id for t in manager.store.list_threads(OWNER)} == {first, second, third}
+    humans = [m.content for m in (await manager.thread_values(third, OWNER))["messages"] if m.type == "human"]
+    assert humans == ["Start over please"]
+    assert manager.store.list_runs(second, OWNER) == []
+    await rig.host.close()

@@ -8,7 +8,13 @@ from typing import Any
 
 from deerflow.runtime import events as ev
 from deerflow.tools.errors import ToolFailure
-from deerflow_jupyter.chat.artifacts import MAX_INLINE_IMAGE_BYTES, artifact_view
+from deerflow_jupyter.chat.artifacts import (
+    MAX_INLINE_IMAGE_BYTES,
+    MAX_TABLE_COLUMNS,
+    MAX_TABLE_ROWS,
+    artifact_view,
+    csv_table,
+)
 from deerflow_jupyter.chat.render import RunRenderer
 
 RUN = {"run_id": "r1", "thread_id": "chat-1"}
@@ -107,10 +113,45 @@ def test_an_artifact_closes_the_segment_and_later_text_comes_below_it():
     view.handle(ev.Artifact(**RUN, path="/mnt/user-data/outputs/notes.csv", name="notes.csv"))
     view.handle(ev.Message(**RUN, message_id="a2", text="Anything else?"))
     messages = list(chat.messages.values())
-    assert messages[0]["body"] == "Here it is.\n\n📎 **[chart.png](/files/chart.png)** · 28 B"
-    assert base64.b64decode(messages[1]["mime"]["image/png"]) == png
-    assert messages[2] == {"body": "📎 **[notes.csv](/files/notes.csv)** · 8 B"}  # link only, no inline CSV
-    assert messages[3]["body"] == "Anything else?"
+    # each artifact is framed by rules, apart from the agent's text before and after it
+    assert messages[0]["body"] == "Here it is."
+    assert messages[1]["body"] == "---\n\n📎 **[chart.png](/files/chart.png)** · 28 B"
+    assert base64.b64decode(messages[2]["mime"]["image/png"]) == png
+    assert messages[3]["body"] == "---\n\n📎 **[notes.csv](/files/notes.csv)** · 8 B"
+    assert messages[4]["mime"]["text/markdown"] == "| a | b |\n| --- | --- |\n| 1 | 2 |\n\n---"  # a table
+    assert messages[5]["body"] == "Anything else?"
+
+
+def test_an_artifact_shown_as_a_link_only_is_framed_in_one_message():
+    chat = RecordingChat()
+    view = renderer(chat, {"page.html": b"<script>x</script>"})
+    view.handle(ev.Message(**RUN, message_id="a1", text="The report:"))
+    view.handle(ev.Artifact(**RUN, path="/mnt/user-data/outputs/page.html", name="page.html"))
+    view.handle(ev.Message(**RUN, message_id="a2", text="That is all."))
+    assert chat.bodies() == ["The report:", "---\n\n📎 **[page.html](/files/page.html)** · 18 B\n\n---",
+                             "That is all."]
+
+
+def test_the_same_notice_is_shown_once():
+    chat = RecordingChat()
+    view = renderer(chat)
+    offline = "Using an offline model."
+    view.handle(ev.RunStarted(**RUN, model="scripted", notice=offline))
+    view.handle(ev.Notice(**RUN, kind="offline", text=offline))
+    for _ in range(2):
+        view.handle(ev.Notice(**RUN, kind="undelivered", text="wrote 1 output file(s) but presented none: r.md"))
+    view.handle(ev.RunFinished(**RUN, status="success"))
+    bodies = chat.bodies()
+    assert sum(b.count(offline) for b in bodies) == 1
+    assert sum(b.count("presented none") for b in bodies) == 1
+    # across the runs of one chat (a clarification's answer is a new run) too
+    seen: set[str] = set()
+    for _ in range(2):
+        view = RunRenderer(chat, thread_id="chat-1", artifact=lambda p: artifact_view(p, url="", read=bytes),
+                           link=str, seen_notices=seen)
+        view.handle(ev.RunStarted(**RUN, model="scripted", notice="Offline again."))
+        view.handle(ev.RunFinished(**RUN, status="success"))
+    assert sum(b.count("Offline again.") for b in chat.bodies()) == 1
 
 
 def test_the_summary_lists_changes_warns_about_undelivered_outputs_and_says_how_it_ended():
@@ -177,7 +218,8 @@ def test_a_tool_call_left_running_is_marked_when_the_run_is_stopped():
     view.handle(ev.ToolCall(**RUN, call_id="t2", name="bash", args={"command": "sleep 100"}))
     view.handle(ev.RunFinished(**RUN, status="cancelled"))
     bodies = chat.bodies()
-    assert bodies[0].startswith("⏹ **wait** — stopped  \n📎")
+    assert bodies[0] == "⏹ **wait** — stopped"
+    assert bodies[1].startswith("---\n\n📎")
     assert "⏹ **bash** `sleep 100` — stopped" in bodies
 
 
@@ -187,3 +229,20 @@ def test_artifact_links_point_at_the_authenticated_endpoint_under_the_base_url()
     link = ServerLink(manager=None, user_id="u", base_url="/user/jo")  # type: ignore[arg-type]
     assert link.artifact_url("chat-1", "screenshots/front page.png") == \
         "/user/jo/deerflow/api/threads/chat-1/artifacts/screenshots/front%20page.png"
+
+
+def test_a_csv_is_a_bounded_table_of_escaped_cells_with_a_link_to_the_whole_file():
+    wide = ",".join(f"c{i}" for i in range(MAX_TABLE_COLUMNS + 3))
+    rows = "\n".join(",".join(str(r * 100 + c) for c in range(MAX_TABLE_COLUMNS + 3)) for r in range(50))
+    table = csv_table(f"{wide}\n{rows}\n".encode(), url="/a/big.csv")
+    lines = table.splitlines()
+    assert lines[0] == "| " + " | ".join(f"c{i}" for i in range(MAX_TABLE_COLUMNS)) + " |"
+    assert len([line for line in lines if line.startswith("| ")]) == 2 + MAX_TABLE_ROWS  # header, rule, rows
+    assert lines[-1] == (f"_Showing the first {MAX_TABLE_ROWS} of 50 rows and first {MAX_TABLE_COLUMNS} of "
+                         f"{MAX_TABLE_COLUMNS + 3} columns; open [the whole file](/a/big.csv) for the rest._")
+    # a cell is data: pipes, markup and newlines cannot break the table or inject links/HTML
+    hostile = csv_table(b'name,note\n"a|b","<b>x</b> [x](j:1)\nl2"\n')
+    assert hostile.splitlines()[2] == "| a\\|b | \\<b\\>x\\</b\\> \\[x\\](j:1) l2 |"
+    assert csv_table(b"") == ""
+    tsv = artifact_view("/mnt/user-data/outputs/t.tsv", url="/a/t.tsv", read=lambda: b"x\ty\n1\t2\n")
+    assert tsv.bundle == {"text/markdown": "| x | y |\n| --- | --- |\n| 1 | 2 |"}

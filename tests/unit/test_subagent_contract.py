@@ -218,6 +218,7 @@ def test_the_board_keeps_one_row_per_task_and_never_revives_a_finished_one():
                   "detail": {"batch": {"finished": 3, "items": 20, "acceptance": {"MET": 2, "UNMET": 1}}}})
     rows = board.rows
     assert rows["t1"].status == "completed" and rows["t1"].turns == 2 and rows["t1"].acceptance == "UNMET"
+    assert rows["t1"].progress() == "2 turns, 90 tokens, 1 receipt"  # not "1 receipts"
     html = board.html()
     assert "Write &lt;b&gt;" in html and "<b>" not in html and "3/20 items" in html and "MET 2 UNMET 1" in html
 

@@ -9,8 +9,15 @@ safely inline, a MIME bundle the chat renders with JupyterLab's own renderers:
   ``image/*`` base64 data, up to :data:`MAX_INLINE_IMAGE_BYTES`;
 * markdown as ``text/markdown`` (JupyterLab sanitizes untrusted markdown),
   up to :data:`MAX_INLINE_MARKDOWN_CHARS`;
-* everything else (CSV, HTML, SVG, PDF, archives…) as the link only: SVG and
+* CSV/TSV as a markdown table of its first :data:`MAX_TABLE_ROWS` rows and
+  :data:`MAX_TABLE_COLUMNS` columns (cells cut at :data:`MAX_CELL_CHARS`,
+  escaped: a cell is data, not markup), saying how much is left out and
+  linking the whole file;
+* everything else (HTML, SVG, PDF, archives…) as the link only: SVG and
   HTML can carry script, and the endpoint already knows how to serve them.
+
+The session posts each artifact as its own message between horizontal rules,
+so a presented report never runs into the agent's text around it.
 
 Inline data is stored in the ``.chat`` file, hence the size caps.
 """
@@ -18,6 +25,9 @@ Inline data is stored in the ``.chat`` file, hence the size caps.
 from __future__ import annotations
 
 import base64
+import csv
+import io
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -31,6 +41,11 @@ IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown"})
 MAX_INLINE_IMAGE_BYTES = 4 * 1024 * 1024
 MAX_INLINE_MARKDOWN_CHARS = 100_000
+TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+MAX_TABLE_ROWS = 20
+MAX_TABLE_COLUMNS = 8
+MAX_CELL_CHARS = 40
+MAX_TABLE_SCAN_BYTES = 1024 * 1024  # rows are counted up to here; a bigger file says "at least"
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,10 @@ def artifact_view(path: str, *, url: str, read: Callable[[], bytes]) -> Artifact
     if suffix in IMAGE_TYPES and len(data) <= MAX_INLINE_IMAGE_BYTES:
         encoded = base64.b64encode(data).decode("ascii")
         return ArtifactView(caption, {IMAGE_TYPES[suffix]: encoded}, fallback=f"🖼 {name}")
+    if suffix in TABLE_SUFFIXES:
+        table = csv_table(data, delimiter=TABLE_SUFFIXES[suffix], url=url)
+        if table:
+            return ArtifactView(caption, {"text/markdown": table}, fallback=table)
     if suffix in MARKDOWN_SUFFIXES:
         text = data.decode("utf-8", errors="replace")
         if len(text) <= MAX_INLINE_MARKDOWN_CHARS:
@@ -88,4 +107,45 @@ def artifact_view(path: str, *, url: str, read: Callable[[], bytes]) -> Artifact
     return ArtifactView(caption)
 
 
-__all__ = ["ArtifactView", "artifact_view", "human_size"]
+def _cell(value: str) -> str:
+    text = " ".join(value.split())
+    text = text if len(text) <= MAX_CELL_CHARS else text[:MAX_CELL_CHARS - 1] + "…"
+    return md_escape(text).replace("_", "\\_") or " "
+
+
+def csv_table(data: bytes, *, delimiter: str = ",", url: str = "") -> str:
+    """The first rows and columns of a CSV as a markdown table ("" when it has no rows).
+
+    The first row is the header.  Bounded whatever the file: at most
+    :data:`MAX_TABLE_SCAN_BYTES` are parsed, and a note says what is not shown.
+    """
+    scanned = data[:MAX_TABLE_SCAN_BYTES]
+    text = scanned.decode("utf-8-sig", errors="replace")
+    try:
+        rows = [r for r in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter) if r]
+    except csv.Error:
+        return ""
+    if not rows:
+        return ""
+    header, body = rows[0], rows[1:]
+    width = max(len(r) for r in rows)
+    shown_cols = min(width, MAX_TABLE_COLUMNS)
+
+    def line(row: list[str]) -> str:
+        cells = [_cell(c) for c in itertools.islice(itertools.chain(row, itertools.repeat("")), shown_cols)]
+        return "| " + " | ".join(cells) + " |"
+
+    lines = [line(header), "|" + " --- |" * shown_cols, *(line(r) for r in body[:MAX_TABLE_ROWS])]
+    total = f"at least {len(body)}" if len(data) > len(scanned) else str(len(body))
+    left_out = []
+    if len(body) > MAX_TABLE_ROWS or len(data) > len(scanned):
+        left_out.append(f"first {min(len(body), MAX_TABLE_ROWS)} of {total} rows")
+    if width > shown_cols:
+        left_out.append(f"first {shown_cols} of {width} columns")
+    if left_out:
+        whole = f"[the whole file]({url})" if url else "the whole file"
+        lines.append(f"\n_Showing the {' and '.join(left_out)}; open {whole} for the rest._")
+    return "\n".join(lines)
+
+
+__all__ = ["ArtifactView", "artifact_view", "csv_table", "human_size"]

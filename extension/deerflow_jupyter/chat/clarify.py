@@ -1,15 +1,15 @@
 """Clarifications in a chat: the question as a message, the answer as the next message.
 
 A chat has no form widgets, so a clarification is shown as readable markdown —
-the question, its context, then its options (numbered) or its fields (one
-bullet each, with what is expected) and a reply template.  The user's next
+the question, its context, then its options or its fields (numbered, with
+what is expected, like a form) and a reply template.  The user's next
 message is the answer:
 
 * **options** (``choice_with_other``): a number, an option's text, or any
   other words (the harness's :func:`choose_option` rules);
 * **free text**: the message as it is;
-* **form**: ``field: value`` lines, matched to a field by its name or label
-  (case, spaces, ``_`` and ``-`` ignored; a textarea value may continue on
+* **form**: ``field: value`` lines, matched to a field by its name, label or
+  number (case, spaces, ``_`` and ``-`` ignored; a textarea value may continue on
   the following lines).  A one-field form also takes the bare message.  A
   message with no recognisable field line is passed on as prose — the harness
   accepts free text for a form, and the model reads it.
@@ -56,10 +56,10 @@ def describe(request: Mapping[str, Any]) -> str:
     fields = list(request.get("fields") or [])
     options = list(request.get("options") or [])
     if request.get("input_mode") == "form" and fields:
-        parts.append("\n".join(_field_bullet(f) for f in fields))
+        parts.append("\n".join(_field_bullet(f, i) for i, f in enumerate(fields, 1)))
         template = "\n".join(f"{f.get('label') or f['name']}: …" for f in fields)
-        parts.append("_Reply with one line per field (optional ones may be left out):_\n\n"
-                     f"```text\n{template}\n```")
+        parts.append("_Reply with one line per field, by name or number (`1: …`); optional ones may be "
+                     f"left out:_\n\n```text\n{template}\n```")
     elif options:
         parts.append("\n".join(f"{i}. {md_escape(o.get('label', o.get('value')))}"
                                for i, o in enumerate(options, 1)))
@@ -69,11 +69,14 @@ def describe(request: Mapping[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _field_bullet(spec: Mapping[str, Any]) -> str:
+def _field_bullet(spec: Mapping[str, Any], number: int | None = None) -> str:
+    """One field as a list item: numbered in the question (a number is a valid answer key), a bullet in follow-ups."""
     label = md_escape(spec.get("label") or spec["name"])
     required = " *(required)*" if spec.get("required") else ""
-    hint = field_hint(spec) or (f"e.g. {spec['placeholder']}" if spec.get("placeholder") else "")
-    return f"- **{label}**{required}" + (f" — {md_escape(hint)}" if hint else "")
+    placeholder = re.sub(r"^\s*e\.\s?g\.?\s*", "", str(spec.get("placeholder") or ""), flags=re.IGNORECASE)
+    hint = field_hint(spec) or (f"e.g. {placeholder}" if placeholder else "")
+    mark = f"{number}." if number is not None else "-"
+    return f"{mark} **{label}**{required}" + (f" — {md_escape(hint)}" if hint else "")
 
 
 def parse_form_reply(fields: Sequence[Mapping[str, Any]], text: str) -> dict[str, str]:
@@ -82,8 +85,9 @@ def parse_form_reply(fields: Sequence[Mapping[str, Any]], text: str) -> dict[str
     A one-field form takes the whole text when no line names its field.
     """
     by_key: dict[str, str] = {}
-    for spec in fields:
+    for number, spec in enumerate(fields, 1):
         by_key.setdefault(_key(str(spec["name"])), str(spec["name"]))
+        by_key.setdefault(str(number), str(spec["name"]))  # the question numbers the fields
         if spec.get("label"):
             by_key.setdefault(_key(str(spec["label"])), str(spec["name"]))
     multiline = {str(f["name"]) for f in fields if f.get("type") == "textarea"}

@@ -17,6 +17,16 @@ version-specific is here and small:
   server's settings (persona → persona manager → persona-manager extension →
   server), so the chat and the HTTP API share one run manager.
 
+Discoverability: a new (empty) chat gets the welcome message, and the persona
+advertises its slash commands (``/new``, ``/memory``, ``/help`` and each enabled
+skill) with ``report_slash_commands`` — the persona manager's own extension
+point, whose front end feeds jupyterlab-chat's ``/`` completion for the persona
+picked in the input.  ``@De`` does **not** complete: jupyterlab-chat 0.25's
+mention provider lists the chat's users but skips bot users, and a persona is
+one (the ``bot`` flag also drives the stop button and message deletion, so it
+is kept).  The nearest things without TypeScript of our own: DeerFlow is the
+default pick of the persona selector, and ``@DeerFlow`` typed out reaches it.
+
 Addressing: the persona manager routes a message to the persona picked in the
 chat input (``metadata.to_persona``); DeerFlow is made the default pick by
 ``extension/jupyter-config``.  A message that says ``@DeerFlow`` while another
@@ -33,9 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_ai_persona_manager import BasePersona, PersonaDefaults
+from jupyter_ai_persona_manager.awareness_models import CommandOption
 from jupyterlab_chat.models import BaseChatModel, Message, MimeModel, NewMessage
 
-from deerflow_jupyter.chat.session import ChatSession
+from deerflow_jupyter.chat.session import ChatSession, slash_commands
 from deerflow_jupyter.chat.surface import IncomingMessage, ServerLink
 
 AVATAR = Path(__file__).with_name("deerflow.svg")
@@ -141,6 +152,9 @@ class DeerFlowPersona(BasePersona):
         self._shut_down = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._follow_mentions()
+        self._advertise(slash_commands())
+        self.session.welcome(has_messages=bool(self.chat.get_messages()))
+        self._spawn(self._advertise_skills())
 
     @property
     def defaults(self) -> PersonaDefaults:
@@ -162,7 +176,30 @@ class DeerFlowPersona(BasePersona):
             self.session.release()
 
     async def process_message(self, message: Message) -> None:
+        # Refresh the advertised skills (one may have been installed or enabled since) beside the run:
+        # awaited after it, the session would stay busy meanwhile and refuse the next message.
+        self._spawn(self._advertise_skills())
         await self.session.handle(incoming(message, self.chat))
+
+    def _advertise(self, commands: list[tuple[str, str]]) -> None:
+        self.report_slash_commands([CommandOption(name=name, description=text) for name, text in commands])
+
+    async def _advertise_skills(self) -> None:
+        """Add the enabled skills to the advertised commands (a failure leaves the chat's own)."""
+        try:
+            self._advertise(slash_commands(await self.session.skill_commands()))
+        except Exception:  # completion is a convenience; the chat works without it
+            self.log.warning("DeerFlow: could not list the enabled skills for / completion", exc_info=True)
+
+    def _spawn(self, coroutine: Any) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coroutine.close()
+            return
+        task = loop.create_task(coroutine)
+        self._tasks.add(task)  # keep a reference until it is done
+        task.add_done_callback(self._tasks.discard)
 
     async def cancel_response(self) -> None:
         await self.session.cancel()
@@ -185,9 +222,7 @@ class DeerFlowPersona(BasePersona):
         addressed = self.id in (message.mentions or []) or _mention(self.name).search(message.body)
         if self._shut_down or picked == self.id or not addressed:
             return
-        task = asyncio.get_running_loop().create_task(self.on_message(message))
-        self._tasks.add(task)  # keep a reference until it is done
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self.on_message(message))
 
 
 __all__ = ["ChatDocument", "DeerFlowPersona", "incoming", "server_link"]

@@ -9,9 +9,11 @@ A run becomes a few messages, not one per event:
   timer in the session, and before every other kind of event) pushes the whole
   segment body in one edit.  So a reply streams into one chat message however
   many deltas the model sends, and the ``.chat`` file is not rewritten per token;
-* **artifacts** — the caption closes the current segment and the inline
-  content follows as a rich MIME message (:mod:`~deerflow_jupyter.chat.artifacts`);
-  later text starts a new segment below it, so the chat reads in run order;
+* **artifacts** — close the current segment; the caption follows as its own
+  message under a horizontal rule, then the inline content as a rich MIME
+  message (:mod:`~deerflow_jupyter.chat.artifacts`) closed by another rule, so
+  a report or table never runs into the agent's text; later text starts a new
+  segment below it, so the chat reads in run order;
 * **a clarification** — the question as its own message (:mod:`~deerflow_jupyter.chat.clarify`);
 * **the end** — one summary message: the workspace change summary, an
   undelivered-output warning when the delivery receipt says so, and how the
@@ -38,6 +40,7 @@ _SILENT_TOOLS = frozenset({"ask_clarification"})
 _TODO_MARKS = {"completed": "☑", "in_progress": "◐"}
 _RECEIPT_KINDS = {"undelivered": "Not delivered", "partial": "Partly delivered"}
 _MAX_LISTED_CHANGES = 10
+RULE = "---"  # frames an artifact: a markdown horizontal rule
 
 
 @dataclass
@@ -92,10 +95,11 @@ class RunRenderer:
         thread_id: The run's thread (named in the summary, used for links).
         artifact: Builds the view of an artifact from its virtual path.
         link: The download URL of an output file, from its path under outputs.
+        seen_notices: Notice texts shown before (updated in place); shown again, they are skipped.
     """
 
     def __init__(self, surface: ChatSurface, *, thread_id: str, artifact: Callable[[str], ArtifactView],
-                 link: Callable[[str], str]) -> None:
+                 link: Callable[[str], str], seen_notices: set[str] | None = None) -> None:
         self.surface = surface
         self.thread_id = thread_id
         self._artifact = artifact
@@ -104,6 +108,9 @@ class RunRenderer:
         self._dirty = False
         self._changes: dict[str, Any] | None = None
         self._receipt_notices: list[tuple[str, str]] = []
+        # Notice texts already shown; the session passes one set for all its runs, so the offline
+        # notice and a repeated delivery warning appear once per chat, not once per run.
+        self._seen_notices: set[str] = seen_notices if seen_notices is not None else set()
         self._running: dict[str, _Segment] = {}  # tool calls without a result yet, by call id
         self.finished: ev.RunFinished | None = None
         self.clarification: dict[str, Any] | None = None
@@ -155,7 +162,8 @@ class RunRenderer:
 
     # -- events ------------------------------------------------------------------------------
     def _on_run_started(self, e: ev.RunStarted) -> None:
-        if e.notice:
+        if e.notice and e.notice not in self._seen_notices:
+            self._seen_notices.add(e.notice)
             self._put("started", "line", f"_ℹ️ {md_escape(e.notice)}_")
         self.surface.set_status("is thinking…")
 
@@ -192,6 +200,10 @@ class RunRenderer:
         self._put(f"subagent:{e.task_id}", "line", f"↳ subagent {md_escape(row.line())}")
 
     def _on_notice(self, e: ev.Notice) -> None:
+        """A notice, once: the same text (the offline notice, a receipt warning) is not repeated."""
+        if e.text in self._seen_notices:
+            return
+        self._seen_notices.add(e.text)
         if e.kind in _RECEIPT_KINDS:
             self._receipt_notices.append((e.kind, e.text))
         else:
@@ -201,11 +213,17 @@ class RunRenderer:
         self._put(f"error:{e.seq}", "line", f"✗ **Error:** {md_escape(e.message)}")
 
     def _on_artifact(self, e: ev.Artifact) -> None:
+        """The artifact as its own framed message(s): a rule and the caption, the content, a rule."""
         view = self._artifact(e.path)
-        self._put(f"artifact:{e.path}", "line", view.caption)
         self._close_segment()
-        if view.bundle is not None:
-            self.surface.post_mime(view.bundle, fallback=view.fallback)
+        if view.bundle is None:
+            self.surface.post(f"{RULE}\n\n{view.caption}\n\n{RULE}")
+            return
+        self.surface.post(f"{RULE}\n\n{view.caption}")
+        bundle = dict(view.bundle)
+        if "text/markdown" in bundle:  # a report or a table: close the frame below it
+            bundle["text/markdown"] = f"{bundle['text/markdown']}\n\n{RULE}"
+        self.surface.post_mime(bundle, fallback=view.fallback)
 
     def _on_clarification(self, e: ev.Clarification) -> None:
         self._close_segment()

@@ -23,8 +23,13 @@ artifacts are the ones ``deerflow threads`` and ``%deerflow --thread`` see.
   announces them to the agent); a refused upload stops the message with a
   reply instead of running without the file.
 * **Slash commands** are not interpreted here (the text reaches the harness as
-  typed), except ``/memory``, answered without a run
-  (:mod:`~deerflow_jupyter.chat.memory_command`).
+  typed, where ``/skill-name`` activates a skill), except the chat's own:
+  ``/memory`` (:mod:`~deerflow_jupyter.chat.memory_command`) and ``/help``,
+  answered without a run, and ``/new``, which starts a fresh thread for this
+  chat (the old one is kept; ``/new TEXT`` then sends TEXT in the new thread).
+  :func:`slash_commands` lists them with the enabled skills, for the chat
+  input's ``/`` completion.
+* **A welcome** (:data:`WELCOME`) is posted in a chat that has no message yet.
 * **Other conversations** the message references (``thread:ID``, another
   chat's file name; :mod:`~deerflow_jupyter.chat.references`) are granted to
   this run's ``read_conversation``, and to nothing else.
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from contextlib import suppress
 from functools import partial
 
@@ -52,10 +58,42 @@ from deerflow_jupyter.chat.render import RunRenderer
 from deerflow_jupyter.chat.surface import ChatSurface, IncomingMessage, ServerLink
 
 THREAD_KEY = "deerflow_thread_id"
-BUSY_REPLY = ("⏳ I'm still working on your previous message, so this one was **not** sent to the agent. "
+# A quoted block, so the run's text that follows in the chat does not read as part of this note.
+BUSY_REPLY = ("> ⏳ I'm still working on your previous message, so this one was **not** sent to the agent. "
               "Wait for the run to finish (or press stop), then send it again.")
 
 log = logging.getLogger(__name__)
+
+CHAT_COMMANDS: tuple[tuple[str, str], ...] = (
+    ("/new", "start a fresh DeerFlow thread for this chat (the old one is kept)"),
+    ("/memory", "list what DeerFlow remembers about you; /memory add TEXT, forget ID, clear, export"),
+    ("/help", "what DeerFlow can do here, and these commands"),
+)
+_NEW = re.compile(r"^\s*/new(?:\s+(?P<rest>.*))?$", re.DOTALL)
+_HELP = re.compile(r"^\s*/help\s*$")
+
+
+def _commands_markdown() -> str:
+    return "\n".join(f"- `{name}` — {md_escape(text)}" for name, text in CHAT_COMMANDS)
+
+
+WELCOME = (
+    "👋 **DeerFlow** is an agent with its own sandbox: it researches the web, writes and runs Python, "
+    "reads the files you attach (📎) and presents reports, tables and charts here. Every chat keeps "
+    "one DeerFlow thread, the same one `%deerflow --thread` and `deerflow threads` see.\n\n"
+    "**Commands** (type `/` for the list):\n"
+    f"{_commands_markdown()}\n"
+    "- `/skill-name …` — run with one of your enabled skills\n\n"
+    "_Ask a question to start; the stop button cancels a run. When DeerFlow asks you something, "
+    "your next message is the answer._"
+)
+
+
+def slash_commands(skills: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+    """The chat's own commands, then ``/skill`` for each enabled skill (name, description)."""
+    own = {name for name, _ in CHAT_COMMANDS}
+    extra = [(f"/{name}", text) for name, text in skills or [] if f"/{name}" not in own]
+    return [*CHAT_COMMANDS, *extra]
 
 
 def derived_thread_id(chat_id: str) -> str:
@@ -80,6 +118,7 @@ class ChatSession:
         self._stop_requested = False
         self._live: LiveRun | None = None
         self._progress: FormProgress | None = None
+        self._seen_notices: set[str] = set()  # shown once per chat (see RunRenderer)
 
     # -- one message at a time ---------------------------------------------------------------
     @property
@@ -117,6 +156,15 @@ class ChatSession:
             if is_memory_command(message.text):  # /memory: answered here, no run
                 self.surface.post(await memory_reply(manager, self.server.user_id, message.text))
                 return
+            if _HELP.match(message.text):
+                self.surface.post(WELCOME)
+                return
+            if (new := _NEW.match(message.text)) is not None:
+                self.new_thread(manager)
+                rest = (new.group("rest") or "").strip()
+                if not rest and not message.attachments:
+                    return
+                message = IncomingMessage(text=rest, attachments=message.attachments, message_id=message.message_id)
             thread_id = self.thread_id(manager)
             uploaded = self._upload(manager, thread_id, message.attachments)
             prompt = await self._prompt(manager, thread_id, message.text, uploaded)
@@ -149,6 +197,36 @@ class ChatSession:
                 self.surface.post(f"ℹ️ The DeerFlow thread this chat used (`{md_escape(stored)}`) no longer "
                                   f"exists; continuing in thread `{found}`.")
         return found
+
+    def new_thread(self, manager: RunManager) -> str:
+        """Start a fresh thread for this chat (``/new``); the previous one stays, listed by ``deerflow threads``."""
+        previous = self.surface.load_setting(THREAD_KEY)
+        thread_id = f"{derived_thread_id(self.surface.chat_id)[:100]}-{uuid.uuid4().hex[:8]}"
+        manager.create_thread(self.server.user_id, thread_id=thread_id, metadata={
+            "source": "jupyter-chat", "chat_path": self.surface.chat_path})
+        self.surface.store_setting(THREAD_KEY, thread_id)
+        self._progress = None
+        kept = f" The previous thread, `{md_escape(previous)}`, is kept." if isinstance(previous, str) and previous else ""
+        self.surface.post(f"🆕 **New thread** `{thread_id}`: DeerFlow starts from a clean slate here.{kept}")
+        return thread_id
+
+    def welcome(self, has_messages: bool) -> bool:
+        """Post :data:`WELCOME` in a chat with no message yet; True when posted."""
+        if has_messages:
+            return False
+        self.surface.post(WELCOME)
+        return True
+
+    async def skill_commands(self) -> list[tuple[str, str]]:
+        """``(name, description)`` of the owner's enabled skills (read from disk off the event loop)."""
+        from deerflow.skills.run import SKILLS_LIBRARY_SERVICE
+
+        manager = await self.server.manager()
+        library = manager.services.get(SKILLS_LIBRARY_SERVICE)
+        if library is None:
+            return []
+        infos = await asyncio.wait_for(asyncio.to_thread(library.skills, self.server.user_id), timeout=30)
+        return [(i.name, i.description) for i in infos if i.enabled]
 
     def _upload(self, manager: RunManager, thread_id: str, attachments: tuple[str, ...]) -> list[str]:
         """Copy attached files into the thread's uploads; returns their names.
@@ -196,7 +274,7 @@ class ChatSession:
     async def _follow(self, manager: RunManager, live: LiveRun, thread_id: str, uploaded: list[str]) -> None:
         renderer = RunRenderer(self.surface, thread_id=thread_id,
                                artifact=partial(self._artifact, manager, thread_id),
-                               link=partial(self.server.artifact_url, thread_id))
+                               link=partial(self.server.artifact_url, thread_id), seen_notices=self._seen_notices)
         for name in uploaded:
             renderer.note(f"upload:{name}", f"📎 `{md_escape(name)}` added to the thread's uploads")
         self._live = live
@@ -227,4 +305,4 @@ class ChatSession:
         return vfs.read_output(path)[1]
 
 
-__all__ = ["BUSY_REPLY", "THREAD_KEY", "ChatSession", "derived_thread_id"]
+__all__ = ["BUSY_REPLY", "CHAT_COMMANDS", "THREAD_KEY", "WELCOME", "ChatSession", "derived_thread_id", "slash_commands"]

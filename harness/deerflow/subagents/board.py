@@ -20,6 +20,10 @@ TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
 MARKS = {"started": "○", "running": "◐", "completed": "✓", "failed": "✗", "cancelled": "■", "timed_out": "⏱"}
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @dataclass
 class BoardRow:
     """What the table shows for one subagent (or one batch)."""
@@ -38,7 +42,7 @@ class BoardRow:
     def progress(self) -> str:
         if self.batch is not None:
             return f"{self.batch.get('finished', 0)}/{self.batch.get('items', 0)} items"
-        return f"{self.turns} turns, {self.tokens} tokens, {self.receipts} receipts"
+        return f"{_count(self.turns, 'turn')}, {_count(self.tokens, 'token')}, {_count(self.receipts, 'receipt')}"
 
     def line(self) -> str:
         """One line: mark, label, status, progress, acceptance, note."""
