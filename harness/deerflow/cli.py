@@ -56,6 +56,7 @@ EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
 RUN_FAILURE_LOGGER = "deerflow.runtime.execution"  # its failures also arrive as the run's error event
 EXAMPLES_DIR = Path("~/deerflow-notebooks")  # where `deerflow lab` puts the example notebooks
+LAB_WORKSPACES = "lab-workspaces"  # under DEERFLOW_HOME: `deerflow lab`'s JupyterLab layouts
 USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
@@ -522,6 +523,13 @@ def _lab(extra: list[str]) -> int:
         return 1
     if added:
         print(f"Copied the example notebooks to {folder} (yours to edit; never overwritten).", file=sys.stderr)
+    workspaces = default_home() / LAB_WORKSPACES
+    try:
+        open_examples = ["--LabApp.default_url=/lab/workspaces/" + add_lab_workspace(workspaces)]
+    except (OSError, ValueError) as exc:
+        print(f"Could not set up the notebooks' workspace in {workspaces} ({exc}): JupyterLab opens "
+              "on the quickstart alone.", file=sys.stderr)
+        open_examples = [f"--LabApp.default_url=/lab/tree/{QUICKSTART}"]
     env = dict(os.environ)
     if not env.get("DEERFLOW_CONFIG") and not Path("config.yaml").is_file() \
             and not (default_home() / "config.yaml").is_file():
@@ -529,7 +537,7 @@ def _lab(extra: list[str]) -> int:
         print(f"No config.yaml found: using the offline example config ({env['DEERFLOW_CONFIG']}). "
               "See README to use a real model.", file=sys.stderr)
     return _exec([sys.executable, "-m", "jupyter", "lab", *root, f"--ServerApp.root_dir={folder}",
-                  f"--LabApp.default_url=/lab/tree/{QUICKSTART}", *extra], env)
+                  f"--LabApp.workspaces_dir={workspaces}", *open_examples, *extra], env)
 
 
 def _not_a_server(extra: list[str]) -> bool:
@@ -566,6 +574,28 @@ def copy_examples(folder: Path) -> list[Path]:
         shutil.copy2(item, target)
         added.append(target)
     return added
+
+
+def add_lab_workspace(workspaces: Path) -> str:
+    """Put DeerFlow's JupyterLab workspace (the example notebooks open) into ``workspaces``.
+
+    Only when it is not there yet: JupyterLab saves the layout into it as the user works, and
+    that layout is the user's to keep.  Returns the workspace's name (for ``/lab/workspaces/NAME``).
+
+    Raises:
+        OSError: the folder or the file cannot be written.
+        ValueError: the packaged workspace is not a valid one.
+    """
+    from jupyterlab_server.workspaces_handler import WORKSPACE_EXTENSION, WorkspacesManager, slugify
+
+    from deerflow.resources import lab_workspace
+
+    raw = lab_workspace().read_text(encoding="utf-8")
+    name = json.loads(raw)["metadata"]["id"].strip("/")
+    workspaces.mkdir(parents=True, exist_ok=True)
+    if not (workspaces / (slugify(name) + WORKSPACE_EXTENSION)).exists():
+        WorkspacesManager(str(workspaces)).save(name, raw)
+    return name
 
 
 def _take_option(args: list[str], name: str) -> tuple[str | None, list[str]]:

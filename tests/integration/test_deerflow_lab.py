@@ -46,6 +46,13 @@ def test_deerflow_lab_serves_a_copy_of_the_examples(tmp_path: Path):
         listing = httpx.get(f"{base}/api/contents", headers=headers, timeout=30).json()
         names = {item["name"] for item in listing["content"]}
         assert {"01_research_quickstart.ipynb", "offline-config.yaml", "scripts"} <= names
+        # the lab opens on DeerFlow's workspace: the example notebooks in tabs (as `make lab` does)
+        start = httpx.get(f"{base}/", headers=headers, timeout=30, follow_redirects=False)
+        assert start.status_code in (301, 302) and start.headers["location"].split("?")[0].endswith("/lab/workspaces/deerflow")
+        workspace = httpx.get(f"{base}/lab/api/workspaces/deerflow", headers=headers, timeout=30).json()
+        tabs = workspace["data"]["layout-restorer:data"]["main"]["dock"]["widgets"]
+        assert tabs == ["notebook:01_research_quickstart.ipynb", "notebook:02_data_analysis.ipynb"]
+        assert (tmp_path / "home" / "lab-workspaces").is_dir()
         health = httpx.get(f"{base}/deerflow/api/health", headers=headers, timeout=30).json()
         config = next(f for f in health["findings"] if f["check"] == "config")
         assert config["subject"] == str(folder / "offline-config.yaml")

@@ -1,5 +1,5 @@
-"""One person, one machine, one set of threads: the CLI and a local Jupyter server agree on the user
-with no setting (no DEERFLOW_USER, no owner), so each lists and continues the other's threads."""
+"""One person, one machine, one set of threads: the CLI, a local Jupyter server and the magics agree on
+the user with no setting (no DEERFLOW_USER, no owner), so each lists and continues the other's threads."""
 
 from __future__ import annotations
 
@@ -63,3 +63,33 @@ def test_cli_and_jupyter_server_share_threads_with_no_setting(tmp_path: Path):
     assert created in _cli(["threads"], env, work).stdout
     again = _cli(["run", "--thread", created, "And now from the terminal"], env, work)
     assert f"on thread {created}" in again.stdout and "run finished: success" in again.stdout
+
+
+def test_the_magics_and_the_cli_share_threads_with_no_setting(tmp_path: Path, monkeypatch):
+    """``%deerflow`` in a notebook with no server (the in-process harness): the CLI's user too."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    env = _env(home)
+    _cli(["run", "Write me a report"], env, work)
+    cli_thread = _cli(["threads"], env, work).stdout.split()[0]
+    for name in ("DEERFLOW_USER", "DEERFLOW_CONFIG", "DEERFLOW_SERVER_URL", "DEERFLOW_SERVER_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DEERFLOW_HOME", str(home))
+    monkeypatch.chdir(work)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "deerflow_kernel")
+    try:
+        continued = ip.run_cell(f"%%deerflow --thread {cli_thread}\nNow add a chart")
+        assert continued.error_in_exec is None, continued.error_in_exec
+        assert continued.result.thread_id == cli_thread and continued.result.status == "success"
+        assert "offline" in continued.result.text
+        created = ip.run_cell("%deerflow --new Hello from the notebook")
+        assert created.error_in_exec is None, created.error_in_exec
+        notebook_thread = created.result.thread_id
+    finally:
+        ip.run_line_magic("unload_ext", "deerflow_kernel")
+    assert notebook_thread in _cli(["threads"], env, work).stdout
+    again = _cli(["run", "--thread", notebook_thread, "And now from the terminal"], env, work)
+    assert f"on thread {notebook_thread}" in again.stdout and "run finished: success" in again.stdout

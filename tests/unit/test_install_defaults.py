@@ -142,6 +142,19 @@ def test_copy_examples_keeps_what_is_there(tmp_path):
     assert cli.copy_examples(tmp_path) == []
 
 
+def test_the_lab_workspace_is_added_once_and_the_users_layout_kept(tmp_path):
+    from jupyterlab_server.workspaces_handler import WorkspacesManager
+
+    assert cli.add_lab_workspace(tmp_path) == "deerflow"
+    manager = WorkspacesManager(str(tmp_path))
+    tabs = manager.load("deerflow")["data"]["layout-restorer:data"]["main"]["dock"]["widgets"]
+    assert "notebook:01_research_quickstart.ipynb" in tabs
+    mine = '{"data": {}, "metadata": {"id": "deerflow"}}'  # the user closed every tab: JupyterLab saved it
+    manager.save("deerflow", mine)
+    assert cli.add_lab_workspace(tmp_path) == "deerflow"
+    assert manager.load("deerflow")["data"] == {}
+
+
 def test_lab_takes_its_own_dir_option():
     assert cli._take_option(["--dir", "x", "--port=1"], "--dir") == ("x", ["--port=1"])
     assert cli._take_option(["--dir=y"], "--dir") == ("y", [])

@@ -96,6 +96,8 @@ def test_a_waiting_run_keeps_its_live_form_and_a_static_fallback_with_the_reply_
     assert "waiting for your answer" in bundle["text/html"]
     assert "%deerflow reply --field region=..." in bundle["text/html"]
     assert "%deerflow reply --field region=..." in bundle["text/markdown"]
+    for saved in (bundle["text/html"], bundle["text/markdown"]):  # without widgets, every field is listed
+        assert "How should I scope this?" in saved and "Region (required)" in saved and "Include a chart" in saved
 
 
 def test_a_form_answered_elsewhere_turns_read_only_and_the_saved_output_shows_the_answer():

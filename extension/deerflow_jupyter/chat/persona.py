@@ -15,7 +15,8 @@ version-specific is here and small:
   model otherwise; both implement ``BaseChatModel``).
 * :func:`server_link` — finds the server extension's harness host in the Jupyter
   server's settings (persona → persona manager → persona-manager extension →
-  server), so the chat and the HTTP API share one run manager.
+  server; the running server for the manager's parentless one-shot route), so
+  the chat and the HTTP API share one run manager.
 
 Discoverability: a new (empty) chat gets the welcome message, and the persona
 advertises its slash commands (``/new``, ``/memory``, ``/help`` and each enabled
@@ -137,10 +138,24 @@ def server_link(persona: BasePersona) -> ServerLink:
 
 
 def _server_settings(persona_manager: Any) -> Mapping[str, Any]:
+    """The Jupyter server's settings, where the DeerFlow extension keeps its host.
+
+    A chat's persona manager is a child of the persona-manager extension, which knows the
+    server.  The manager's one-shot route (``POST /api/ai/message/NAME``) builds a manager
+    with no parent, though: then the settings are the running server's (``ServerApp`` is a
+    singleton in a Jupyter server process).
+    """
     extension = getattr(persona_manager, "parent", None)
-    serverapp = getattr(extension, "serverapp", None)
+    serverapp = getattr(extension, "serverapp", None) or _running_server()
     web_app = getattr(serverapp, "web_app", None)
     return getattr(web_app, "settings", None) or {}
+
+
+def _running_server() -> Any:
+    """This process's Jupyter server, if one was started (else None)."""
+    from jupyter_server.serverapp import ServerApp
+
+    return ServerApp.instance() if ServerApp.initialized() else None
 
 
 class DeerFlowPersona(BasePersona):

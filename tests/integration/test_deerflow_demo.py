@@ -1,0 +1,31 @@
+"""``deerflow demo --out DIR``: the quickstart that ships with the package, run headless on the offline
+model, everything inside DIR (the wheel test runs it without ``--out`` from the installed package)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DEMO_TIMEOUT = 600  # a hang guard: a fresh kernel executes the notebook
+
+
+def test_deerflow_demo_out_puts_everything_in_the_folder(tmp_path: Path):
+    work, out = tmp_path / "work", tmp_path / "results"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DEERFLOW_CONFIG", "OPENAI_API_KEY", "DEERFLOW_SERVER_URL", "DEERFLOW_SERVER_TOKEN",
+                        "DEERFLOW_HOME")}
+    done = subprocess.run([sys.executable, "-m", "deerflow.cli", "demo", "--out", str(out)], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=DEMO_TIMEOUT, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in output, output[-3000:]
+    assert "without encryption" not in output  # the kernel's transport warning
+    assert {"report.md", "evidence.csv", "winter_severity.png"} <= {p.name for p in (out / "artifacts").iterdir()}
+    assert (out / "01_research_quickstart.ipynb").is_file() and (out / "home").is_dir()
+    assert list(work.iterdir()) == []  # nothing outside --out
