@@ -128,14 +128,24 @@ class NotebookContext:
 
 
 async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | None = None,
-                           max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
-    """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced."""
+                           cell_ids: list[str] | None = None, max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
+    """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced.
+
+    ``cell_ids`` (cells attached to a chat message) gives those cells instead, in notebook order;
+    ids the notebook no longer has are skipped (the user may have deleted them since).
+    """
     path = check_notebook_path(path)
     nb = (await access.read(path)).nb
     ids = [c["id"] for c in nb.cells]
-    above = list(nb.cells[: ids.index(cell_id)]) if cell_id in ids else list(nb.cells)
+    if cell_ids:
+        wanted = set(cell_ids)
+        above = [c for c in nb.cells if c["id"] in wanted]
+        where = "attached cell(s)"
+    else:
+        above = list(nb.cells[: ids.index(cell_id)]) if cell_id in ids else list(nb.cells)
+        where = "cell(s) above the %%deerflow cell" if cell_id in ids else "cell(s) of the notebook"
     bounded = bounded_cells(above, max_chars=max_tokens * CHARS_PER_TOKEN)
-    details = [f"{bounded.shown} cell(s) above the %%deerflow cell"]
+    details = [f"{bounded.shown} {where}"]
     if bounded.omitted:
         details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
     note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
