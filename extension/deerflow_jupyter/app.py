@@ -28,7 +28,7 @@ from traitlets import Bool, Float, Unicode
 from traitlets.config import Config
 
 from deerflow.config.paths import check_id, default_user
-from deerflow.notebooks.access import ContentsNotebookAccess, NotebookAccess
+from deerflow.notebooks.access import ContentsNotebookAccess, LiveDocuments, NotebookAccess
 from deerflow_jupyter.handlers import ROUTES
 from deerflow_jupyter.handlers.base import NotFoundRoute
 from deerflow_jupyter.handlers.health import HealthHandler
@@ -111,7 +111,10 @@ class DeerFlowExtension(ExtensionApp):
         """The owner's notebooks through this server's ContentsManager (single-user mode only:
         with several users behind one server, the root is not any one user's)."""
         manager = getattr(self.serverapp, "contents_manager", None)
-        return ContentsNotebookAccess(manager) if self.single_user and manager is not None else None
+        if not self.single_user or manager is None:
+            return None
+        live = LiveDocuments(lambda: self.serverapp.web_app.settings.get("jupyter_server_ydoc"))
+        return ContentsNotebookAccess(manager, live)  # open notebooks live under jupyter-collaboration
 
     def initialize_handlers(self) -> None:
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)

@@ -95,12 +95,26 @@ def check_skills(nb, home: Path) -> None:
                                              "action-items.md"}
 
 
+def check_notebook_agent(nb, home: Path) -> None:
+    shown = texts(nb)
+    assert "cell 'total' fails: NameError: name 'revnue' is not defined" in shown
+    assert "→ `read_notebook` sales_report.ipynb" in shown and "→ `edit_notebook` sales_report.ipynb" in shown
+    assert "still as it was: total = sum(revnue)" in shown  # a proposal changes nothing by itself
+    assert "applied proposal" in shown and "→ total revenue: 1919" in shown  # the applied fix runs
+    assert "restored 1 cell(s) of sales_report.ipynb" in shown and shown.rstrip().endswith("total = sum(revnue)")
+    cards = [o for o in outputs(nb) if "Proposed edit to sales_report.ipynb" in o.get("data", {}).get("text/plain", "")]
+    assert cards, "the proposal is shown with its Apply / Discard buttons"
+    applied = [json.loads(p.read_text()) for p in home.glob("users/*/threads/*/notebook-edits/applied/*.json")]
+    assert [r["status"] for r in applied] == ["undone"]  # the thread keeps the undo record
+
+
 CHECKS: dict[str, Callable] = {
     "01_research_quickstart.ipynb": check_research_quickstart,
     "02_data_analysis.ipynb": check_data_analysis,
     "03_skills.ipynb": check_skills,
     "07_agents_and_schedules.ipynb": check_agents_and_schedules,
     "04_mcp.ipynb": check_mcp_notebook,
+    "08_notebook_agent.ipynb": check_notebook_agent,
 }
 
 

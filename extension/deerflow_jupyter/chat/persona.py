@@ -47,6 +47,7 @@ from jupyter_ai_persona_manager import BasePersona, PersonaDefaults
 from jupyter_ai_persona_manager.awareness_models import CommandOption
 from jupyterlab_chat.models import BaseChatModel, Message, MimeModel, NewMessage
 
+from deerflow_jupyter.chat.notebook_context import split_notebook_attachment
 from deerflow_jupyter.chat.session import ChatSession, slash_commands
 from deerflow_jupyter.chat.surface import IncomingMessage, ServerLink
 
@@ -118,8 +119,8 @@ def incoming(message: Message, chat: BaseChatModel, *, persona_name: str = PERSO
     while (found := _mention(persona_name).match(text)) is not None:
         text = text[found.end():].lstrip()
     known = chat.get_attachments()
-    paths = tuple(known[a].value for a in message.attachments or [] if a in known)
-    return IncomingMessage(text=text, attachments=paths, message_id=message.id)
+    paths, notebook = split_notebook_attachment(known[a] for a in message.attachments or [] if a in known)
+    return IncomingMessage(text=text, attachments=paths, message_id=message.id, notebook=notebook)
 
 
 def server_link(persona: BasePersona) -> ServerLink:

@@ -174,8 +174,11 @@ class ChatSession:
                 self.surface.post("**⏹ Stopped** before the run started.")
                 return
             refs = referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
+            options = {"referenced_threads": refs} if refs else {}
+            if message.notebook:  # an attached notebook is the run's context (chat/notebook_context.py)
+                options["notebook_context"] = message.notebook
             live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.server.user_id,
-                                                  options={"referenced_threads": refs} if refs else {}))
+                                                  options=options))
         except UserError as exc:
             self.surface.post(f"⚠️ {md_escape(exc)}")
             return

@@ -35,11 +35,13 @@ class IncomingMessage:
         text: The message body with mentions of DeerFlow itself removed.
         attachments: Attached files, as paths relative to :attr:`ServerLink.root_dir`.
         message_id: The chat message id (for logs).
+        notebook: The attached notebook (``path``, ``cell_ids``) given as context; {} without one.
     """
 
     text: str
     attachments: tuple[str, ...] = ()
     message_id: str = ""
+    notebook: dict[str, Any] = field(default_factory=dict)  # an attached notebook: see chat/notebook_context.py
 
 
 class ChatSurface(Protocol):

@@ -16,7 +16,9 @@ from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import apply_proposal, discard_proposal, notebook_context, undo_run
 
 CONTEXT_OPTION = "notebook_context"
-"""Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from."""
+"""Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
+(``"cell_ids": [...]`` instead: only those cells, as attached to a chat message)."""
+MAX_CELL_IDS = 200
 ACTIONS = ("apply", "discard", "undo", "list")
 
 
@@ -40,8 +42,9 @@ async def context_for_run(services: Mapping[str, Any], options: Mapping[str, Any
     if access is None:
         return "", "context: none (notebooks are not reachable from this host)"
     cell_id = ref.get("cell_id") if isinstance(ref.get("cell_id"), str) else None
+    cell_ids = [c for c in ref.get("cell_ids") or [] if isinstance(c, str)][:MAX_CELL_IDS]
     try:
-        found = await notebook_context(access, str(ref["path"]), cell_id=cell_id)
+        found = await notebook_context(access, str(ref["path"]), cell_id=cell_id, cell_ids=cell_ids or None)
     except NotebookError as exc:
         return "", f"context: none ({exc})"
     return found.text, found.note

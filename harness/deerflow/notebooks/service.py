@@ -64,7 +64,7 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
         return text, {**record.summary(), "status": "proposed", "proposal_id": record.id}
     await _write(access, record)
     await asyncio.to_thread(records.save_applied, record)
-    text = f"Applied {len(changes)} cell edit(s) to {path} ({access.live_note}).\n\n{diff}"
+    text = f"Applied {len(changes)} cell edit(s) to {path} ({access.note_for(path)}).\n\n{diff}"
     return text, {**record.summary(), "status": "applied"}
 
 
@@ -84,7 +84,7 @@ async def apply_proposal(access: NotebookAccess, records: EditRecords, proposal_
     applied = EditRecord(id=proposal.id, run_id=proposal.run_id, path=proposal.path, changes=proposal.changes,
                          diff=proposal.diff)
     await asyncio.to_thread(records.save_applied, applied)
-    return {**proposal.summary(), "note": access.live_note}
+    return {**proposal.summary(), "note": access.note_for(proposal.path)}
 
 
 def discard_proposal(records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
@@ -108,7 +108,8 @@ async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | N
         await asyncio.to_thread(records.mark_undone, name, record)
     paths = sorted({r.path for _, r in mine})
     return {"status": "undone", "run_id": run_id, "paths": paths,
-            "cells": [c.cell_id for _, r in mine for c in r.changes], "note": access.live_note}
+            "cells": [c.cell_id for _, r in mine for c in r.changes],
+            "note": "; ".join(sorted({access.note_for(p) for p in paths}))}
 
 
 @dataclass(frozen=True)
@@ -127,14 +128,24 @@ class NotebookContext:
 
 
 async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | None = None,
-                           max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
-    """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced."""
+                           cell_ids: list[str] | None = None, max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
+    """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced.
+
+    ``cell_ids`` (cells attached to a chat message) gives those cells instead, in notebook order;
+    ids the notebook no longer has are skipped (the user may have deleted them since).
+    """
     path = check_notebook_path(path)
     nb = (await access.read(path)).nb
     ids = [c["id"] for c in nb.cells]
-    above = list(nb.cells[: ids.index(cell_id)]) if cell_id in ids else list(nb.cells)
+    if cell_ids:
+        wanted = set(cell_ids)
+        above = [c for c in nb.cells if c["id"] in wanted]
+        where = "attached cell(s)"
+    else:
+        above = list(nb.cells[: ids.index(cell_id)]) if cell_id in ids else list(nb.cells)
+        where = "cell(s) above the %%deerflow cell" if cell_id in ids else "cell(s) of the notebook"
     bounded = bounded_cells(above, max_chars=max_tokens * CHARS_PER_TOKEN)
-    details = [f"{bounded.shown} cell(s) above the %%deerflow cell"]
+    details = [f"{bounded.shown} {where}"]
     if bounded.omitted:
         details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
     note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
