@@ -117,7 +117,7 @@ class ChatSession:
             if is_memory_command(message.text):  # /memory: answered here, no run
                 self.surface.post(await memory_reply(manager, self.server.user_id, message.text))
                 return
-            thread_id = self.thread_id(manager)
+            thread_id = await self.thread_id(manager)
             uploaded = self._upload(manager, thread_id, message.attachments)
             prompt = await self._prompt(manager, thread_id, message.text, uploaded)
             if prompt is None:
@@ -125,7 +125,7 @@ class ChatSession:
             if self._stop_requested:
                 self.surface.post("**⏹ Stopped** before the run started.")
                 return
-            refs = referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
+            refs = await referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
             live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.server.user_id,
                                                   options={"referenced_threads": refs} if refs else {}))
         except UserError as exc:
@@ -133,16 +133,20 @@ class ChatSession:
             return
         await self._follow(manager, live, thread_id, uploaded)
 
-    def thread_id(self, manager: RunManager) -> str:
+    async def thread_id(self, manager: RunManager) -> str:
         """This chat's thread, created on first use (see the module docstring)."""
         user = self.server.user_id
         stored = self.surface.load_setting(THREAD_KEY)
         derived = derived_thread_id(self.surface.chat_id)
         candidates = [stored] if isinstance(stored, str) and stored else []
-        found = next((t for t in [*candidates, derived] if manager.store.get_thread(t, user) is not None), None)
+        found = None
+        for tid in [*candidates, derived]:
+            if await manager.store.aio.get_thread(tid, user) is not None:
+                found = tid
+                break
         if found is None:
-            found = manager.create_thread(user, thread_id=derived, metadata={
-                "source": "jupyter-chat", "chat_path": self.surface.chat_path}).thread_id
+            found = (await manager.acreate_thread(user, thread_id=derived, metadata={
+                "source": "jupyter-chat", "chat_path": self.surface.chat_path})).thread_id
         if found != stored:
             self.surface.store_setting(THREAD_KEY, found)
             if candidates:

@@ -136,6 +136,8 @@ class SqliteStore:
     """
 
     schema: str = ""
+    busy_timeout_seconds: float = 30.0  # how long one statement waits for another writer's lock
+    loop_guarded: bool = False  # DEERFLOW_LOOP_GUARD=1: refuse sync calls on an event loop's thread
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -166,7 +168,7 @@ class SqliteStore:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            db = sqlite3.connect(self.path, timeout=30)
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout_seconds)
         except sqlite3.DatabaseError as exc:
             raise as_storage_error(self.path, exc) from None
         db.row_factory = sqlite3.Row
@@ -174,6 +176,10 @@ class SqliteStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        if self.loop_guarded:
+            from deerflow.persistence.aio import guard_loop
+
+            guard_loop(type(self).__name__)
         if not self._ready:
             self._ensure_schema()
         db = self._open()

@@ -25,6 +25,7 @@ holds on PostgreSQL.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.errors import NotFoundError, ThreadBusy
+from deerflow.persistence.aio import AsyncMetadataStore
 from deerflow.persistence.sqlite import SqliteStore
 
 INTERRUPTED = "interrupted: the process running it stopped (crash, kill or restart) before the run finished"
@@ -139,9 +141,20 @@ class Lease:
 
 
 class MetadataStore(SqliteStore):
-    """Threads, runs and run events of one ``$DEERFLOW_HOME``."""
+    """Threads, runs and run events of one ``$DEERFLOW_HOME``.
+
+    Sync methods for sync callers (the CLI); async code awaits the same methods
+    on :attr:`aio`, which runs them off the event loop with a deadline.
+    """
 
     schema = _SCHEMA
+    busy_timeout_seconds = 10.0  # below the async deadline: a locked database answers "unavailable", not a hang
+    loop_guarded = True
+
+    @functools.cached_property
+    def aio(self) -> AsyncMetadataStore:
+        """This store's methods as awaitables, run in a bounded executor with a deadline."""
+        return AsyncMetadataStore(self)
 
     # -- threads -----------------------------------------------------------------
     def create_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any] | None = None) -> ThreadRecord:

@@ -111,7 +111,7 @@ class Scheduler:
 
     async def _execute(self, schedule: Schedule, now: float) -> ScheduleRun:
         cron, tz = CronExpression.parse(schedule.cron), zone(schedule.timezone)
-        if schedule.thread_id and self.manager.thread_status(schedule.thread_id) == "busy":
+        if schedule.thread_id and await self.manager.athread_status(schedule.thread_id) == "busy":
             self.store.release(schedule.schedule_id, self.owner)  # deferred: same slot, next tick
             return _deferred(schedule, self.owner, now)
         missed = count_missed(cron, tz, schedule.next_run_at, now) if schedule.next_run_at <= now else 0
