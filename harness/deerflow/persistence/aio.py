@@ -1,10 +1,10 @@
-"""The metadata store from async code: every call off the event loop, with a deadline.
+"""The SQLite stores from async code: every call off the event loop, with a deadline.
 
 A SQLite call blocks its thread: on a busy or locked database (another process
 holding a write lock, a slow disk) for up to the store's busy timeout.  On the
 server's event loop that freezes every request and every run.  So async code
-never calls :class:`~deerflow.persistence.store.MetadataStore` directly; it
-awaits the same method on ``store.aio``::
+never calls a store (:class:`~deerflow.persistence.store.MetadataStore`, the
+schedules...) directly; it awaits the same method on ``store.aio``::
 
     record = await store.aio.get_thread(thread_id, user_id)
 
@@ -80,7 +80,7 @@ def _is_locked(exc: sqlite3.OperationalError) -> bool:
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
-class AsyncMetadataStore:
+class AsyncStore:
     """Awaitable twins of a store's public methods (same names, same arguments, same results).
 
     Args:
@@ -137,3 +137,6 @@ class AsyncMetadataStore:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+AsyncMetadataStore = AsyncStore  # the metadata store's facade: the same class

@@ -13,6 +13,7 @@ schema is created on first use rather than in the constructor, so a process
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import stat
@@ -20,8 +21,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deerflow.errors import UserError
+
+if TYPE_CHECKING:
+    from deerflow.persistence.aio import AsyncStore
 
 REPAIR_HINT = "move it aside and start an empty store with `deerflow doctor --repair` (nothing is deleted)"
 
@@ -173,6 +178,13 @@ class SqliteStore:
             raise as_storage_error(self.path, exc) from None
         db.row_factory = sqlite3.Row
         return db
+
+    @functools.cached_property
+    def aio(self) -> AsyncStore:
+        """This store's methods as awaitables for async code: a bounded executor and a deadline."""
+        from deerflow.persistence.aio import AsyncStore
+
+        return AsyncStore(self)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

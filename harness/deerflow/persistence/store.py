@@ -25,7 +25,6 @@ holds on PostgreSQL.
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import time
@@ -34,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.errors import NotFoundError, ThreadBusy
-from deerflow.persistence.aio import AsyncMetadataStore
 from deerflow.persistence.sqlite import SqliteStore
 
 INTERRUPTED = "interrupted: the process running it stopped (crash, kill or restart) before the run finished"
@@ -150,11 +148,6 @@ class MetadataStore(SqliteStore):
     schema = _SCHEMA
     busy_timeout_seconds = 10.0  # below the async deadline: a locked database answers "unavailable", not a hang
     loop_guarded = True
-
-    @functools.cached_property
-    def aio(self) -> AsyncMetadataStore:
-        """This store's methods as awaitables, run in a bounded executor with a deadline."""
-        return AsyncMetadataStore(self)
 
     # -- threads -----------------------------------------------------------------
     def create_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any] | None = None) -> ThreadRecord:
