@@ -288,7 +288,7 @@ class RunManager:
             await asyncio.sleep(terms.seconds / 3)
             try:
                 held = await self.store.aio.renew_lease(thread_id, terms.owner, terms.seconds)
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, StorageError) as exc:  # StoreUnavailable: locked past the deadline
                 logger.warning("could not renew the lease on thread %s (%s: %s); retrying",
                                thread_id, type(exc).__name__, exc)
                 continue
