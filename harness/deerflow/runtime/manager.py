@@ -121,6 +121,7 @@ class RunManager:
             browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
             store = MetadataStore(home.database)
             await store.aio.mark_interrupted_runs()
+            stack.callback(store.aio.close)  # its executor's threads end with the host
             saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
             manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
             manager.plugins = plugins if plugins is not None else load_plugins(
