@@ -21,7 +21,8 @@ The connections themselves are short-lived, one per call (see
 
 **The guard.**  With ``DEERFLOW_LOOP_GUARD=1`` (the test suite sets it) a sync
 store method called from a thread that runs an asyncio loop raises
-:class:`LoopBlocked` instead of blocking it, so a regression fails a test
+:class:`LoopBlocked` instead of blocking it (except in an IPython kernel, where a
+notebook cell's sync call blocks only the user's own kernel, as any cell does), so a regression fails a test
 rather than freezing a server under load.
 """
 
@@ -31,6 +32,7 @@ import asyncio
 import functools
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -65,7 +67,7 @@ class LoopBlocked(RuntimeError):
 
 def guard_loop(what: str) -> None:
     """Raise :class:`LoopBlocked` when the guard is on and this thread runs an asyncio loop."""
-    if os.environ.get(GUARD_ENV) != "1":
+    if os.environ.get(GUARD_ENV) != "1" or _in_ipython_shell():
         return
     try:
         asyncio.get_running_loop()
@@ -73,6 +75,12 @@ def guard_loop(what: str) -> None:
         return
     raise LoopBlocked(f"{what} called on a thread running an event loop: await the same method on its "
                       "`.aio` instead (DEERFLOW_LOOP_GUARD=1)")
+
+
+def _in_ipython_shell() -> bool:
+    """True in a notebook kernel or IPython: a cell's sync call blocks only that user's own kernel."""
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
 
 
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
