@@ -6,6 +6,8 @@
   writes into the real home: no ``notebook_secret``, runtime files or settings left there.  The
   venv's own ``etc/jupyter`` (which enables the DeerFlow extension) is still found: it lives
   under ``sys.prefix``, not in those user-level dirs.
+* ``DEERFLOW_LOOP_GUARD=1``: a sync metadata-store call on an event loop's thread raises
+  (:mod:`deerflow.persistence.aio`), in the tests and in every server they start.
 * ``deerflow_home`` gives a test a fresh DEERFLOW_HOME.
 * At the end of the session, processes that tests started and left running are listed, killed
   and reaped, and the session fails: a leak must be seen, not inherited by the next CI step.
@@ -59,6 +61,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # The tests' threads belong to `local` whoever runs them (unset by tests of the default identity).
     saved["DEERFLOW_USER"] = os.environ.get("DEERFLOW_USER")
     os.environ["DEERFLOW_USER"] = "local"
+    # The metadata store refuses sync calls on a thread running an event loop (servers started by
+    # tests inherit it): a call that would block the server's loop fails a test instead.
+    saved["DEERFLOW_LOOP_GUARD"] = os.environ.get("DEERFLOW_LOOP_GUARD")
+    os.environ["DEERFLOW_LOOP_GUARD"] = "1"
     config.stash[_HOME] = (home, saved)
     # Removed at interpreter exit, after the atexit hooks registered later (IPython's shells write
     # their history into IPYTHONDIR from one).

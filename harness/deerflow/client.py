@@ -204,7 +204,7 @@ class AsyncDeerFlowClient:
                                                     keep_messages=keep_messages)
 
     async def create_thread(self, **metadata: Any) -> str:
-        return (await self.manager()).create_thread(self.user_id, metadata=metadata).thread_id
+        return (await (await self.manager()).acreate_thread(self.user_id, metadata=metadata)).thread_id
 
     def agent_store(self) -> AgentStore:
         """This user's custom agents: ``list_agents()``, ``get(name)``, ``delete(name)``.
@@ -305,11 +305,11 @@ class AsyncDeerFlowClient:
         (await self.mcp()).set_user_credential(self.user_id, server, credential)
 
     async def threads(self) -> list[ThreadRecord]:
-        return (await self.manager()).store.list_threads(self.user_id)
+        return await (await self.manager()).store.aio.list_threads(self.user_id)
 
     async def thread(self, thread_id: str) -> ThreadView:
         manager = await self.manager()
-        record = manager.thread(thread_id, self.user_id)
+        record = await manager.athread(thread_id, self.user_id)
         return ThreadView(record, await manager.thread_values(thread_id, self.user_id))
 
     async def artifacts(self, thread_id: str) -> list[str]:
@@ -318,7 +318,7 @@ class AsyncDeerFlowClient:
     async def read_artifact(self, thread_id: str, path: str) -> bytes:
         """Bytes of a file under the thread's outputs (virtual path or name)."""
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
         return (await asyncio.to_thread(vfs.read_output, path))[1]
 
@@ -330,7 +330,7 @@ class AsyncDeerFlowClient:
         from deerflow.browser.service import live_frames
 
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         async with aclosing(live_frames(manager.services, thread_id, self.user_id, interval=interval,
                                         max_frames=max_frames)) as frames:
             async for frame in frames:
@@ -341,7 +341,7 @@ class AsyncDeerFlowClient:
         from deerflow.sandbox.uploads import save_upload
 
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         if isinstance(data, (str, Path)):
             source = Path(data)
             name = name or source.name

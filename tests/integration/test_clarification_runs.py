@@ -136,7 +136,7 @@ def test_legacy_hints_pick_the_mode_and_are_never_persisted(setup, hint, mode):
             result = await client.chat("Analyse my sales", **hint)
             manager = await client.manager()
             checkpoints = [c async for c in manager.checkpointer.alist({"configurable": {"thread_id": result.thread_id}})]
-            record = manager.store.get_run(result.run_id, client.user_id)
+            record = await manager.store.aio.get_run(result.run_id, client.user_id)
             return result, checkpoints, record
 
     result, checkpoints, record = asyncio.run(scenario())
@@ -169,7 +169,7 @@ def test_a_public_request_with_internal_keys_is_refused(setup):
             with pytest.raises(UserError, match="interaction_mode"):
                 await manager.start(RunRequest("hi", options={"interaction_mode": "interactive"}, trusted=False))
             public = await manager.start(RunRequest("hi", options={"model_name": "scripted"}))
-            return await public.wait(), manager.store.list_threads(client.user_id)
+            return await public.wait(), await manager.store.aio.list_threads(client.user_id)
 
     finished, threads = asyncio.run(scenario())
     assert finished.status == "interrupted"  # a public request is interactive

@@ -178,9 +178,9 @@ def test_extraction_starts_only_after_the_run_is_finished_and_recorded(deerflow_
             manager = await alice.manager()
 
             async def recording_propose(model, exchanges, facts):
-                record = manager.store.get_run(exchanges[-1].run_id, "alice")
-                seen.append((record.status, [type(e).__name__ for e in manager.recorded_events(record.run_id,
-                                                                                               "alice")][-1:]))
+                record = await manager.store.aio.get_run(exchanges[-1].run_id, "alice")
+                events = await manager.arecorded_events(record.run_id, "alice")
+                seen.append((record.status, [type(e).__name__ for e in events][-1:]))
                 return await real_propose(model, exchanges, facts)
 
             monkeypatch.setattr(service_module, "propose", recording_propose)

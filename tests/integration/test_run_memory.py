@@ -29,7 +29,7 @@ async def test_finished_runs_let_go_of_raw_state_chunks(deerflow_home: Path, tmp
         {"name": "s", "use": "deerflow.models.scripted:ScriptedChatModel", "script": str(script)}]}))
     manager = await RunManager.open(loaded=load_config(config), home=HomePaths(deerflow_home))
     try:
-        thread = manager.create_thread("local")
+        thread = await manager.acreate_thread("local")
         runs = []
         for i in range(RUNS):
             live = await manager.start(RunRequest(prompt=f"note {i}", thread_id=thread.thread_id))

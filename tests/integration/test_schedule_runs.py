@@ -63,7 +63,7 @@ def make_due(home: Path, schedule_id: str, ago: float, *, at: float | None = Non
 async def test_a_due_schedule_runs_once_unattended_and_records_its_receipt(config, deerflow_home, tmp_path):
     home = HomePaths(deerflow_home)
     book = ScheduleBook(home, "local")
-    schedule = book.add(cron="0 * * * *", prompt="Write the daily digest", timezone="UTC")
+    schedule = await asyncio.to_thread(book.add, cron="0 * * * *", prompt="Write the daily digest", timezone="UTC")
     this_hour = time.time() // HOUR * HOUR
     make_due(deerflow_home, schedule.schedule_id, ago=2 * HOUR, at=this_hour)  # the server was down a while
     loaded = load_config(config)
@@ -82,10 +82,10 @@ async def test_a_due_schedule_runs_once_unattended_and_records_its_receipt(confi
     calls = read_log(tmp_path / "digest.jsonl")
     assert "ask_clarification" not in calls[0]["tools"]  # nobody is there to answer
     assert "unattended (scheduled)" in calls[0]["messages"][0]["text"]
-    after = book.get(schedule.schedule_id)
+    after = await asyncio.to_thread(book.get, schedule.schedule_id)
     assert after.lease_owner is None and time.time() < after.next_run_at <= time.time() + HOUR
-    assert [r.record_id for r in book.runs(schedule.schedule_id)] == [record.record_id]
-    events = manager.store.events(record.run_id)
+    assert [r.record_id for r in await asyncio.to_thread(book.runs, schedule.schedule_id)] == [record.record_id]
+    events = await manager.store.aio.events(record.run_id)
     assert json.loads(events[0])["interaction_mode"] == "scheduled"
 
 
@@ -112,7 +112,7 @@ async def test_blocked_decision_is_parsed(config, deerflow_home):
     home = HomePaths(deerflow_home)
     loaded = load_config(config)
     loaded.config.default_model = "cleanup"
-    schedule = ScheduleBook(home, "local").add(cron="@daily", prompt="Clean up old reports")
+    schedule = await asyncio.to_thread(ScheduleBook(home, "local").add, cron="@daily", prompt="Clean up old reports")
     manager = await RunManager.open(loaded=loaded, home=home)
     try:
         record = await Scheduler(manager, ScheduleStore(home.database)).run_now(schedule.schedule_id, "local")
@@ -124,7 +124,8 @@ async def test_blocked_decision_is_parsed(config, deerflow_home):
 
 async def test_two_schedulers_on_one_database_never_both_run_it(config, deerflow_home):
     home = HomePaths(deerflow_home)
-    schedule = ScheduleBook(home, "local").add(cron="*/5 * * * *", prompt="Write the daily digest")
+    schedule = await asyncio.to_thread(ScheduleBook(home, "local").add, cron="*/5 * * * *",
+                                       prompt="Write the daily digest")
     make_due(deerflow_home, schedule.schedule_id, ago=60)
     loaded = load_config(config)
     first = await RunManager.open(loaded=loaded, home=home)
@@ -139,7 +140,7 @@ async def test_two_schedulers_on_one_database_never_both_run_it(config, deerflow
     finally:
         await first.close()
         await second.close()
-    runs = ScheduleStore(home.database).runs(schedule.schedule_id, "local")
+    runs = await asyncio.to_thread(ScheduleStore(home.database).runs, schedule.schedule_id, "local")
     assert [r.claimed_by for r in runs] == ["server-a"]
 
 
@@ -187,17 +188,22 @@ async def test_a_thread_taken_by_another_process_after_the_busy_check_defers_the
     home = HomePaths(deerflow_home)
     manager = await RunManager.open(loaded=load_config(config), home=home)
     try:
-        thread = manager.store.create_thread("shared-thread", "local")
+        thread = await manager.store.aio.create_thread("shared-thread", "local")
         book = ScheduleBook(home, "local", metadata=manager.store)
-        schedule = book.add(cron="0 * * * *", prompt="Write the daily digest", thread_id=thread.thread_id)
+        schedule = await manager.store.aio.run(book.add, cron="0 * * * *", prompt="Write the daily digest",
+                                              thread_id=thread.thread_id)
         make_due(deerflow_home, schedule.schedule_id, ago=60)
-        slot = book.get(schedule.schedule_id).next_run_at
-        manager.store.acquire_lease(thread.thread_id, "other-process-run",
-                                    LeaseTerms(owner="other-owner", holder="elsewhere:1", seconds=300))
-        manager.thread_status = lambda thread_id: "idle"  # the check ran just before the other process won
+        slot = (await asyncio.to_thread(book.get, schedule.schedule_id)).next_run_at
+        await manager.store.aio.acquire_lease(thread.thread_id, "other-process-run",
+                                              LeaseTerms(owner="other-owner", holder="elsewhere:1", seconds=300))
+
+        async def idle(thread_id: str) -> str:  # the check ran just before the other process won
+            return "idle"
+
+        manager.athread_status = idle
         (record,) = await Scheduler(manager, ScheduleStore(home.database)).run_due()
     finally:
         await manager.close()
     assert record.status == "deferred" and record.error == "the thread has an active run"
-    after = book.get(schedule.schedule_id)
+    after = await asyncio.to_thread(book.get, schedule.schedule_id)
     assert after.next_run_at == slot and after.lease_owner is None  # same slot, next tick

@@ -39,8 +39,8 @@ async def test_the_owners_due_schedule_runs_and_another_users_does_not(deerflow_
     (tmp_path / "config.yaml").write_text(CONFIG)
     home = HomePaths(deerflow_home)
     alice, bob = ScheduleBook(home, "alice"), ScheduleBook(home, "bob")
-    mine = alice.add(cron="0 * * * *", prompt="Note it", timezone="UTC")
-    theirs = bob.add(cron="0 * * * *", prompt="Note it", timezone="UTC")
+    mine = await asyncio.to_thread(alice.add, cron="0 * * * *", prompt="Note it", timezone="UTC")
+    theirs = await asyncio.to_thread(bob.add, cron="0 * * * *", prompt="Note it", timezone="UTC")
     for schedule in (mine, theirs):
         make_due(deerflow_home, schedule.schedule_id)
     host = HarnessHost(config_path=str(tmp_path / "config.yaml"), home=str(deerflow_home))
@@ -48,12 +48,13 @@ async def test_the_owners_due_schedule_runs_and_another_users_does_not(deerflow_
     scheduler.start()
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not [r for r in alice.runs(mine.schedule_id) if r.finished_at]:
+        while time.monotonic() < deadline and not [
+                r for r in await asyncio.to_thread(alice.runs, mine.schedule_id) if r.finished_at]:
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)  # several more ticks: bob's schedule is due all along
     finally:
         await scheduler.stop()
         await host.close()
-    assert [r.status for r in alice.runs(mine.schedule_id)] == ["success"]
-    assert bob.runs(theirs.schedule_id) == []
-    assert bob.get(theirs.schedule_id).next_run_at < time.time()  # still due, for bob's own server
+    assert [r.status for r in await asyncio.to_thread(alice.runs, mine.schedule_id)] == ["success"]
+    assert await asyncio.to_thread(bob.runs, theirs.schedule_id) == []
+    assert (await asyncio.to_thread(bob.get, theirs.schedule_id)).next_run_at < time.time()  # still due, for bob's own server

@@ -31,7 +31,8 @@ from fixtures.jupyter_process import JupyterProcess, running_jupyter
 pytestmark = pytest.mark.integration
 
 # 50 in the check; each CLI start costs seconds on a loaded 2-core machine, so make test runs
-# fewer: DEERFLOW_LEASE_RACE_ATTEMPTS=50 runs the full check.
+# fewer: DEERFLOW_LEASE_RACE_ATTEMPTS=50 runs the full check (measured: 800 s for the 50, ~16 s an
+# attempt, on the shared 2-core machine beside another test run).
 ATTEMPTS = int(os.environ.get("DEERFLOW_LEASE_RACE_ATTEMPTS", "12"))
 LEASE_SECONDS = 3.0
 BUSY = "already has an active run"

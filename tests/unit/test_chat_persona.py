@@ -99,7 +99,7 @@ async def test_a_run_streams_into_few_messages_with_tool_lines_artifact_and_summ
     # the thread is the chat's own and belongs to the server's owner
     manager = await rig.host.manager()
     assert thread_id == derived_thread_id(rig.chat.get_id())
-    assert manager.thread(thread_id, OWNER).metadata.get("chat_path") == "test.chat"
+    assert (await manager.athread(thread_id, OWNER)).metadata.get("chat_path") == "test.chat"
     await rig.host.close()
 
 
@@ -113,7 +113,7 @@ async def test_an_image_artifact_is_an_inline_png(tmp_path, root, monkeypatch):
 """
     rig = await rig_for(script, tmp_path, root, monkeypatch)
     manager = await rig.host.manager()
-    thread = manager.create_thread(OWNER, thread_id=derived_thread_id(rig.chat.get_id()))
+    thread = await manager.acreate_thread(OWNER, thread_id=derived_thread_id(rig.chat.get_id()))
     paths = manager.home.thread(OWNER, thread.thread_id).ensure()
     (paths.outputs / "dot.png").write_bytes(PNG)
     rig.send("Plot it")
@@ -141,7 +141,7 @@ async def test_clarification_round_trip_with_a_follow_up_for_missing_fields(tmp_
     await rig.idle()
     manager = await rig.host.manager()
     thread_id = rig.chat.get_metadata()[THREAD_KEY]
-    assert len(manager.store.list_runs(thread_id, OWNER)) == 1  # the incomplete answer started nothing
+    assert len(await manager.store.aio.list_runs(thread_id, OWNER)) == 1  # the incomplete answer started nothing
 
     rig.send("metrics: revenue, margin\nstart date: 2024-01-31")
     await rig.until_said("Run finished")
@@ -163,7 +163,7 @@ async def test_the_stop_button_cancels_the_run_and_a_second_message_is_refused(t
     assert "**⏹ Stopped.** The run was cancelled" in summary
     assert any("⏹ **wait** — stopped" in b for b in rig.bodies())  # the tool line no longer says running
     manager = await rig.host.manager()
-    runs = manager.store.list_runs(rig.chat.get_metadata()[THREAD_KEY], OWNER)
+    runs = await manager.store.aio.list_runs(rig.chat.get_metadata()[THREAD_KEY], OWNER)
     assert [r.status for r in runs] == ["cancelled"]  # the refused message never ran
     await rig.idle()
     await rig.host.close()
@@ -216,7 +216,7 @@ async def test_an_attachment_outside_the_root_is_refused_and_nothing_runs(tmp_pa
     assert "nothing was sent" in reply
     await rig.idle()
     manager = await rig.host.manager()
-    assert manager.store.list_runs(rig.chat.get_metadata()[THREAD_KEY], OWNER) == []
+    assert await manager.store.aio.list_runs(rig.chat.get_metadata()[THREAD_KEY], OWNER) == []
     await rig.host.close()
 
 
@@ -234,8 +234,8 @@ async def test_the_chat_keeps_its_thread_across_a_server_restart(tmp_path, root,
     assert any("Second answer." in b for b in restarted.bodies())
     assert restarted.chat.get_metadata()[THREAD_KEY] == thread_id
     manager = await restarted.host.manager()
-    assert [t.thread_id for t in manager.store.list_threads(OWNER)] == [thread_id]
-    assert len(manager.store.list_runs(thread_id, OWNER)) == 2
+    assert [t.thread_id for t in await manager.store.aio.list_threads(OWNER)] == [thread_id]
+    assert len(await manager.store.aio.list_runs(thread_id, OWNER)) == 2
     await restarted.host.close()
 
 

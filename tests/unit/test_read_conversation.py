@@ -30,7 +30,7 @@ class Threads:
             {"name": "write_file", "args": {}, "id": "c1"}]), ToolMessage("ok", tool_call_id="c1"),
             AIMessage(LONG), HumanMessage("note", additional_kwargs={"deerflow_note": "uploads"})]}
 
-    def thread(self, thread_id: str, user_id: str) -> Any:
+    async def athread(self, thread_id: str, user_id: str) -> Any:
         if self.owners.get(thread_id) != user_id:
             raise NotFoundError(f"unknown thread {thread_id!r}")
         return SimpleNamespace(title="Long report")
@@ -39,9 +39,9 @@ class Threads:
         return {"messages": self.messages.get(thread_id, [])}
 
 
-def grant(referenced: list[str], user: str = "alice", page_chars: int = 1000) -> GrantedConversations | None:
-    return grant_conversation_reader(Threads(), {"referenced_threads": referenced}, user_id=user,
-                                     current_thread="t-alice", page_chars=page_chars)
+async def grant(referenced: list[str], user: str = "alice", page_chars: int = 1000) -> GrantedConversations | None:
+    return await grant_conversation_reader(Threads(), {"referenced_threads": referenced}, user_id=user,
+                                           current_thread="t-alice", page_chars=page_chars)
 
 
 def test_visible_history_is_what_the_person_saw():
@@ -50,7 +50,7 @@ def test_visible_history_is_what_the_person_saw():
 
 
 async def test_pages_continue_across_a_long_message_and_fit_the_budget():
-    reader = grant(["t-alice-2"])
+    reader = await grant(["t-alice-2"])
     page = await reader.read("t-alice-2")
     assert page.text.startswith("Conversation t-alice-2 ('Long report'), 2 visible messages:")
     assert "[#0 user]\nwrite it" in page.text and "write_file" not in page.text and "note" not in page.text
@@ -78,19 +78,19 @@ def test_paging_reassembles_the_message_exactly():
 
 
 async def test_unreferenced_and_foreign_threads_are_refused():
-    reader = grant(["t-alice-2"])
+    reader = await grant(["t-alice-2"])
     with pytest.raises(ToolFailure, match="not referenced"):
         await reader.read("t-alice")
     with pytest.raises(NotFoundError):
-        grant(["t-bob"])  # bob's thread cannot even be referenced by alice
-    assert grant([]) is None and grant(["t-alice"]) is None  # nothing (else) referenced: no grant
+        await grant(["t-bob"])  # bob's thread cannot even be referenced by alice
+    assert await grant([]) is None and await grant(["t-alice"]) is None  # nothing (else) referenced: no grant
     with pytest.raises(UserError, match="bootstrap"):
-        grant_conversation_reader(Threads(), {"referenced_threads": ["t-alice-2"]}, user_id="alice",
-                                  current_thread=None, page_chars=1000, bootstrap=True)
+        await grant_conversation_reader(Threads(), {"referenced_threads": ["t-alice-2"]}, user_id="alice",
+                                        current_thread=None, page_chars=1000, bootstrap=True)
 
 
 async def test_the_tool_refuses_subagents():
-    tool = read_conversation_tool(grant(["t-alice-2"]))
+    tool = read_conversation_tool(await grant(["t-alice-2"]))
     child = SimpleNamespace(context=SimpleNamespace(options={"is_subagent": True}))
     with pytest.raises(ToolFailure, match="subagents"):
         await tool.coroutine(thread_id="t-alice-2", runtime=child)

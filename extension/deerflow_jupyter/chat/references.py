@@ -17,7 +17,6 @@ about a file); an unknown ``thread:ID`` is refused by the harness with a reply.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from deerflow.persistence.store import ThreadRecord
@@ -28,12 +27,12 @@ CHAT_REF = re.compile(r"(?<![\w.@/-])((?:[\w.-]+/)*[\w.-]+\.chat)(?![\w-])")
 _PAGE = 500
 
 
-def referenced_threads(manager: RunManager, user_id: str, text: str, *, current: str) -> list[str]:
+async def referenced_threads(manager: RunManager, user_id: str, text: str, *, current: str) -> list[str]:
     """The thread ids ``text`` references, in order, without duplicates or the current thread."""
     found = [m.group(1) for m in THREAD_REF.finditer(text)]
     names = [m.group(1) for m in CHAT_REF.finditer(text)]
     if names:
-        chats = {str(t.metadata["chat_path"]): t.thread_id for t in _threads(manager, user_id)
+        chats = {str(t.metadata["chat_path"]): t.thread_id for t in await _threads(manager, user_id)
                  if isinstance(t.metadata.get("chat_path"), str)}
         found += [tid for name in names if (tid := _chat_thread(chats, name)) is not None]
     return [t for t in dict.fromkeys(found) if t != current]
@@ -47,11 +46,11 @@ def _chat_thread(chats: dict[str, str], name: str) -> str | None:
     return same_name[0] if len(same_name) == 1 else None
 
 
-def _threads(manager: RunManager, user_id: str) -> Iterator[ThreadRecord]:
-    offset = 0
-    while page := manager.store.list_threads(user_id, limit=_PAGE, offset=offset):
-        yield from page
-        offset += len(page)
+async def _threads(manager: RunManager, user_id: str) -> list[ThreadRecord]:
+    found: list[ThreadRecord] = []
+    while page := await manager.store.aio.list_threads(user_id, limit=_PAGE, offset=len(found)):
+        found += page
+    return found
 
 
 __all__ = ["CHAT_REF", "THREAD_REF", "referenced_threads"]

@@ -160,12 +160,12 @@ class ChatSession:
                 self.surface.post(WELCOME)
                 return
             if (new := _NEW.match(message.text)) is not None:
-                self.new_thread(manager)
+                await self.new_thread(manager)
                 rest = (new.group("rest") or "").strip()
                 if not rest and not message.attachments:
                     return
                 message = IncomingMessage(text=rest, attachments=message.attachments, message_id=message.message_id)
-            thread_id = self.thread_id(manager)
+            thread_id = await self.thread_id(manager)
             uploaded = self._upload(manager, thread_id, message.attachments)
             prompt = await self._prompt(manager, thread_id, message.text, uploaded)
             if prompt is None:
@@ -173,7 +173,7 @@ class ChatSession:
             if self._stop_requested:
                 self.surface.post("**⏹ Stopped** before the run started.")
                 return
-            refs = referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
+            refs = await referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
             options = {"referenced_threads": refs} if refs else {}
             if message.notebook:  # an attached notebook is the run's context (chat/notebook_context.py)
                 options["notebook_context"] = message.notebook
@@ -184,16 +184,20 @@ class ChatSession:
             return
         await self._follow(manager, live, thread_id, uploaded)
 
-    def thread_id(self, manager: RunManager) -> str:
+    async def thread_id(self, manager: RunManager) -> str:
         """This chat's thread, created on first use (see the module docstring)."""
         user = self.server.user_id
         stored = self.surface.load_setting(THREAD_KEY)
         derived = derived_thread_id(self.surface.chat_id)
         candidates = [stored] if isinstance(stored, str) and stored else []
-        found = next((t for t in [*candidates, derived] if manager.store.get_thread(t, user) is not None), None)
+        found = None
+        for tid in [*candidates, derived]:
+            if await manager.store.aio.get_thread(tid, user) is not None:
+                found = tid
+                break
         if found is None:
-            found = manager.create_thread(user, thread_id=derived, metadata={
-                "source": "jupyter-chat", "chat_path": self.surface.chat_path}).thread_id
+            found = (await manager.acreate_thread(user, thread_id=derived, metadata={
+                "source": "jupyter-chat", "chat_path": self.surface.chat_path})).thread_id
         if found != stored:
             self.surface.store_setting(THREAD_KEY, found)
             if candidates:
@@ -201,11 +205,11 @@ class ChatSession:
                                   f"exists; continuing in thread `{found}`.")
         return found
 
-    def new_thread(self, manager: RunManager) -> str:
+    async def new_thread(self, manager: RunManager) -> str:
         """Start a fresh thread for this chat (``/new``); the previous one stays, listed by ``deerflow threads``."""
         previous = self.surface.load_setting(THREAD_KEY)
         thread_id = f"{derived_thread_id(self.surface.chat_id)[:100]}-{uuid.uuid4().hex[:8]}"
-        manager.create_thread(self.server.user_id, thread_id=thread_id, metadata={
+        await manager.acreate_thread(self.server.user_id, thread_id=thread_id, metadata={
             "source": "jupyter-chat", "chat_path": self.surface.chat_path})
         self.surface.store_setting(THREAD_KEY, thread_id)
         self._progress = None

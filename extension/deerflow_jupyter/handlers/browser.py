@@ -34,7 +34,7 @@ class _BrowserHandler(DeerFlowHandler):
     async def _frames(self, thread_id: str, *, max_frames: int | None) -> tuple[bytes, AsyncIterator[bytes]]:
         """The first frame (errors become HTTP statuses before any header is sent) and the rest."""
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         try:
             interval = float(self.get_argument("interval", "0.5"))
         except ValueError:

@@ -39,7 +39,7 @@ class UploadsHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         paths = manager.home.thread(self.user_id, thread_id)
         self.send_json([asdict(u) for u in list_uploads(paths)])
 
@@ -48,7 +48,7 @@ class UploadsHandler(DeerFlowHandler):
     async def post(self, thread_id: str) -> None:
         """Multipart form (field ``file``, several allowed) or a raw body with ``?name=``."""
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         paths = manager.home.thread(self.user_id, thread_id).ensure()
         limits = manager.loaded.config.uploads
         files = [(f.filename, f.body) for f in self.request.files.get("file", [])]
@@ -85,7 +85,7 @@ class ArtifactFileHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str, relpath: str) -> None:
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
         vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
         try:
             located, data = await asyncio.to_thread(vfs.read_output, f"{OUTPUTS}/{relpath}")
@@ -133,6 +133,6 @@ class RunChangesHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
-        record = manager.run_record(run_id, self.user_id, thread_id=thread_id)
+        record = await manager.arun_record(run_id, self.user_id, thread_id=thread_id)
         self.send_json({"run_id": run_id, "changes": record.result.get("workspace_changes"),
                         "receipt": record.result.get("receipt")})

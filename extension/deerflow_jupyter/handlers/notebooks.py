@@ -52,7 +52,7 @@ class NotebookEditActionHandler(_NotebookEditsHandler):
     @web.authenticated
     @authorized
     async def post(self, thread_id: str, action: str) -> None:
-        (await self.manager()).thread(thread_id, self.user_id)  # another user's thread: 404 before the body
+        await (await self.manager()).athread(thread_id, self.user_id)  # another user's thread: 404 before the body
         body = self.body(EditTarget)
         await self.act(thread_id, action, body.run_id if action == "undo" else body.proposal_id)
 

@@ -24,14 +24,14 @@ class _RunHandler(DeerFlowHandler):
         if body.assistant_id != wire.ASSISTANT_ID:
             raise web.HTTPError(404, f"unknown assistant {body.assistant_id!r}")
         manager = await self.manager()
-        if body.if_not_exists == "create" and manager.store.get_thread(thread_id, self.user_id) is None:
-            manager.create_thread(self.user_id, thread_id=thread_id)
+        if body.if_not_exists == "create" and await manager.store.aio.get_thread(thread_id, self.user_id) is None:
+            await manager.acreate_thread(self.user_id, thread_id=thread_id)
         request = RunRequest(prompt=body.prompt(), thread_id=thread_id, user_id=self.user_id,
                              options=body.options())
         return manager, await manager.start(request)
 
-    def live_run(self, manager: RunManager, thread_id: str, run_id: str) -> LiveRun | None:
-        manager.run_record(run_id, self.user_id, thread_id=thread_id)  # 404 for unknown/foreign runs
+    async def live_run(self, manager: RunManager, thread_id: str, run_id: str) -> LiveRun | None:
+        await manager.arun_record(run_id, self.user_id, thread_id=thread_id)  # 404 for unknown/foreign runs
         return manager.live(run_id, self.user_id)
 
     async def final_values(self, manager: RunManager, thread_id: str, live: LiveRun | None) -> Any:
@@ -92,7 +92,7 @@ class RunJoinStreamHandler(_RunHandler):
     @authorized
     async def get(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
-        live = self.live_run(manager, thread_id, run_id)
+        live = await self.live_run(manager, thread_id, run_id)
         if live is None:
             raise web.HTTPError(410, "the run has finished and its live stream is gone; read its events instead")
         modes = set(self.get_arguments("stream_mode")) or {"values", "custom"}
@@ -120,8 +120,8 @@ class RunsHandler(_RunHandler):
     @authorized
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
-        manager.thread(thread_id, self.user_id)
-        records = manager.store.list_runs(thread_id, self.user_id)
+        await manager.athread(thread_id, self.user_id)
+        records = await manager.store.aio.list_runs(thread_id, self.user_id)
         live = {r.run_id: manager.live(r.run_id, self.user_id) for r in records}
         self.send_json([wire.run(live[r.run_id].record if live[r.run_id] else r) for r in reversed(records)])
 
@@ -131,7 +131,7 @@ class RunHandler(_RunHandler):
     @authorized
     async def get(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
-        self.send_json(wire.run(manager.run_record(run_id, self.user_id, thread_id=thread_id)))
+        self.send_json(wire.run(await manager.arun_record(run_id, self.user_id, thread_id=thread_id)))
 
 
 class RunCancelHandler(_RunHandler):
@@ -139,9 +139,9 @@ class RunCancelHandler(_RunHandler):
     @authorized("execute")
     async def post(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
-        live = self.live_run(manager, thread_id, run_id)
+        live = await self.live_run(manager, thread_id, run_id)
         cancelled = await manager.cancel(run_id, self.user_id) if live is not None else False
-        record = manager.run_record(run_id, self.user_id, thread_id=thread_id)
+        record = await manager.arun_record(run_id, self.user_id, thread_id=thread_id)
         self.send_json({**wire.run(record), "cancelled": cancelled}, status=200 if cancelled else 409)
 
 
@@ -150,7 +150,7 @@ class RunJoinHandler(_RunHandler):
     @authorized
     async def get(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
-        live = self.live_run(manager, thread_id, run_id)
+        live = await self.live_run(manager, thread_id, run_id)
         self.send_json(await self.final_values(manager, thread_id, live))
 
 
@@ -161,9 +161,9 @@ class RunEventsHandler(_RunHandler):
     @authorized
     async def get(self, thread_id: str, run_id: str) -> None:
         manager = await self.manager()
-        manager.run_record(run_id, self.user_id, thread_id=thread_id)
+        await manager.arun_record(run_id, self.user_id, thread_id=thread_id)
         try:
-            events = manager.recorded_events(run_id, self.user_id)
+            events = await manager.arecorded_events(run_id, self.user_id)
         except NotFoundError:
             raise web.HTTPError(404, f"unknown run {run_id!r}") from None
         self.send_json(events)

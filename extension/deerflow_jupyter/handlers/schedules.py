@@ -15,6 +15,8 @@ mode.  Another user's schedule is a 404.
 
 from __future__ import annotations
 
+from typing import Any
+
 from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
@@ -41,23 +43,25 @@ class _SchedulesHandler(DeerFlowHandler):
     def server_scheduler(self) -> ServerScheduler:
         return self.settings["deerflow_scheduler"]
 
-    async def book(self) -> ScheduleBook:
+    async def book(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``ScheduleBook.method(...)`` off the event loop, with the store's deadline (it reads SQLite)."""
         manager = await self.manager()
-        return ScheduleBook(self.host.home, self.user_id, metadata=manager.store, store=self.server_scheduler.store)
+        book = ScheduleBook(self.host.home, self.user_id, metadata=manager.store, store=self.server_scheduler.store)
+        return await manager.store.aio.run(getattr(book, method), *args, **kwargs)
 
 
 class SchedulesHandler(_SchedulesHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.send_json({"schedules": [s.to_dict() for s in (await self.book()).list_schedules()]})
+        self.send_json({"schedules": [s.to_dict() for s in await self.book("list_schedules")]})
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
         body = self.body(ScheduleCreate)
-        schedule = (await self.book()).add(cron=body.cron, prompt=body.prompt, agent_name=body.agent_name,
-                                           thread_id=body.thread_id, timezone=body.timezone)
+        schedule = await self.book("add", cron=body.cron, prompt=body.prompt, agent_name=body.agent_name,
+                                   thread_id=body.thread_id, timezone=body.timezone)
         self.send_json(schedule.to_dict(), status=201)
 
 
@@ -65,12 +69,12 @@ class ScheduleHandler(_SchedulesHandler):
     @web.authenticated
     @authorized
     async def get(self, schedule_id: str) -> None:
-        self.send_json((await self.book()).get(schedule_id).to_dict())
+        self.send_json((await self.book("get", schedule_id)).to_dict())
 
     @web.authenticated
     @authorized
     async def delete(self, schedule_id: str) -> None:
-        (await self.book()).remove(schedule_id)
+        await self.book("remove", schedule_id)
         self.set_status(204)
         self.finish()
 
@@ -79,7 +83,7 @@ class ScheduleRunsHandler(_SchedulesHandler):
     @web.authenticated
     @authorized
     async def get(self, schedule_id: str) -> None:
-        self.send_json({"runs": [r.to_dict() for r in (await self.book()).runs(schedule_id)]})
+        self.send_json({"runs": [r.to_dict() for r in await self.book("runs", schedule_id)]})
 
 
 class ScheduleRunNowHandler(_SchedulesHandler):

@@ -47,12 +47,12 @@ class ThreadsHandler(DeerFlowHandler):
     async def post(self) -> None:
         body = self.body(ThreadCreate)
         manager = await self.manager()
-        existing = manager.store.get_thread(body.thread_id, self.user_id) if body.thread_id else None
+        existing = await manager.store.aio.get_thread(body.thread_id, self.user_id) if body.thread_id else None
         if existing is not None and body.if_exists == "do_nothing":
-            self.send_json(wire.thread(existing, status=manager.thread_status(existing.thread_id)))
+            self.send_json(wire.thread(existing, status=await manager.athread_status(existing.thread_id)))
             return
         try:
-            record = manager.create_thread(self.user_id, thread_id=body.thread_id, metadata=body.metadata)
+            record = await manager.acreate_thread(self.user_id, thread_id=body.thread_id, metadata=body.metadata)
         except UserError:
             raise web.HTTPError(409, "%s", f"thread id {body.thread_id!r} is not available: choose another, "
                                 "or send no thread_id to get a new one") from None
@@ -65,9 +65,9 @@ class ThreadSearchHandler(DeerFlowHandler):
     async def post(self) -> None:
         query = self.body(ThreadSearch)
         manager = await self.manager()
-        records = manager.store.list_threads(self.user_id, limit=10_000)
+        records = await manager.store.aio.list_threads(self.user_id, limit=10_000)
         matches = [r for r in records if all(r.metadata.get(k) == v for k, v in query.metadata.items())]
-        out = [wire.thread(r, status=manager.thread_status(r.thread_id)) for r in matches]
+        out = [wire.thread(r, status=await manager.athread_status(r.thread_id)) for r in matches]
         if query.status:
             out = [t for t in out if t["status"] == query.status]
         self.send_json(out[query.offset : query.offset + query.limit])
@@ -78,9 +78,9 @@ class ThreadHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
-        record = manager.thread(thread_id, self.user_id)
+        record = await manager.athread(thread_id, self.user_id)
         values = await manager.thread_values(thread_id, self.user_id)
-        self.send_json(wire.thread(record, status=manager.thread_status(thread_id), values=values))
+        self.send_json(wire.thread(record, status=await manager.athread_status(thread_id), values=values))
 
     @web.authenticated
     @authorized

@@ -63,7 +63,7 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
         NotFoundError: unknown thread (or another user's).
         NotebookError: nothing to apply/undo, a conflict, no notebook access.
     """
-    thread = manager.thread(thread_id, user_id)  # ownership first
+    thread = await manager.athread(thread_id, user_id)  # ownership first
     records = EditRecords(manager.home.thread(user_id, thread.thread_id).root)
     if action == "list":
         return {"proposals": [p.summary() for p in await asyncio.to_thread(records.proposals)]}

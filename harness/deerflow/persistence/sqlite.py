@@ -13,6 +13,7 @@ schema is created on first use rather than in the constructor, so a process
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import stat
@@ -20,8 +21,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from deerflow.errors import UserError
+
+if TYPE_CHECKING:
+    from deerflow.persistence.aio import AsyncStore
 
 REPAIR_HINT = "move it aside and start an empty store with `deerflow doctor --repair` (nothing is deleted)"
 
@@ -136,6 +141,8 @@ class SqliteStore:
     """
 
     schema: str = ""
+    busy_timeout_seconds: float = 30.0  # how long one statement waits for another writer's lock
+    loop_guarded: bool = False  # DEERFLOW_LOOP_GUARD=1: refuse sync calls on an event loop's thread
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -166,14 +173,25 @@ class SqliteStore:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            db = sqlite3.connect(self.path, timeout=30)
+            db = sqlite3.connect(self.path, timeout=self.busy_timeout_seconds)
         except sqlite3.DatabaseError as exc:
             raise as_storage_error(self.path, exc) from None
         db.row_factory = sqlite3.Row
         return db
 
+    @functools.cached_property
+    def aio(self) -> AsyncStore:
+        """This store's methods as awaitables for async code: a bounded executor and a deadline."""
+        from deerflow.persistence.aio import AsyncStore
+
+        return AsyncStore(self)
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
+        if self.loop_guarded:
+            from deerflow.persistence.aio import guard_loop
+
+            guard_loop(type(self).__name__)
         if not self._ready:
             self._ensure_schema()
         db = self._open()

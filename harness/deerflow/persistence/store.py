@@ -139,9 +139,15 @@ class Lease:
 
 
 class MetadataStore(SqliteStore):
-    """Threads, runs and run events of one ``$DEERFLOW_HOME``."""
+    """Threads, runs and run events of one ``$DEERFLOW_HOME``.
+
+    Sync methods for sync callers (the CLI); async code awaits the same methods
+    on :attr:`aio`, which runs them off the event loop with a deadline.
+    """
 
     schema = _SCHEMA
+    busy_timeout_seconds = 10.0  # below the async deadline: a locked database answers "unavailable", not a hang
+    loop_guarded = True
 
     # -- threads -----------------------------------------------------------------
     def create_thread(self, thread_id: str, user_id: str, metadata: dict[str, Any] | None = None) -> ThreadRecord:

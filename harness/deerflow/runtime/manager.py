@@ -52,6 +52,7 @@ from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
 from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
+from deerflow.persistence.sqlite import StorageError
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime import events as ev
@@ -120,7 +121,8 @@ class RunManager:
         try:
             browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
             store = MetadataStore(home.database)
-            store.mark_interrupted_runs()
+            await store.aio.mark_interrupted_runs()
+            stack.callback(store.aio.close)  # its executor's threads end with the host
             saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)
             manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
             manager.plugins = plugins if plugins is not None else load_plugins(
@@ -172,11 +174,22 @@ class RunManager:
         self.home.thread(user_id, thread_id).ensure()
         return record
 
-    def thread(self, thread_id: str, user_id: str) -> ThreadRecord:
-        record = self.store.get_thread(thread_id, user_id)
-        if record is None:
-            raise NotFoundError(f"unknown thread {thread_id!r}")
+    async def acreate_thread(self, user_id: str, *, thread_id: str | None = None,
+                             metadata: dict[str, Any] | None = None) -> ThreadRecord:
+        """:meth:`create_thread` for async callers: the store is used off the event loop."""
+        thread_id = check_id(thread_id or uuid.uuid4().hex, kind="thread")
+        if await self.store.aio.get_thread(thread_id, user_id) is not None:
+            raise UserError(f"thread {thread_id} already exists")
+        record = await self.store.aio.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
+        await asyncio.to_thread(self.home.thread(user_id, thread_id).ensure)
         return record
+
+    def thread(self, thread_id: str, user_id: str) -> ThreadRecord:
+        return _known_thread(self.store.get_thread(thread_id, user_id), thread_id)
+
+    async def athread(self, thread_id: str, user_id: str) -> ThreadRecord:
+        """:meth:`thread` for async callers: the store is read off the event loop."""
+        return _known_thread(await self.store.aio.get_thread(thread_id, user_id), thread_id)
 
     async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]:
         """The thread's current state values (messages, artifacts, title…)."""
@@ -185,7 +198,7 @@ class RunManager:
 
     async def state_snapshot(self, thread_id: str, user_id: str) -> Any:
         """The thread's latest LangGraph ``StateSnapshot`` (None before its first run)."""
-        self.thread(thread_id, user_id)
+        await self.athread(thread_id, user_id)
         config = {"configurable": {"thread_id": thread_id}}
         if await self.checkpointer.aget_tuple(config) is None:
             return None
@@ -193,7 +206,7 @@ class RunManager:
 
     async def state_history(self, thread_id: str, user_id: str, *, limit: int = 10) -> list[Any]:
         """Past snapshots of the thread, newest first."""
-        self.thread(thread_id, user_id)
+        await self.athread(thread_id, user_id)
         config = {"configurable": {"thread_id": thread_id}}
         return [snap async for snap in self._state_reader().aget_state_history(config, limit=limit)]
 
@@ -204,10 +217,10 @@ class RunManager:
             NotFoundError: unknown thread (or another user's).
             ThreadBusy: the thread has an active run (here or in another process).
         """
-        self.thread(thread_id, user_id)
-        self._check_idle(thread_id)
+        await self.athread(thread_id, user_id)
+        await self._check_idle(thread_id)
         await self.checkpointer.adelete_thread(thread_id)
-        self.store.delete_thread(thread_id, user_id)
+        await self.store.aio.delete_thread(thread_id, user_id)
         shutil.rmtree(self.home.thread(user_id, thread_id).root, ignore_errors=True)
 
     def _state_reader(self) -> Any:
@@ -227,13 +240,13 @@ class RunManager:
             ThreadBusy: the thread has an active run (here or in another process).
             ConfigError: an unknown model.
         """
-        self.thread(thread_id, user_id)
-        self._check_idle(thread_id)
+        await self.athread(thread_id, user_id)
+        await self._check_idle(thread_id)
         config, config_file = self.loaded.config, _str(self.loaded.path)
         policy, summarizer = summarization_setup(
             config, create_chat_model(config, model_name, config_file=config_file),
             config_file=config_file, always_write=True)
-        self._check_idle(thread_id)
+        await self._check_idle(thread_id)
         self._active_by_thread[thread_id] = "compaction"
         try:
             async with self._thread_lease(thread_id, "compaction"):
@@ -242,11 +255,11 @@ class RunManager:
         finally:
             self._active_by_thread.pop(thread_id, None)
 
-    def _check_idle(self, thread_id: str) -> None:
+    async def _check_idle(self, thread_id: str) -> None:
         """Raise ThreadBusy when a run holds the thread, in this process or another."""
         if thread_id in self._active_by_thread:
             raise ThreadBusy(thread_id, run_id=self._active_by_thread[thread_id])
-        lease = self.store.thread_lease(thread_id)
+        lease = await self.store.aio.thread_lease(thread_id)
         if lease is not None:
             raise ThreadBusy(thread_id, run_id=lease.run_id, holder=lease.holder)
 
@@ -258,14 +271,14 @@ class RunManager:
     async def _thread_lease(self, thread_id: str, activity: str) -> AsyncIterator[None]:
         """Hold the thread's lease (renewed) for work that is not a run."""
         terms = self._lease_terms()
-        await asyncio.to_thread(self.store.acquire_lease, thread_id, activity, terms)
+        await self.store.aio.acquire_lease(thread_id, activity, terms)
         task = asyncio.current_task()
         heartbeat = asyncio.create_task(self._heartbeat(thread_id, terms, on_lost=task.cancel if task else None))
         try:
             yield
         finally:
             heartbeat.cancel()
-            await asyncio.to_thread(self.store.release_lease, thread_id, terms.owner)
+            await self.store.aio.release_lease(thread_id, terms.owner)
 
     async def _heartbeat(self, thread_id: str, terms: LeaseTerms, *, on_lost: Callable[[], Any] | None) -> None:
         """Renew the lease every third of its term, off the event loop; ``on_lost`` if another holder took it.
@@ -276,8 +289,8 @@ class RunManager:
         while True:
             await asyncio.sleep(terms.seconds / 3)
             try:
-                held = await asyncio.to_thread(self.store.renew_lease, thread_id, terms.owner, terms.seconds)
-            except sqlite3.Error as exc:
+                held = await self.store.aio.renew_lease(thread_id, terms.owner, terms.seconds)
+            except (sqlite3.Error, StorageError) as exc:  # StoreUnavailable: locked past the deadline
                 logger.warning("could not renew the lease on thread %s (%s: %s); retrying",
                                thread_id, type(exc).__name__, exc)
                 continue
@@ -304,7 +317,7 @@ class RunManager:
         config_note = self._refresh_config()  # an invalid edit refuses the run (ConfigError)
         user_id = check_id(request.user_id, kind="user")
         if request.thread_id:
-            self.thread(request.thread_id, user_id)
+            await self.athread(request.thread_id, user_id)
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         await asyncio.to_thread(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
@@ -313,7 +326,7 @@ class RunManager:
         agents = AgentStore.for_user(self.home, user_id)
         profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written
         skills = prepare_run_skills(self.services, user_id, prompt, allow=profile.skills)  # bad /skill: refused
-        reader = grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
+        reader = await grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
                                            page_chars=self.loaded.config.tool_output.max_chars,
                                            bootstrap=profile.bootstrap)
         resolved = create_chat_model(self.loaded.config, options.get("model_name") or profile.model,
@@ -337,8 +350,8 @@ class RunManager:
                              conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
         lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction,
                                profile=profile)
-        thread = (self.thread(request.thread_id, user_id) if request.thread_id
-                  else self.create_thread(user_id, thread_id=new_thread_id))
+        thread = (await self.athread(request.thread_id, user_id) if request.thread_id
+                  else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run
             context_for_run,
             with_context,
@@ -363,7 +376,7 @@ class RunManager:
         lease = self._lease_terms()
         self._active_by_thread[thread.thread_id] = record.run_id  # claimed here while the store decides
         try:  # the run and its lease on the thread, in one transaction (ThreadBusy: another process has it)
-            await asyncio.to_thread(self.store.create_run, record, lease=lease)
+            await self.store.aio.create_run(record, lease=lease)
         except BaseException:
             self._active_by_thread.pop(thread.thread_id, None)
             raise
@@ -414,20 +427,33 @@ class RunManager:
                 error=error, stopped_by=outcome.stopped_by if outcome else None,
                 usage=context.services[USAGE_SERVICE].summary(),
             )
+            await self._record_end(live, finished, lease)  # before run_finished: a next run finds the thread free
             await publish(finished)
-            self._settle(live, finished, lease)
+            self._settle(live, finished)
             note_settled_run(self.services, context, prompt, finished)  # memory learns later, off this path
 
-    def _settle(self, live: LiveRun, finished: ev.RunFinished, lease: LeaseTerms) -> None:
-        self._active_by_thread.pop(live.record.thread_id, None)
-        self.store.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in live.events])
+    async def _record_end(self, live: LiveRun, finished: ev.RunFinished, lease: LeaseTerms) -> None:
+        """Store the run's events and end, releasing its lease (off the event loop).
+
+        A store that cannot answer (locked, broken) is logged, not raised: the run
+        still finishes for its watchers; its lease lapses and the next start marks it interrupted.
+        """
+        events = [*live.events, finished]
         result = {"text": finished.text, "artifacts": finished.artifacts, "receipt": finished.receipt,
-                  "workspace_changes": next((e.changes for e in live.events if isinstance(e, ev.WorkspaceChanges)),
+                  "workspace_changes": next((e.changes for e in events if isinstance(e, ev.WorkspaceChanges)),
                                             None), "stopped_by": finished.stopped_by, "usage": finished.usage}
         live.record.result = result
-        self.store.finish_run(live.run_id, status=finished.status, error=finished.error, result=result,
-                              lease_owner=lease.owner)
-        self.store.update_thread(live.record.thread_id, title=finished.title)
+        try:
+            await self.store.aio.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in events])
+            await self.store.aio.finish_run(live.run_id, status=finished.status, error=finished.error,
+                                            result=result, lease_owner=lease.owner)
+            await self.store.aio.update_thread(live.record.thread_id, title=finished.title)
+        except (StorageError, sqlite3.Error) as exc:
+            logger.error("could not record the end of run %s on thread %s (%s: %s)", live.run_id,
+                         live.record.thread_id, type(exc).__name__, exc)
+
+    def _settle(self, live: LiveRun, finished: ev.RunFinished) -> None:
+        self._active_by_thread.pop(live.record.thread_id, None)
         live.record.status = finished.status
         live.record.error = finished.error
         live.record.updated_at = time.time()
@@ -454,13 +480,22 @@ class RunManager:
         busy = thread_id in self._active_by_thread or self.store.thread_lease(thread_id) is not None
         return "busy" if busy else "idle"
 
+    async def athread_status(self, thread_id: str) -> str:
+        """:meth:`thread_status` for async callers: the store is read off the event loop."""
+        busy = thread_id in self._active_by_thread or await self.store.aio.thread_lease(thread_id) is not None
+        return "busy" if busy else "idle"
+
     def run_record(self, run_id: str, user_id: str, *, thread_id: str | None = None) -> RunRecord:
         """A run's record (live or stored); NotFoundError for unknown/foreign runs."""
         live = self.live(run_id, user_id)
         record = live.record if live is not None else self.store.get_run(run_id, user_id)
-        if record is None or (thread_id is not None and record.thread_id != thread_id):
-            raise NotFoundError(f"unknown run {run_id!r}")
-        return record
+        return _known_run(record, run_id, thread_id)
+
+    async def arun_record(self, run_id: str, user_id: str, *, thread_id: str | None = None) -> RunRecord:
+        """:meth:`run_record` for async callers: the store is read off the event loop."""
+        live = self.live(run_id, user_id)
+        record = live.record if live is not None else await self.store.aio.get_run(run_id, user_id)
+        return _known_run(record, run_id, thread_id)
 
     def live(self, run_id: str, user_id: str) -> LiveRun | None:
         live = self._live.get(run_id)
@@ -483,6 +518,27 @@ class RunManager:
         if self.store.get_run(run_id, user_id) is None:
             raise NotFoundError(f"unknown run {run_id!r}")
         return [ev.parse_event(e) for e in self.store.events(run_id)]
+
+    async def arecorded_events(self, run_id: str, user_id: str) -> list[Any]:
+        """:meth:`recorded_events` for async callers: the store is read off the event loop."""
+        live = self.live(run_id, user_id)
+        if live is not None:
+            return list(live.events)
+        if await self.store.aio.get_run(run_id, user_id) is None:
+            raise NotFoundError(f"unknown run {run_id!r}")
+        return [ev.parse_event(e) for e in await self.store.aio.events(run_id)]
+
+
+def _known_thread(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
+    if record is None:
+        raise NotFoundError(f"unknown thread {thread_id!r}")
+    return record
+
+
+def _known_run(record: RunRecord | None, run_id: str, thread_id: str | None) -> RunRecord:
+    if record is None or (thread_id is not None and record.thread_id != thread_id):
+        raise NotFoundError(f"unknown run {run_id!r}")
+    return record
 
 
 def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> dict[str, Any]:

@@ -70,8 +70,9 @@ class Scheduler:
         """Claim every due schedule this scheduler can get and start it; returns the started tasks."""
         now = self.clock()
         started = []
-        for schedule in self.store.due(now, user_id=user_id):
-            if self.store.claim(schedule.schedule_id, self.owner, now=now, lease_seconds=self.lease_seconds):
+        for schedule in await self.store.aio.due(now, user_id=user_id):
+            if await self.store.aio.claim(schedule.schedule_id, self.owner, now=now,
+                                          lease_seconds=self.lease_seconds):
                 started.append(self._spawn(schedule, now))
         return started
 
@@ -87,9 +88,10 @@ class Scheduler:
             NotFoundError: not the user's schedule.
             UserError: it is running already.
         """
-        schedule = self.store.get(schedule_id, user_id)
+        schedule = await self.store.aio.get(schedule_id, user_id)
         now = self.clock()
-        if not self.store.claim(schedule_id, self.owner, now=now, lease_seconds=self.lease_seconds, force=True):
+        if not await self.store.aio.claim(schedule_id, self.owner, now=now, lease_seconds=self.lease_seconds,
+                                          force=True):
             raise Busy(f"schedule {schedule_id} already has an active run; wait for it")
         return await self._spawn(schedule, now)
 
@@ -111,12 +113,12 @@ class Scheduler:
 
     async def _execute(self, schedule: Schedule, now: float) -> ScheduleRun:
         cron, tz = CronExpression.parse(schedule.cron), zone(schedule.timezone)
-        if schedule.thread_id and self.manager.thread_status(schedule.thread_id) == "busy":
-            self.store.release(schedule.schedule_id, self.owner)  # deferred: same slot, next tick
+        if schedule.thread_id and await self.manager.athread_status(schedule.thread_id) == "busy":
+            await self.store.aio.release(schedule.schedule_id, self.owner)  # deferred: same slot, next tick
             return _deferred(schedule, self.owner, now)
         missed = count_missed(cron, tz, schedule.next_run_at, now) if schedule.next_run_at <= now else 0
-        record_id = self.store.start_record(schedule, self.owner, slot_at=schedule.next_run_at, missed_slots=missed,
-                                            started_at=now)
+        record_id = await self.store.aio.start_record(schedule, self.owner, slot_at=schedule.next_run_at,
+                                                      missed_slots=missed, started_at=now)
         renewer = asyncio.create_task(self._renew(schedule.schedule_id))
         started = False
         try:
@@ -126,8 +128,8 @@ class Scheduler:
             # an early trial run keeps the coming slot; so does a run another process beat to the thread
             keep = schedule.next_run_at > now or not started
             next_slot = schedule.next_run_at if keep else cron.next_after(_aware(now), tz).timestamp()
-            self.store.release(schedule.schedule_id, self.owner, next_run_at=next_slot, ran_at=now)
-        return self.store.run_record(record_id)
+            await self.store.aio.release(schedule.schedule_id, self.owner, next_run_at=next_slot, ran_at=now)
+        return await self.store.aio.run_record(record_id)
 
     async def _run_and_record(self, schedule: Schedule, record_id: int) -> bool:
         """Run the schedule's prompt and record how it ended; ``False`` when it could not start
@@ -140,12 +142,13 @@ class Scheduler:
         try:
             live = await self.manager.start(request)
         except ThreadBusy:
-            self.store.finish_record(record_id, status="deferred", error="the thread has an active run",
-                                     thread_id=schedule.thread_id)
+            await self.store.aio.finish_record(record_id, status="deferred", error="the thread has an active run",
+                                               thread_id=schedule.thread_id)
             return False
         except UserError as exc:
             logger.warning("schedule %s could not start: %s", schedule.schedule_id, exc)
-            self.store.finish_record(record_id, status="error", error=str(exc), thread_id=schedule.thread_id)
+            await self.store.aio.finish_record(record_id, status="error", error=str(exc),
+                                               thread_id=schedule.thread_id)
             return True
         finished: ev.RunFinished | None = None
         try:
@@ -155,7 +158,7 @@ class Scheduler:
                 with contextlib.suppress(asyncio.CancelledError):
                     await self.manager.cancel(live.run_id, schedule.user_id)
             blocked = parse_blocked_result(finished.text) if finished else None
-            self.store.finish_record(
+            await self.store.aio.finish_record(
                 record_id, status=finished.status if finished else "cancelled", run_id=live.run_id,
                 thread_id=live.record.thread_id, text=finished.text if finished else None,
                 error=finished.error if finished else "the scheduler stopped", receipt=finished.receipt
@@ -165,7 +168,7 @@ class Scheduler:
     async def _renew(self, schedule_id: str) -> None:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
-            self.store.renew(schedule_id, self.owner, until=self.clock() + self.lease_seconds)
+            await self.store.aio.renew(schedule_id, self.owner, until=self.clock() + self.lease_seconds)
 
 
 def count_missed(cron: CronExpression, tz: dt.tzinfo, slot: float, now: float) -> int:

@@ -114,6 +114,7 @@ class ScheduleStore(SqliteStore):
     """Schedules of one ``$DEERFLOW_HOME`` database (safe across threads and processes)."""
 
     schema = _SCHEMA
+    loop_guarded = True  # async code uses ``store.aio`` (see deerflow.persistence.aio)
 
     # -- schedules ----------------------------------------------------------------
     def add(self, *, user_id: str, cron: str, timezone: str, prompt: str, agent_name: str | None,

@@ -73,7 +73,7 @@ class ConversationReader(Protocol):
 class ThreadSource(Protocol):
     """What the reader needs from the host (the run manager has both)."""
 
-    def thread(self, thread_id: str, user_id: str) -> Any: ...
+    async def athread(self, thread_id: str, user_id: str) -> Any: ...
 
     async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]: ...
 
@@ -103,14 +103,14 @@ class GrantedConversations:
             allowed = ", ".join(sorted(self._referenced))
             raise ToolFailure(f"thread {thread_id!r} was not referenced by the user in this run; "
                               f"you may read: {allowed}", code="not_referenced")
-        record = self._source.thread(thread_id, self._user_id)  # NotFoundError if it is gone or not theirs
+        record = await self._source.athread(thread_id, self._user_id)  # NotFoundError if it is gone or not theirs
         values = await self._source.thread_values(thread_id, self._user_id)
         visible = visible_history(values.get("messages", []))
         return paginate(thread_id, getattr(record, "title", None), visible, message_seq=message_seq,
                         offset=offset, budget=self.page_chars)
 
 
-def grant_conversation_reader(
+async def grant_conversation_reader(
     source: ThreadSource, options: dict[str, Any], *, user_id: str, current_thread: str | None,
     page_chars: int, bootstrap: bool = False,
 ) -> GrantedConversations | None:
@@ -132,7 +132,7 @@ def grant_conversation_reader(
     if len(ids) > MAX_REFERENCED_THREADS:
         raise UserError(f"at most {MAX_REFERENCED_THREADS} threads can be referenced in one run")
     for thread_id in ids:
-        source.thread(thread_id, user_id)
+        await source.athread(thread_id, user_id)
     if not ids:
         return None
     return GrantedConversations(source, user_id=user_id, referenced=ids, page_chars=page_chars)
