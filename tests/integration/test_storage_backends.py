@@ -21,6 +21,7 @@ import pytest
 import yaml
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from test_state_checkpoint import make_agent
 
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.loader import load_config
@@ -31,8 +32,7 @@ from deerflow.memory.store import open_store
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.postgres import DatabaseUnavailable
 from deerflow.runtime.manager import RunManager, RunRequest
-from tests.fixtures.processes import running_process
-from tests.integration.test_state_checkpoint import make_agent
+from fixtures.processes import running_process
 
 pytestmark = pytest.mark.integration
 
