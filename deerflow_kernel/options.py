@@ -22,8 +22,8 @@ try:
 except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
-SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp", "memory", "apply",
-               "discard", "undo")
+SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "models", "reply", "help", "mcp", "memory",
+               "apply", "discard", "undo", "cells")
 _VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
 _FLAGS = {"--new", "--plan", "--subagents", "--no-context", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")

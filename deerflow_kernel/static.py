@@ -195,7 +195,9 @@ def args_html(args: Mapping[str, Any]) -> str:
     rest = {k: v for k, v in args.items() if k != "code"} if code is not None else dict(args)
     shown = ""
     if code is not None:
-        shown += f"<pre style='{_PRE}'><code class='language-python'>{esc(code[:MAX_ARG_CHARS])}</code></pre>"
+        from deerflow_kernel.cells import highlight
+
+        shown += highlight(code[:MAX_ARG_CHARS])
     if rest:
         text = json.dumps(rest, ensure_ascii=False, indent=1, default=str)
         shown += f"<pre style='{_PRE}'>{esc(text[:MAX_ARG_CHARS])}</pre>"
