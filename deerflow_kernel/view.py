@@ -140,6 +140,7 @@ class RunView(widgets.VBox):
         hidden(self.stop, True)
         self.clock = widgets.HTML()
         self._ticking: threading.Event | None = None
+        self._clock_lock = threading.Lock()
         parts = [widgets.HBox([self.header, self.clock, self.stop]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
                  self.changes, self.receipt]
         super().__init__(parts, layout=widgets.Layout(border_left="3px solid #4a90d9", padding="2px 8px"))
@@ -188,10 +189,11 @@ class RunView(widgets.VBox):
     def detach(self) -> None:
         self._cancel = None
         hidden(self.stop, True)
-        if self._ticking is not None:
-            self._ticking.set()
-            self._ticking = None
-        self.clock.value = ""
+        with self._clock_lock:
+            if self._ticking is not None:
+                self._ticking.set()
+                self._ticking = None
+            self.clock.value = ""
 
     def _start_clock(self, background: bool) -> None:
         """Elapsed time beside Stop while a run streams; a background run says so and how to stop it.
@@ -206,7 +208,10 @@ class RunView(widgets.VBox):
 
         def tick() -> None:
             while True:
-                self.clock.value = clock_text(time.monotonic() - started, background=background)
+                with self._clock_lock:  # never overwrite the cleared clock after detach
+                    if stop.is_set():
+                        return
+                    self.clock.value = clock_text(time.monotonic() - started, background=background)
                 if stop.wait(1.0):
                     return
 

@@ -179,7 +179,7 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
 
 
 def test_models_status_and_unknown_model_thread_and_file_are_one_line(lab, kernel):
-    server, http = lab
+    _, http = lab
     out, errors, _ = kernel.run("%deerflow models")
     assert not errors and out.split() == ["coder", "plain"]
     out, errors, _ = kernel.run("%deerflow status")
