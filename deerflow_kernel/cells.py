@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from deerflow.errors import UserError
@@ -33,6 +33,21 @@ MAX_CODE_CHARS = 20_000
 _PRE = "margin:0;padding:4px 6px;background:#f7f7f7;overflow:auto;max-height:360px;font-size:90%"
 _COPY_JS = ("navigator.clipboard&&navigator.clipboard.writeText(this.parentNode.querySelector('pre').innerText)"
             ".then(()=>{this.textContent='copied'},()=>{this.textContent='select the code to copy'})")
+
+
+_INSERT_JS = (
+    "(async b=>{const d=b.dataset,s=b.nextElementSibling;b.disabled=true;"
+    "const x=decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/)||[])[1]||'');"
+    "try{const r=await fetch(d.api+'threads/'+encodeURIComponent(d.thread)+'/notebook-edits/insert',"
+    "{method:'POST',credentials:'same-origin',headers:{'Content-Type':'application/json','X-XSRFToken':x},"
+    "body:JSON.stringify({path:d.path,run_id:d.run,operations:[{op:'insert',after:d.after,cell_type:'code',"
+    "source:b.closest('.deerflow-code-block').querySelector('pre').innerText.replace(/\\n$/,'')}]})});"
+    "const j=await r.json().catch(()=>({}));"
+    "s.textContent=r.ok?'inserted below the %%deerflow cell of '+d.path+': if the notebook does not show it, "
+    "use File \u2192 Reload Notebook from Disk before saving (%deerflow undo removes it)'"
+    ":(r.status===422&&/unknown cell id/.test(j.message||'')?'save the notebook (Ctrl+S), then click again'"
+    ":(j.message||('insert failed ('+r.status+')')));}catch(e){s.textContent='insert failed: '+e}"
+    "b.disabled=false})(this)")
 
 
 def agent_code(events: Iterable[Any]) -> list[str]:
@@ -55,11 +70,24 @@ def highlight(code: str) -> str:
     return f"<pre class='deerflow-code' style='{_PRE}'><code class='language-python'>{html}</code></pre>"
 
 
-def code_html(code: str, *, copy: bool = True) -> str:
-    """Highlighted code with a copy button (the button is dropped where HTML is sanitized)."""
+def code_html(code: str, *, copy: bool = True, insert: Mapping[str, str] | None = None) -> str:
+    """Highlighted code with copy (and, given ``insert``, insert-below) buttons.
+
+    ``insert`` (``api``, ``thread``, ``run``, ``path``, ``after``) makes the
+    button POST the code to ``notebook-edits/insert`` from the browser itself
+    (same-origin, Jupyter's XSRF cookie): it works while the kernel is busy
+    with the run, and in the settled static view.  Where HTML is sanitized the
+    buttons are dropped and the code stays selectable text.
+    """
     button = (f"<button class='deerflow-copy' title='Copy the code to the clipboard' style='float:right;"
-              f"font-size:85%;margin:2px' onclick=\"{_COPY_JS}\">copy</button>") if copy else ""
-    return f"<div class='deerflow-code-block'>{button}{highlight(code)}</div>"
+              f"font-size:85%;margin:2px' onclick=\"{esc(_COPY_JS)}\">copy</button>") if copy else ""
+    below = ""
+    if insert:
+        data = " ".join(f"data-{k}='{esc(str(v))}'" for k, v in insert.items())
+        below = (f"<div><button class='deerflow-insert' {data} title='Write this code into your notebook as a "
+                 f"new cell below the %%deerflow cell' style='font-size:85%;margin:2px' onclick=\"{esc(_INSERT_JS)}\">"
+                 f"insert as a new cell below</button> <span class='deerflow-insert-status'></span></div>")
+    return f"<div class='deerflow-code-block'>{button}{highlight(code)}{below}</div>"
 
 
 def python_call_widget(code: str, rest_html: str, on_insert: Callable[[str], str] | None) -> Any:
@@ -89,8 +117,14 @@ def python_call_widget(code: str, rest_html: str, on_insert: Callable[[str], str
 class CellInserter:
     """Inserts code below the ``%%deerflow`` cell that ran (successive inserts keep their order)."""
 
-    def __init__(self, session: Any, path: str | None, cell_id: str | None) -> None:
-        self.session, self.path, self.anchor = session, path, cell_id
+    def __init__(self, session: Any, path: str | None, cell_id: str | None, api: str | None = None) -> None:
+        self.session, self.path, self.anchor, self.api = session, path, cell_id, api
+
+    def target(self, thread_id: str, run_id: str) -> dict[str, str] | None:
+        """Where the browser-side insert button posts (None: no server API, or notebook/cell unknown)."""
+        if not (self.api and self.path and self.anchor and thread_id):
+            return None
+        return {"api": self.api, "thread": thread_id, "run": run_id, "path": self.path, "after": self.anchor}
 
     def __call__(self, code: str, *, thread_id: str | None = None, run_id: str | None = None) -> str:
         if self.path is None:

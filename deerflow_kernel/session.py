@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
@@ -268,7 +269,8 @@ class KernelSession:
         from deerflow_kernel.view import RunView
 
         backend = self.backend()
-        inserter = CellInserter(self, notebook_path(backend.kind), calling_cell_id(self.shell))
+        api = urlsplit(backend.api).path if backend.kind == "server" else None  # server-relative: any host name
+        inserter = CellInserter(self, notebook_path(backend.kind), calling_cell_id(self.shell), api)
         return RunView(read_artifact=backend.read_artifact, artifact_url=backend.artifact_url,
                        on_reply=self.continue_in_view, on_insert=inserter)
 

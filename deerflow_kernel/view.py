@@ -35,7 +35,7 @@ from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
-from deerflow_kernel.cells import PYTHON_TOOL, python_call_widget
+from deerflow_kernel.cells import PYTHON_TOOL, code_html, python_call_widget
 from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
 from deerflow_kernel.static import (
@@ -175,7 +175,12 @@ class RunView(widgets.VBox):
         return Snapshot(events=list(self.events), status=self.status, thread_id=self.thread_id, model=self._model,
                         error=self._error, artifacts=dict(self._artifact_data), answers=dict(self.answers),
                         subagents_html=self._subagents.html(), changes_html=self.changes.value,
-                        receipt_html=self.receipt.value, artifact_url=self._url)
+                        receipt_html=self.receipt.value, artifact_url=self._url, handover=self.handover)
+
+    def handover(self, thread_id: str, run_id: str) -> dict[str, str] | None:
+        """Where the browser's "insert as a new cell below" posts a call's code (None: not possible here)."""
+        target = getattr(self._on_insert, "target", None)
+        return target(thread_id, run_id) if target is not None else None
 
     def attach(self, cancel: Callable[[], Any], *, background: bool = False) -> None:
         """A run is streaming into this view: show Stop (``cancel`` cancels the run)."""
@@ -279,11 +284,15 @@ class RunView(widgets.VBox):
             self._append(self._group)
         code = e.args.get("code") if e.name == PYTHON_TOOL else None
         if isinstance(code, str):  # the agent's cell: highlighted, copy, insert as a new cell below
-            rest = {k: v for k, v in e.args.items() if k != "code"}
+            rest = args_html({k: v for k, v in e.args.items() if k != "code"}) if len(e.args) > 1 else ""
+            target = self.handover(e.thread_id, e.run_id)
             insert = None
-            if self._on_insert is not None:
+            if target is None and self._on_insert is not None:  # no server: the kernel writes it (when idle)
                 insert = lambda source, e=e: self._on_insert(source, thread_id=e.thread_id, run_id=e.run_id)  # noqa: E731
-            detail, shown = python_call_widget(code, args_html(rest) if rest else "", insert)
+            if target is not None:  # the browser posts it: works while the kernel is busy, and once static
+                detail = shown = widgets.HTML(code_html(code, insert=target) + rest)
+            else:
+                detail, shown = python_call_widget(code, rest, insert)
         else:
             detail = shown = widgets.HTML(args_html(e.args))
         group = self._group

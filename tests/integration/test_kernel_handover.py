@@ -152,23 +152,26 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
     [payload] = [p for p in payloads if p.get("source") == "set_next_input"]
     assert payload["replace"] is False and CODE in payload["text"]
 
-    # The view's button (the handler a widget click's comm message runs), then the file as Jupyter saved it.
+    # The view's insert button posts from the browser (the kernel may be busy): its target, then the same POST.
     out, errors, _ = kernel.run(
-        "import ipywidgets as w\nfrom deerflow_kernel import session_of\n"
-        "view = session_of(get_ipython()).last_view\n"
-        "def walk(x):\n    yield x\n    for c in getattr(x, 'children', ()):\n        yield from walk(c)\n"
-        "[b] = [x for x in walk(view) if isinstance(x, w.Button) and x.description == 'insert as a new cell below']\n"
-        "b.click()\n"
-        "print([x.value for x in walk(view) if isinstance(x, w.HTML) and 'inserted below' in x.value][0])\n"
-        "print('highlighted' if any('deerflow-copy' in x.value and 'language-python' in x.value\n"
-        "      for x in walk(view) if isinstance(x, w.HTML)) else 'plain')")
+        "import json\nfrom deerflow_kernel import session_of\ns = session_of(get_ipython())\n"
+        "r = s.last_result\nhtml = s.last_view.static().html\n"
+        "print('deerflow-insert' in html, 'deerflow-copy' in html, \"language-python'>\" in html and '<span style=' in html)\n"
+        "print(json.dumps(s.last_view.handover(r.thread_id, r.run_id)))")
     assert not errors, errors
-    assert "inserted below the %%deerflow cell of work.ipynb" in out and "%deerflow undo removes it" in out, out
-    assert out.strip().endswith("highlighted")
+    shown, target = out.strip().splitlines()
+    target = json.loads(target)
+    assert shown == "True True True", shown
+    assert target["path"] == "work.ipynb" and target["after"] == "magic"
+    assert target["api"] == "/deerflow/api/"
+    done = http.post(f"deerflow/api/threads/{target['thread']}/notebook-edits/insert", json={
+        "path": target["path"], "run_id": target["run"],
+        "operations": [{"op": "insert", "after": target["after"], "cell_type": "code", "source": CODE}]})
+    assert done.status_code == 200, done.text
     ids = [cid for cid, _ in cells(http)]
     assert ids[0] == "magic" and ids[2] == "below" and len(ids) == 3
     inserted = dict(cells(http))[ids[1]]
-    assert inserted == CODE + "\n"
+    assert inserted == CODE
 
     out, errors, _ = kernel.run(inserted, ids[1])  # the inserted cell runs in the user's kernel
     assert not errors and out.strip() == "the answer is 42"
