@@ -109,3 +109,12 @@ def test_a_background_run_shows_the_clock_until_it_detaches():
     assert any("Running in the background" in getattr(e, "text", "") for e in view.events)
     view.detach()
     assert view.clock.value == ""
+
+
+def test_the_browser_insert_button_carries_its_target_escaped():
+    target = {"api": "/base/deerflow/api/", "thread": "t1", "run": "r1", "path": "a'><script>x</script>.ipynb",
+              "after": "magic"}
+    html = code_html("x = 1", insert=target)
+    assert "class='deerflow-insert'" in html and "data-api='/base/deerflow/api/'" in html
+    assert "<script>" not in html and "data-path='a&#x27;&gt;&lt;script&gt;" in html
+    assert "notebook-edits/insert" in html and "X-XSRFToken" in html  # same-origin POST with Jupyter's XSRF
