@@ -27,12 +27,29 @@ def load_ipython_extension(ipython: Any) -> None:
     """Register ``%deerflow`` / ``%%deerflow`` on this shell (its state lives on the magics object)."""
     from deerflow_kernel.magics import DeerFlowMagics
 
-    ipython.register_magics(DeerFlowMagics(ipython))
+    magics = DeerFlowMagics(ipython)
+    ipython.register_magics(magics)
+    if not ipython.custom_exceptions:  # another extension's handler stays in charge
+        from deerflow.errors import UserError
+
+        ipython.set_custom_exc((UserError,), _one_line_error)
+        magics.owns_custom_exc = True
+
+
+def _one_line_error(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: Any = None) -> None:
+    """A DeerFlow user error raised in a cell (``result.load("nope.csv")``...) is one line, not a traceback.
+
+    It stays an error output (Run All stops there), as IPython shows its own UsageError.
+    """
+    del tb, tb_offset
+    shell._showtraceback(etype, value, [f"{etype.__name__}: {value}"])
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Close the session's backend (``%reload_ext`` then starts afresh)."""
     magics = ipython.magics_manager.registry.pop(_MAGICS, None)
+    if getattr(magics, "owns_custom_exc", False):
+        ipython.set_custom_exc((), None)
     if magics is not None:
         magics.session.close()
 

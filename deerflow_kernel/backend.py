@@ -218,8 +218,10 @@ class Backend(ABC):
         """
         raise BackendError("this backend cannot continue runs")
 
-    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
-        """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, or ``list`` proposals."""
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None,
+                       **payload: Any) -> dict[str, Any]:
+        """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, ``list`` proposals,
+        or ``insert`` (``payload``: ``path``, ``operations``) the agent's code into the user's notebook."""
         raise BackendError(f"this backend cannot {action} notebook edits")
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:

@@ -113,13 +113,14 @@ class InProcessBackend(Backend):
 
         return act_on_home(self.client.config, self.client.home.home, self.client.user_id, verb, argument)
 
-    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None,
+                       **payload: Any) -> dict[str, Any]:
         from deerflow.notebooks.host import notebook_action
 
         async def act() -> dict[str, Any]:
             manager = await self.client._async.manager()
             return await notebook_action(manager, user_id=self.client.user_id, thread_id=thread_id,
-                                         action=action, target=target)
+                                         action=action, target=target, **payload)
 
         return self.client._call(act())
 

@@ -8,7 +8,8 @@
     %deerflow reply "ANSWER" | --field NAME=VALUE ...
     %deerflow continue [--thread T] [MORE INSTRUCTIONS]   (resume an interrupted run)
     %deerflow upload PATH|VAR ...
-    %deerflow artifacts [THREAD] | threads | skills | status | help
+    %deerflow artifacts [THREAD] | threads | skills | status | models | help
+    %deerflow cells [--run R] [--print]   (the agent's python cells into a new cell below)
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
     %deerflow memory [list | add TEXT | forget ID | clear | export]
@@ -71,7 +72,10 @@ Subcommands
   %deerflow apply                                  Apply the agent's proposed notebook edits (or: apply PROPOSAL)
   %deerflow discard                                Discard them instead (or: discard PROPOSAL)
   %deerflow undo                                   Restore the cells the last run's edits changed (or: undo RUN)
+  %deerflow cells                                  The last run's python cells into a new cell below
+  %deerflow cells --run 3f2a --print               ...of another run of this kernel, printed instead
   %deerflow status                                 Backend, config, models, current thread, last run
+  %deerflow models                                 The models --model accepts (the server's, under JupyterLab)
   %deerflow help                                   This help
 
 Stopping a run: the Stop button in its view, or Kernel → Interrupt (also for a run a form continued)."""
@@ -145,6 +149,8 @@ class DeerFlowMagics(Magics):
         if thread_id is None:
             raise UsageError("%deerflow artifacts: no current thread yet (give a thread id, or run %%deerflow)")
         backend = self.session.backend()
+        if args:
+            self.session.check_thread(backend, thread_id)
         paths = backend.artifacts(thread_id)
         if not paths:
             print(f"thread {thread_id} has presented no artifacts yet")
@@ -203,6 +209,21 @@ class DeerFlowMagics(Magics):
         _no_args(rest, "status")
         for key, value in self.session.status().items():
             print(f"{key:>9}: {value}")
+
+    def _cmd_models(self, rest: str) -> None:
+        _no_args(rest, "models")
+        models = self.session.backend().models()
+        if models is None:
+            print("this backend cannot list its models")
+        elif not models:
+            print("no models configured (the embedded offline model answers)")
+        for name in models or []:
+            print(name)
+
+    def _cmd_cells(self, rest: str) -> None:
+        from deerflow_kernel.cells import cells_command
+
+        cells_command(self.session, rest)
 
     def _cmd_memory(self, rest: str) -> None:
         """``memory list | add TEXT | forget ID | clear | export``: what DeerFlow remembers about you."""

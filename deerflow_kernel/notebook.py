@@ -32,6 +32,8 @@ def calling_cell_id(shell: Any) -> str | None:
         parent = kernel.get_parent("shell") if kernel is not None else getattr(shell, "parent_header", None)
     except TypeError:  # older ipykernel: get_parent() takes no channel
         parent = kernel.get_parent()
+    except AttributeError:  # not an ipykernel (a test double, another frontend)
+        return None
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
     return cell_id if isinstance(cell_id, str) and cell_id else None

@@ -22,8 +22,8 @@ try:
 except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 
-SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "reply", "help", "mcp", "memory", "apply",
-               "discard", "undo", "continue")
+SUBCOMMANDS = ("upload", "artifacts", "threads", "skills", "status", "models", "reply", "help", "mcp", "memory",
+               "apply", "discard", "undo", "continue", "cells")
 _VALUED = {"--thread", "--model", "--skill", "--mode", "--with", "--record", "--replay", "--agent", "--ref"}
 _FLAGS = {"--new", "--plan", "--subagents", "--no-context", "--no-memory", "-h", "--help"}
 _TOKEN = re.compile(r"\S+")

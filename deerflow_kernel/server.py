@@ -75,8 +75,24 @@ class ServerBackend(Backend):
 
     # -- Backend -----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        return {"backend": "server (runs execute in the Jupyter server's DeerFlow extension)",
-                "server": self.api}
+        info = {"backend": "server (runs execute in the Jupyter server's DeerFlow extension)", "server": self.api}
+        try:
+            models = self.models()
+        except BackendError as exc:
+            models, info["models"] = None, f"(cannot list them: {exc})"
+        if models is not None:
+            info["models"] = ", ".join(models) or "(none configured)"
+        return info
+
+    def models(self) -> list[str] | None:
+        """The server's configured models (its config, not the notebook's); None from a server without the route."""
+        try:
+            found = self._json("GET", "models")
+        except BackendError as exc:
+            if str(exc).endswith("(404)"):
+                return None
+            raise
+        return [m["name"] for m in found.get("models", [])]
 
     def create_thread(self) -> str:
         return self._json("POST", "threads", json={})["thread_id"]
@@ -171,10 +187,12 @@ class ServerBackend(Backend):
             return self._json("DELETE", "memory")
         return self._json("GET", "memory/export" if verb == "export" else "memory")
 
-    def notebook_edits(self, thread_id: str, action: str, target: str | None = None) -> dict[str, Any]:
+    def notebook_edits(self, thread_id: str, action: str, target: str | None = None,
+                       **payload: Any) -> dict[str, Any]:
         if action == "list":
             return self._json("GET", f"threads/{_q(thread_id)}/notebook-edits")
-        body = {"run_id": target} if action == "undo" else {"proposal_id": target}
+        body = {"run_id": target} if action in {"undo", "insert"} else {"proposal_id": target}
+        body.update(payload)
         return self._json("POST", f"threads/{_q(thread_id)}/notebook-edits/{action}", json=body)
 
     def close(self) -> None:
@@ -194,7 +212,7 @@ class ServerBackend(Backend):
             with self._http.stream("POST", path, json=body, timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
-                    _raise_for_status(response, hint=_model_hint)
+                    _raise_for_status(response, hint=model_hint)
                 for kind, data in iter_sse(response.iter_lines()):
                     if kind == "custom":
                         emit(parse_event(data))
@@ -244,16 +262,18 @@ def _raise_for_status(response: httpx.Response, *, hint: Callable[[str], str] | 
         detail = response.json().get("detail") or response.reason_phrase
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
         detail = response.text[:300] or response.reason_phrase
+    if response.status_code == 404 and str(detail).startswith("unknown thread"):
+        detail = f"{detail} (%deerflow threads lists yours)"
     raise BackendError(f"DeerFlow server: {detail} ({response.status_code})" + (hint(detail) if hint else ""))
 
 
-def _model_hint(detail: str) -> str:
+def model_hint(detail: str) -> str:
     """Why a model a notebook names may be unknown: the server's config is not the notebook's."""
     if "unknown model" not in detail or not os.environ.get("DEERFLOW_CONFIG"):
         return ""
-    return ("\nThis kernel runs its agents in the Jupyter server's DeerFlow, which uses the server's own "
+    return (" (this kernel runs its agents in the Jupyter server's DeerFlow, which uses the server's own "
             "config; DEERFLOW_CONFIG set in the notebook does not apply to it. Start the server with that "
-            "config (DEERFLOW_CONFIG=... jupyter lab), or unset DEERFLOW_SERVER_URL in the kernel to run in-process.")
+            "config (DEERFLOW_CONFIG=... jupyter lab), or unset DEERFLOW_SERVER_URL in the kernel to run in-process)")
 
 
 def _q(value: str) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
@@ -71,6 +72,7 @@ class KernelSession:
         self.thread_id: str | None = None
         self.last_result: RunResult | None = None
         self.last_view: Any = None
+        self.runs: dict[str, RunResult] = {}  # run id -> result, for %deerflow cells --run
         self._backend: Backend | None = None
         self._backend_key: tuple[str, ...] | None = None
         self._thread_options: dict[str, dict[str, Any]] = {}
@@ -111,7 +113,7 @@ class KernelSession:
         backend = self.backend()
         self._check_model(backend, options.model)
         if options.thread:
-            self._check_thread(backend, options.thread)
+            self.check_thread(backend, options.thread)
         thread_id = options.thread or (None if options.new else self.thread_id)
         if thread_id is None:
             thread_id = backend.create_thread()
@@ -145,11 +147,17 @@ class KernelSession:
     def _check_model(backend: Backend, model: str | None) -> None:
         """``--model`` must name a configured model; the error lists them."""
         known = backend.models() if model else None
-        if model and known is not None and model not in known:
+        if not model or known is None or model in known:
+            return
+        if backend.kind != "server":
             raise UserError(f"unknown model {model!r}; configured models: {', '.join(known) or '(none)'}")
+        from deerflow_kernel.server import model_hint
+
+        raise UserError(f"unknown model {model!r}; the Jupyter server's configured models: "
+                        f"{', '.join(known) or '(none)'}" + model_hint("unknown model"))
 
     @staticmethod
-    def _check_thread(backend: Backend, thread_id: str) -> None:
+    def check_thread(backend: Backend, thread_id: str) -> None:
         """``--thread`` must name one of the user's threads; the error lists the recent ones."""
         threads = backend.threads()
         if any(t.thread_id == thread_id for t in threads):
@@ -247,7 +255,21 @@ class KernelSession:
                                          status="error", error=message))
         result = RunResult.from_events(events)
         result.session = self
+        if result.run_id:
+            self.runs[result.run_id] = result
         return result
+
+    def find_run(self, run_id: str | None = None) -> RunResult:
+        """The last run, or the run (id or prefix) this kernel followed; one line naming them when unknown."""
+        if run_id is None:
+            if self.last_result is None:
+                raise UserError("no run yet in this kernel: run %%deerflow first")
+            return self.last_result
+        found = [r for rid, r in self.runs.items() if rid.startswith(run_id)]
+        if len(found) != 1:
+            known = ", ".join(rid[:12] for rid in list(self.runs)[-5:]) or "(none yet)"
+            raise UserError(f"{'ambiguous' if found else 'unknown'} run {run_id!r}; runs of this kernel: {known}")
+        return found[0]
 
     # -- views and the form -------------------------------------------------------------------
     def make_view(self) -> Any:
@@ -255,11 +277,16 @@ class KernelSession:
             from deerflow_kernel.text_view import TextView
 
             return TextView()
+        from deerflow_kernel.cells import CellInserter
+        from deerflow_kernel.notebook import calling_cell_id, notebook_path
         from deerflow_kernel.view import RunView
 
         backend = self.backend()
+        api = urlsplit(backend.api).path if backend.kind == "server" else None  # server-relative: any host name
+        inserter = CellInserter(self, notebook_path(backend.kind), calling_cell_id(self.shell), api)
         return RunView(read_artifact=backend.read_artifact, artifact_url=backend.artifact_url,
-                       on_reply=self.continue_in_view, on_continue=self.resume_in_view)
+                       on_reply=self.continue_in_view, on_continue=self.resume_in_view,
+                       on_insert=inserter)
 
     def resume_in_view(self, view: Any) -> None:
         """The Continue button: resume the view's interrupted run in the background, streaming into ``view``."""

@@ -75,6 +75,7 @@ class Snapshot:
     changes_html: str = ""
     receipt_html: str = ""
     artifact_url: Callable[[str, str], str | None] | None = None
+    handover: Callable[[str, str], dict[str, str] | None] | None = None  # (thread, run) -> insert target
 
 
 class StaticRun:
@@ -171,19 +172,28 @@ def _transcript(snap: Snapshot) -> str:
         if kind == "text":
             out.append(f"<div>{render_markdown(texts[item])}</div>" if texts[item].strip() else "")
         elif kind == "tool":
-            out.append(_tool(*tools[item], settled=settled))
+            out.append(_tool(*tools[item], settled=settled, handover=snap.handover))
         else:
             out.append(_event(snap, item))
     return "<div>" + "".join(out) + "</div>"
 
 
-def _tool(call: ev.ToolCall, result: ev.ToolResult | None, *, settled: bool = True) -> str:
+def _tool(call: ev.ToolCall, result: ev.ToolResult | None, *, settled: bool = True,
+          handover: Callable[[str, str], dict[str, str] | None] | None = None) -> str:
     if result is None:
         mark = "■" if settled else "⋯"  # a call the run's end cut short (cancelled, failed)
         title = f"{mark} {call.name}  {short_args(call.args)}" + (" (no result)" if settled else "")
     else:
         title = f"{'✓' if result.status == 'success' else '✗'} {call.name}: {first_line(result.text, 90)}"
     body = args_html(call.args)
+    if call.name == "python" and isinstance(call.args.get("code"), str):  # the hand-over, once the view is static
+        from deerflow_kernel.cells import code_html
+
+        rest = {k: v for k, v in call.args.items() if k != "code"}
+        target = handover(call.thread_id, call.run_id) if handover is not None else None
+        body = code_html(call.args["code"], insert=target) + (args_html(rest) if rest else "") + (
+            f"<div style='color:#777;font-size:90%'>into your notebook: <code>%deerflow cells --run "
+            f"{esc(call.run_id[:12])}</code> puts this run's cells in a new cell below</div>")
     if result is not None:
         body += f"<div style='color:#555'><b>result</b></div><pre style='{_PRE}'>{esc(result.text[:MAX_ARG_CHARS])}</pre>"
     return f"<details style='margin:2px 0'><summary>{esc(title)}</summary>{body}</details>"
@@ -195,7 +205,9 @@ def args_html(args: Mapping[str, Any]) -> str:
     rest = {k: v for k, v in args.items() if k != "code"} if code is not None else dict(args)
     shown = ""
     if code is not None:
-        shown += f"<pre style='{_PRE}'><code class='language-python'>{esc(code[:MAX_ARG_CHARS])}</code></pre>"
+        from deerflow_kernel.cells import highlight
+
+        shown += highlight(code[:MAX_ARG_CHARS])
     if rest:
         text = json.dumps(rest, ensure_ascii=False, indent=1, default=str)
         shown += f"<pre style='{_PRE}'>{esc(text[:MAX_ARG_CHARS])}</pre>"

@@ -25,6 +25,7 @@ widget, with the form's fields and the ``%deerflow reply`` line that answers it.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
+from deerflow_kernel.cells import PYTHON_TOOL, code_html, python_call_widget
 from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
 from deerflow_kernel.static import (
@@ -56,6 +58,16 @@ _STATUS_ICONS = {"success": icon("check", "#2e7d32"), "interrupted": icon("pause
                  "cancelled": icon("stop"), "error": icon("times", "#c00"), "stopped": icon("stop", "#f0ad4e")}
 UNFINISHED = ("error", "cancelled", "stopped", "running")  # "running": the stream broke (the server stopped)
 _TODO_MARKS = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
+
+
+def clock_text(seconds: float, *, background: bool) -> str:
+    """The header's running line: elapsed time, and for a background run that it is one and how to stop it."""
+    minutes, secs = divmod(int(seconds), 60)
+    elapsed = f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+    if not background:
+        return f"<span style='color:#777'>&nbsp;· {elapsed}</span>"
+    return (f"<span style='color:#b36b00'>&nbsp;· running in the background for {elapsed} (the kernel is free): "
+            "Stop or Kernel → Interrupt cancels it</span>")
 
 
 class View(Protocol):
@@ -100,13 +112,15 @@ class RunView(widgets.VBox):
     def __init__(self, *, read_artifact: Callable[[str, str], bytes],
                  artifact_url: Callable[[str, str], str | None] | None = None,
                  on_reply: Callable[[RunView, dict[str, Any], Answer], None] | None = None,
-                 on_continue: Callable[[RunView], None] | None = None) -> None:
-        self._read, self._url, self._on_reply, self._on_continue = read_artifact, artifact_url, on_reply, on_continue
+                 on_continue: Callable[[RunView], None] | None = None,
+                 on_insert: Callable[..., str] | None = None) -> None:
+        self._read, self._url, self._on_reply = read_artifact, artifact_url, on_reply
+        self._on_continue, self._on_insert = on_continue, on_insert
         self.events: list[Any] = []
         self.thread_id: str | None = None
         self.status = "starting"
         self._blocks: dict[str, _TextBlock] = {}
-        self._tools: dict[str, tuple[widgets.Accordion, int]] = {}
+        self._tools: dict[str, tuple[widgets.Accordion, int, widgets.HTML]] = {}
         self._group: widgets.Accordion | None = None
         self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
         self._cards: dict[str, widgets.Widget] = {}
@@ -134,7 +148,10 @@ class RunView(widgets.VBox):
                                      layout=widgets.Layout(width="auto"))
         self.resume.on_click(self._continue_clicked)
         hidden(self.resume, True)
-        parts = [widgets.HBox([self.header, self.stop, self.resume]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
+        self.clock = widgets.HTML()
+        self._ticking: threading.Event | None = None
+        self._clock_lock = threading.Lock()
+        parts = [widgets.HBox([self.header, self.clock, self.stop, self.resume]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
                  self.changes, self.receipt]
         super().__init__(parts, layout=widgets.Layout(border_left="3px solid #4a90d9", padding="2px 8px"))
         for part in (self.notices, self.todos, self.subagents, self.artifacts, self.changes, self.receipt):
@@ -176,7 +193,12 @@ class RunView(widgets.VBox):
         return Snapshot(events=list(self.events), status=self.status, thread_id=self.thread_id, model=self._model,
                         error=self._error, artifacts=dict(self._artifact_data), answers=dict(self.answers),
                         subagents_html=self._subagents.html(), changes_html=self.changes.value,
-                        receipt_html=self.receipt.value, artifact_url=self._url)
+                        receipt_html=self.receipt.value, artifact_url=self._url, handover=self.handover)
+
+    def handover(self, thread_id: str, run_id: str) -> dict[str, str] | None:
+        """Where the browser's "insert as a new cell below" posts a call's code (None: not possible here)."""
+        target = getattr(self._on_insert, "target", None)
+        return target(thread_id, run_id) if target is not None else None
 
     def attach(self, cancel: Callable[[], Any], *, background: bool = False) -> None:
         """A run is streaming into this view: show Stop (``cancel`` cancels the run)."""
@@ -185,10 +207,38 @@ class RunView(widgets.VBox):
         self.stop.disabled = False
         if background:
             self.note("Running in the background: Stop (or Kernel → Interrupt) cancels it.")
+        self._start_clock(background)
 
     def detach(self) -> None:
         self._cancel = None
         hidden(self.stop, True)
+        with self._clock_lock:
+            if self._ticking is not None:
+                self._ticking.set()
+                self._ticking = None
+            self.clock.value = ""
+
+    def _start_clock(self, background: bool) -> None:
+        """Elapsed time beside Stop while a run streams; a background run says so and how to stop it.
+
+        A background run leaves the kernel idle (its cells run meanwhile), so the
+        header must tell the user the run is still going and what stops it.
+        """
+        if self._ticking is not None:
+            self._ticking.set()
+        stop = self._ticking = threading.Event()
+        started = time.monotonic()
+
+        def tick() -> None:
+            while True:
+                with self._clock_lock:  # never overwrite the cleared clock after detach
+                    if stop.is_set():
+                        return
+                    self.clock.value = clock_text(time.monotonic() - started, background=background)
+                if stop.wait(1.0):
+                    return
+
+        threading.Thread(target=tick, name="deerflow-view-clock", daemon=True).start()
 
     def request_stop(self) -> None:
         """Cancel the run streaming into this view (Stop button, kernel interrupt)."""
@@ -266,20 +316,31 @@ class RunView(widgets.VBox):
         if self._group is None:
             self._group = widgets.Accordion(selected_index=None)
             self._append(self._group)
-        detail = widgets.HTML(args_html(e.args))
+        code = e.args.get("code") if e.name == PYTHON_TOOL else None
+        if isinstance(code, str):  # the agent's cell: highlighted, copy, insert as a new cell below
+            rest = args_html({k: v for k, v in e.args.items() if k != "code"}) if len(e.args) > 1 else ""
+            target = self.handover(e.thread_id, e.run_id)
+            insert = None
+            if target is None and self._on_insert is not None:  # no server: the kernel writes it (when idle)
+                insert = lambda source, e=e: self._on_insert(source, thread_id=e.thread_id, run_id=e.run_id)  # noqa: E731
+            if target is not None:  # the browser posts it: works while the kernel is busy, and once static
+                detail = shown = widgets.HTML(code_html(code, insert=target) + rest)
+            else:
+                detail, shown = python_call_widget(code, rest, insert)
+        else:
+            detail = shown = widgets.HTML(args_html(e.args))
         group = self._group
-        group.children = (*group.children, detail)
+        group.children = (*group.children, shown)
         group.set_title(len(group.children) - 1, f"⋯ {e.name}  {_short_args(e.args)}")
-        self._tools[e.call_id] = (group, len(group.children) - 1)
+        self._tools[e.call_id] = (group, len(group.children) - 1, detail)
 
     def _on_tool_result(self, e: ev.ToolResult) -> None:
         found = self._tools.get(e.call_id)
         if found is None:
             return
-        group, index = found
+        group, index, detail = found
         mark = "✓" if e.status == "success" else "✗"
         group.set_title(index, f"{mark} {e.name}: {first_line(e.text, 90)}")
-        detail = group.children[index]
         detail.value += f"<div style='color:#555'><b>result</b></div><pre style='max-height:240px;overflow:auto;" \
                         f"margin:0'>{esc(e.text[:4000])}</pre>"
 

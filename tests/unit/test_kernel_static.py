@@ -76,7 +76,8 @@ def test_a_settled_run_becomes_static_html_with_its_transcript_artifacts_and_rec
     page = bundle["text/html"]
     assert "✓ done" in page and "thread <code>t1234567890a</code>" in page
     assert "<img src=x" not in page and "&lt;img src=x" in page  # the agent's HTML is text, never markup
-    assert "<code class='language-python'>import pandas as pd" in page  # code as code, not a JSON string
+    # code as highlighted code (pygments, inline styles), not a JSON string
+    assert "<code class='language-python'><span style=" in page and ">pandas</span>" in page
     assert f"data:image/png;base64,{base64.b64encode(PNG).decode()}" in page  # the chart, inline
     assert "<h1>Deer in winter</h1>" in page and "<script>alert" not in page and "&lt;script&gt;" in page
     assert "<td>Deep snow</td>" in page and "&lt;b&gt;high" in page  # the CSV as an escaped table

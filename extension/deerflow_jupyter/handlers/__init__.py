@@ -47,6 +47,7 @@ ROUTES = [
     (rf"/threads/{_T}/notebook-edits/{notebooks.ACTION}", notebooks.NotebookEditActionHandler),
     (rf"/threads/{_T}/browser/frame", browser.BrowserFrameHandler),
     (rf"/threads/{_T}/browser/live", browser.BrowserLiveHandler),
+    (r"/models", runs.ModelsHandler),
     (r"/skills", skills.SkillsHandler),
     (r"/skills/install", skills.SkillInstallHandler),  # before /skills/{name}: first match wins
     (rf"/skills/{skills.NAME_PATTERN}", skills.SkillHandler),

@@ -4,6 +4,8 @@
     POST /deerflow/api/threads/{id}/notebook-edits/apply      {"proposal_id"?}  write a proposal
     POST /deerflow/api/threads/{id}/notebook-edits/discard    {"proposal_id"?}  drop it
     POST /deerflow/api/threads/{id}/notebook-edits/undo       {"run_id"?}       restore a run's cells
+    POST /deerflow/api/threads/{id}/notebook-edits/insert     {"path", "operations", "run_id"?}
+         the user's "insert as a new cell" of the agent's code: written at once, undoable like an edit
 
 Without an id, the latest pending proposal (or the latest run with applied
 edits) is meant.  A target cell changed since the proposal is a 409 and
@@ -11,6 +13,8 @@ nothing is written; another user's thread is a 404.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict
@@ -20,7 +24,7 @@ from deerflow.notebooks.access import NotebookError
 from deerflow.notebooks.host import notebook_action
 from deerflow_jupyter.handlers.base import DeerFlowHandler, one_line
 
-ACTION = r"(?P<action>apply|discard|undo)"
+ACTION = r"(?P<action>apply|discard|undo|insert)"
 _STATUS = {"conflict": 409, "not_found": 404, "unavailable": 409}
 
 
@@ -29,13 +33,15 @@ class EditTarget(BaseModel):
 
     proposal_id: str | None = None
     run_id: str | None = None
+    path: str | None = None  # insert: the notebook, and the operations written to it
+    operations: list[dict[str, Any]] | None = None
 
 
 class _NotebookEditsHandler(DeerFlowHandler):
-    async def act(self, thread_id: str, action: str, target: str | None = None) -> None:
+    async def act(self, thread_id: str, action: str, target: str | None = None, **payload: Any) -> None:
         try:
             found = await notebook_action(await self.manager(), user_id=self.user_id, thread_id=thread_id,
-                                          action=action, target=target)
+                                          action=action, target=target, **payload)
         except NotebookError as exc:
             raise web.HTTPError(_STATUS.get(exc.code, 422), "%s", one_line(str(exc))) from None
         self.send_json(found)
@@ -54,6 +60,9 @@ class NotebookEditActionHandler(_NotebookEditsHandler):
     async def post(self, thread_id: str, action: str) -> None:
         await (await self.manager()).athread(thread_id, self.user_id)  # another user's thread: 404 before the body
         body = self.body(EditTarget)
+        if action == "insert":
+            await self.act(thread_id, action, body.run_id, path=body.path, operations=body.operations)
+            return
         await self.act(thread_id, action, body.run_id if action == "undo" else body.proposal_id)
 
 

@@ -24,10 +24,12 @@ class _RunHandler(DeerFlowHandler):
         if body.assistant_id != wire.ASSISTANT_ID:
             raise web.HTTPError(404, f"unknown assistant {body.assistant_id!r}")
         manager = await self.manager()
+        options = body.options()
+        check_model(manager, options.get("model_name"))
         if body.if_not_exists == "create" and await manager.store.aio.get_thread(thread_id, self.user_id) is None:
             await manager.acreate_thread(self.user_id, thread_id=thread_id)
         request = RunRequest(prompt=body.prompt(), thread_id=thread_id, user_id=self.user_id,
-                             options=body.options())
+                             options=options)
         return manager, await manager.start(request)
 
     async def live_run(self, manager: RunManager, thread_id: str, run_id: str) -> LiveRun | None:
@@ -63,6 +65,30 @@ class _RunHandler(DeerFlowHandler):
     async def _send(self, data: bytes) -> None:
         self.write(data)
         await self.flush()
+
+
+def check_model(manager: RunManager, name: Any) -> None:
+    """A run naming a model the config lacks is the caller's mistake: 400 with the models that exist.
+
+    (Left to the harness it is a ConfigError deep in the run's setup, answered 500.)
+    """
+    if name is None:
+        return
+    known = [m.name for m in manager.loaded.config.models]
+    if name not in known:
+        raise web.HTTPError(400, "%s", f"unknown model {str(name)[:80]!r}; configured models: "
+                            f"{', '.join(known) or '(none)'}")
+
+
+class ModelsHandler(DeerFlowHandler):
+    """``GET /deerflow/api/models``: the configured model names (what ``--model`` accepts)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        config = self.host.loaded().config
+        self.send_json({"models": [{"name": m.name, "display_name": getattr(m, "display_name", None) or m.name}
+                                   for m in config.models]})
 
 
 def _frame_bytes(index: int, kind: str, data: Any, modes: set[str]) -> bytes | None:

@@ -13,13 +13,19 @@ from typing import Any
 
 from deerflow.notebooks.access import NOTEBOOKS_SERVICE, NotebookAccess, NotebookError
 from deerflow.notebooks.records import EditRecords
-from deerflow.notebooks.service import apply_proposal, discard_proposal, notebook_context, undo_run
+from deerflow.notebooks.service import (
+    apply_proposal,
+    discard_proposal,
+    edit_cells,
+    notebook_context,
+    undo_run,
+)
 
 CONTEXT_OPTION = "notebook_context"
 """Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
 (``"cell_ids": [...]`` instead: only those cells, as attached to a chat message)."""
 MAX_CELL_IDS = 200
-ACTIONS = ("apply", "discard", "undo", "list")
+ACTIONS = ("apply", "discard", "undo", "list", "insert")
 
 
 def notebook_access(services: Mapping[str, Any]) -> NotebookAccess:
@@ -56,8 +62,13 @@ def with_context(prompt: str, context: str) -> str:
 
 
 async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action: str,
-                          target: str | None = None) -> dict[str, Any]:
+                          target: str | None = None, path: str | None = None,
+                          operations: Any = None) -> dict[str, Any]:
     """``apply``/``discard`` a proposal, ``undo`` a run's edits, or ``list`` proposals of a user's thread.
+
+    ``insert`` is the user's own hand-over (issue 22's "insert as a new cell"): ``operations``
+    written to ``path`` at once with the same undo record as an applied agent edit, attributed
+    to run ``target`` (so ``%deerflow undo`` takes it back).
 
     Raises:
         NotFoundError: unknown thread (or another user's).
@@ -74,4 +85,9 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
         return await apply_proposal(access, records, target)
     if action == "undo":
         return await undo_run(access, records, target)
+    if action == "insert":
+        if not path:
+            raise NotebookError("insert: name the notebook (path)", code="invalid_operation")
+        _, done = await edit_cells(access, records, path, operations, run_id=target or "user", mode="apply")
+        return {**done, "note": access.live_note}
     raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")

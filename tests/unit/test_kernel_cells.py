@@ -1,0 +1,120 @@
+"""The hand-over pieces and the running clock of a view, without a server.
+
+The real-kernel round trip (button → notebook-edits/insert → a cell that runs,
+``%deerflow cells`` payloads) is ``tests/integration/test_kernel_handover.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import comm
+import pytest
+
+from deerflow.errors import UserError
+from deerflow.runtime import events as ev
+from deerflow_kernel.cells import CellInserter, agent_code, cells_command, code_html
+from deerflow_kernel.view import RunView, clock_text
+
+BASE = {"run_id": "run-abcdef123456", "thread_id": "t1"}
+HOSTILE = "print('</code></pre><script>alert(1)</script>')"
+
+
+@pytest.fixture(autouse=True)
+def dummy_comm(monkeypatch):
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: comm.DummyComm(**kw))
+
+
+def _calls() -> list:
+    return [ev.ToolCall(**BASE, call_id="a", name="python", args={"code": "x = 1"}),
+            ev.ToolCall(**BASE, call_id="b", name="bash", args={"command": "ls"}),
+            ev.ToolCall(**BASE, call_id="c", name="python", args={"code": HOSTILE})]
+
+
+def test_agent_code_is_the_python_calls_in_order_and_shown_highlighted_and_escaped():
+    assert agent_code(_calls()) == ["x = 1", HOSTILE]
+    html = code_html(HOSTILE)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "language-python'><span style=" in html and "class='deerflow-copy'" in html
+    assert "navigator.clipboard" in html  # copy: the browser's clipboard, no extension of ours
+
+
+def test_cells_command_prints_or_asks_for_a_new_cell_and_names_the_runs_it_knows(capsys):
+    inputs = []
+    result = SimpleNamespace(run_id=BASE["run_id"], events=_calls())
+
+    def find_run(run_id=None):
+        if run_id not in (None, "run-abc"):
+            raise UserError(f"unknown run {run_id!r}; runs of this kernel: run-abcdef12")
+        return result
+
+    session = SimpleNamespace(find_run=find_run,
+                              shell=SimpleNamespace(set_next_input=lambda text, replace: inputs.append((text, replace))))
+    cells_command(session, "--run run-abc --print")
+    printed = capsys.readouterr().out
+    assert "# --- agent cell 2 of run run-abcdef12" in printed and HOSTILE in printed and not inputs
+    cells_command(session, "")
+    [(text, replace)] = inputs
+    assert replace is False and text.index("x = 1") < text.index(HOSTILE)
+    with pytest.raises(UserError, match="unknown run 'zzz'; runs of this kernel"):
+        cells_command(session, "--run zzz")
+    with pytest.raises(UserError, match=r"expected \[--run RUN\] \[--print\]"):
+        cells_command(session, "--bogus")
+
+
+def test_insert_without_a_known_notebook_says_what_to_do_instead():
+    with pytest.raises(UserError, match="run %deerflow cells"):
+        CellInserter(SimpleNamespace(), None, "cell-1")("x = 1")
+
+
+def test_an_unsaved_magic_cell_asks_to_save_first():
+    def refuse(*args, **kwargs):
+        raise UserError("unknown cell id 'c9'; the notebook's cells are: a, b")
+
+    session = SimpleNamespace(thread_id="t1", backend=lambda: SimpleNamespace(notebook_edits=refuse))
+    with pytest.raises(UserError, match="save the notebook"):
+        CellInserter(session, "work.ipynb", "c9")("x = 1")
+
+
+def test_a_python_call_in_the_view_has_copy_and_insert_and_the_insert_reports_back():
+    inserted = []
+    view = RunView(read_artifact=lambda *a: b"", on_insert=lambda code, **where: inserted.append((code, where)) or "ok")
+    view.render(ev.RunStarted(**BASE, model="m"))
+    for call in _calls():
+        view.render(call)
+    view.render(ev.ToolResult(**BASE, call_id="a", name="python", text="done"))
+    python_box = view._group.children[0]
+    button = python_box.children[1].children[0]
+    assert button.description == "insert as a new cell below"
+    button.click()
+    assert inserted == [("x = 1", {"thread_id": "t1", "run_id": BASE["run_id"]})]
+    assert "ok" in python_box.children[1].children[1].value
+    assert "done" in python_box.children[0].value  # the result lands under the code
+
+
+def test_clock_says_background_elapsed_time_and_how_to_stop():
+    assert clock_text(75, background=False) == "<span style='color:#777'>&nbsp;· 1 min 15 s</span>"
+    text = clock_text(3, background=True)
+    assert "running in the background for 3 s" in text and "Stop or Kernel → Interrupt cancels it" in text
+
+
+def test_a_background_run_shows_the_clock_until_it_detaches():
+    view = RunView(read_artifact=lambda *a: b"")
+    view.attach(lambda: True, background=True)
+    deadline = time.monotonic() + 10  # a hang guard: the ticker's first update is immediate
+    while "running in the background" not in view.clock.value and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "Kernel → Interrupt" in view.clock.value
+    assert any("Running in the background" in getattr(e, "text", "") for e in view.events)
+    view.detach()
+    assert view.clock.value == ""
+
+
+def test_the_browser_insert_button_carries_its_target_escaped():
+    target = {"api": "/base/deerflow/api/", "thread": "t1", "run": "r1", "path": "a'><script>x</script>.ipynb",
+              "after": "magic"}
+    html = code_html("x = 1", insert=target)
+    assert "class='deerflow-insert'" in html and "data-api='/base/deerflow/api/'" in html
+    assert "<script>" not in html and "data-path='a&#x27;&gt;&lt;script&gt;" in html
+    assert "notebook-edits/insert" in html and "X-XSRFToken" in html  # same-origin POST with Jupyter's XSRF
