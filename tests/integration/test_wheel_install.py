@@ -13,6 +13,7 @@ with ``DEERFLOW_TEST_WHEEL=1``: ``make test-wheel`` (which ``.ci/run`` calls) se
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -117,6 +118,14 @@ def test_the_install_enables_the_server_extension(installed: Installed, tmp_path
     output = _run(installed, [installed.bin("jupyter"), "server", "extension", "list"], tmp_path)
     assert re.search(r"deerflow_jupyter\s+enabled", output), output
     assert re.search(r"deerflow_jupyter\s+OK", output), output
+
+
+def test_the_install_adds_the_deerflow_kernel_for_the_launcher(installed: Installed, tmp_path: Path):
+    output = _run(installed, [installed.bin("jupyter"), "kernelspec", "list", "--json"], tmp_path)
+    specs = json.loads(output[output.index("{"):])["kernelspecs"]
+    assert "deerflow" in specs, sorted(specs)
+    assert Path(specs["deerflow"]["resource_dir"]).is_relative_to(installed.venv), specs["deerflow"]
+    assert specs["deerflow"]["spec"]["display_name"].startswith("DeerFlow"), specs["deerflow"]["spec"]
 
 
 def test_a_server_from_the_venv_serves_deerflow_with_its_persona_as_default(installed: Installed, tmp_path: Path):
