@@ -40,6 +40,7 @@ from functools import partial
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.uploads import UploadError, save_upload
@@ -127,7 +128,7 @@ class ChatSession:
                 return
             refs = referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
             live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.server.user_id,
-                                                  options={"referenced_threads": refs} if refs else {}))
+                                                  options=RunOptions(referenced_threads=refs or None)))
         except UserError as exc:
             self.surface.post(f"⚠️ {md_escape(exc)}")
             return
