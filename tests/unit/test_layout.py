@@ -70,10 +70,10 @@ def _deerflow_imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names if a.name.split(".")[0] == "deerflow")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] == "deerflow":
-                names.add(node.module)
-                names.update(f"{node.module}.{a.name}" for a in node.names)
+        elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+              and node.module.split(".")[0] == "deerflow"):
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
     return names
 
 

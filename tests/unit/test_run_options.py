@@ -61,4 +61,13 @@ def test_a_misspelt_magic_flag_suggests_the_real_one():
 def test_the_scopes_split_the_options_and_the_policy_keys_are_internal():
     assert not PUBLIC_OPTIONS & INTERNAL_OPTIONS
     assert INTERACTION_OPTIONS <= INTERNAL_OPTIONS
-    assert PUBLIC_OPTIONS | INTERNAL_OPTIONS <= set(RunOptions.model_fields)
+    assert set(RunOptions.model_fields) >= PUBLIC_OPTIONS | INTERNAL_OPTIONS
+
+
+def test_the_kernel_refuses_locally_exactly_the_internal_options_its_flags_can_set():
+    from deerflow_kernel.server import LOCAL_ONLY_OPTIONS
+
+    asked = {*parse_cell_line("--model m --plan --subagents --mode scheduled --record r --agent a --ref t")
+             .run_options(), *parse_cell_line("--replay r").run_options()}
+    assert asked - PUBLIC_OPTIONS == set(LOCAL_ONLY_OPTIONS)
+    assert set(LOCAL_ONLY_OPTIONS) <= INTERNAL_OPTIONS
