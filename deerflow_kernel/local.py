@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 from deerflow_kernel.backend import (
     ArtifactNotFound,
     Backend,

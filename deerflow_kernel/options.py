@@ -1,7 +1,9 @@
 """Parsing ``%%deerflow`` / ``%deerflow`` arguments into :class:`RunOptions`.
 
 Mistakes are :class:`~IPython.core.error.UsageError` with the usage line,
-which IPython shows as one red message, never a traceback.  The line magic
+which IPython shows as one red message, never a traceback; a misspelt flag
+names the closest valid one.  The flags become the harness's
+:class:`deerflow.run_options.RunOptions`.  The line magic
 takes options only *before* the prompt, so a prompt may contain ``--``
 text of its own: ``%deerflow --new Compare --verbose and -v``.
 """
@@ -9,6 +11,7 @@ text of its own: ``%deerflow --new Compare --verbose and -v``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -16,6 +19,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
+
+from deerflow import run_options as harness
 
 try:
     from deerflow.agents.interaction_policy import MODES
@@ -53,15 +58,14 @@ class RunOptions:
     no_memory: bool = False
 
     def run_options(self) -> dict[str, Any]:
-        """The harness run options (``configurable``) these flags mean."""
-        options: dict[str, Any] = {
-            "model_name": self.model, "interaction_mode": self.mode,
-            "is_plan_mode": True if self.plan else None, "subagent_enabled": True if self.subagents else None,
-            "record": _absolute(self.record), "replay": _absolute(self.replay), "agent_name": self.agent,
-            "referenced_threads": list(dict.fromkeys(self.refs)) or None,
-            "memory": False if self.no_memory else None,
-        }
-        return {k: v for k, v in options.items() if v is not None}
+        """The harness run options (``configurable``) these flags mean, as sent."""
+        return harness.RunOptions(
+            model_name=self.model, interaction_mode=self.mode,
+            is_plan_mode=True if self.plan else None, subagent_enabled=True if self.subagents else None,
+            record=_absolute(self.record), replay=_absolute(self.replay), agent_name=self.agent,
+            referenced_threads=list(dict.fromkeys(self.refs)) or None,
+            memory=False if self.no_memory else None,
+        ).to_dict()
 
 
 def _absolute(path: str | None) -> str | None:
@@ -71,7 +75,18 @@ def _absolute(path: str | None) -> str | None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"%%deerflow: {message}\n{self.format_usage().strip()}")
+        raise UsageError(f"%%deerflow: {message}{self._suggestion(message)}\n{self.format_usage().strip()}")
+
+    def _suggestion(self, message: str) -> str:
+        """``; did you mean --model?`` for an unrecognised flag close to a real one."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        flags = [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+        for word in message.split(":", 1)[1].split():
+            close = difflib.get_close_matches(word.split("=", 1)[0], flags, n=2)
+            if word.startswith("-") and close:
+                return f" (did you mean {' or '.join(close)}?)"
+        return ""
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:

@@ -1,8 +1,10 @@
 """Request bodies of the API, validated at the boundary.
 
 LangGraph SDK clients send many optional keys we do not use; they are
-ignored.  The ones we act on are typed, and the interaction-policy keys are
-refused: they are for internal callers only.
+ignored.  The ones we act on are typed.  Run options
+(:class:`~deerflow.run_options.RunOptions`) are checked strictly: an unknown
+one is a 422 naming the closest valid option, and the internal-only ones are
+refused.
 """
 
 from __future__ import annotations
@@ -11,20 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS
 from deerflow.config.paths import UnsafeIdError, check_id
 from deerflow.errors import UserError
+from deerflow.run_options import INTERACTION_OPTIONS, LANGGRAPH_KEYS, PUBLIC_OPTIONS, RunOptions
 
-# Run options a public caller may set (through config.configurable or context).
-PUBLIC_OPTIONS = frozenset({
-    "model_name", "thinking_enabled", "is_plan_mode", "subagent_enabled", "max_concurrent_subagents",
-    "max_total_subagents", "agent_name", "is_bootstrap",
-    "memory",  # false: the run neither sees nor teaches the user's memory (--no-memory)
-    "referenced_threads",  # other threads of the user this request points at (grants read_conversation)
-    "notebook_context", "notebook_edits",  # the calling notebook (read-only context); propose | apply
-})
-# Interaction-policy keys: internal callers only (never obeyed from HTTP).
-INTERNAL_OPTIONS = frozenset(INTERNAL_CONTEXT_KEYS)
 STREAM_MODES = frozenset({"values", "messages", "messages-tuple", "updates", "custom"})
 
 
@@ -102,21 +94,28 @@ class RunCreate(_Body):
                 return text
         raise UserError("input.messages has no user message")
 
-    def options(self) -> dict[str, Any]:
-        """Run options from ``config.configurable`` and ``context``; internal keys refused."""
+    def options(self) -> RunOptions:
+        """Run options from ``config.configurable`` and ``context``.
+
+        LangGraph's own ``configurable`` keys (``thread_id``...) are left aside;
+        anything else must be a public run option.
+
+        Raises:
+            UserError: an internal-only option, an unknown one (naming the closest
+                public option) or a value of the wrong type.  HTTP 422.
+        """
         merged: dict[str, Any] = {}
         for source in ((self.config or {}).get("configurable") or {}, self.context or {}):
             if not isinstance(source, dict):
                 raise UserError("config.configurable and context must be objects")
-            merged.update(source)
-        internal = sorted(INTERNAL_OPTIONS & merged.keys())
+            merged.update({k: v for k, v in source.items() if k not in LANGGRAPH_KEYS})
+        internal = sorted(INTERACTION_OPTIONS & merged.keys())
         if internal:
             raise UserError(f"{', '.join(internal)}: internal-only run options cannot be set through the API")
-        options = {k: v for k, v in merged.items() if k in PUBLIC_OPTIONS}
         limit = (self.config or {}).get("recursion_limit")
         if isinstance(limit, int) and 1 <= limit <= 10_000:
-            options["recursion_limit"] = limit
-        return options
+            merged["recursion_limit"] = limit
+        return RunOptions.parse(merged, allowed=PUBLIC_OPTIONS)
 
 
 def is_safe_id(value: str) -> bool:

@@ -41,13 +41,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from deerflow.agents.clarification_form import field_hint
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
-from deerflow.errors import UserError
+from deerflow.errors import ToolFailure, UserError
 from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
 from deerflow.memory import cli as memory_cli
 from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
-from deerflow.tools.errors import ToolFailure
 
 if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--help` stays fast
     from deerflow.runtime import events as ev

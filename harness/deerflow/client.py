@@ -24,6 +24,7 @@ from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
 from deerflow.mcp.keys import MCP_SERVICE
 from deerflow.persistence.store import ThreadRecord
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
 from deerflow.runtime.manager import RunManager, RunRequest
@@ -153,10 +154,15 @@ class AsyncDeerFlowClient:
         await self.aclose()
 
     async def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> AsyncIterator[Any]:
-        """Start a run and yield its events as they happen."""
+        """Start a run and yield its events as they happen.
+
+        ``options`` are :class:`~deerflow.run_options.RunOptions` fields (``model_name``,
+        ``is_plan_mode``...); an unknown one is a :class:`UserError` naming the closest.
+        """
+        run_options = RunOptions.parse(options)  # a typo fails before anything is opened
         manager = await self.manager()
         live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.user_id,
-                                              options=options, trusted=True))
+                                              options=run_options, trusted=True))
         async for event in live.stream():
             yield event
 

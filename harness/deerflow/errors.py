@@ -1,9 +1,21 @@
-"""User-facing error kinds shared across the harness.
+"""The error kinds of the harness, in one module that imports nothing from ``deerflow``.
 
-A :class:`UserError` is a problem with what a person gave us (config, input,
-an unknown thread).  Entry points (CLI, server, magics) print its message and
-nothing else: no traceback.  Model-visible tool errors live in
-:mod:`deerflow.tools.errors`; everything else is a runtime failure.
+Three kinds of error exist (see docs/ARCHITECTURE.md):
+
+* **model** errors — bad tool arguments, a path outside the mounts, a file
+  that is not there.  The model caused them and can recover, so they are
+  returned to it as a ToolMessage with ``status="error"`` and a short,
+  actionable message.  Tools raise :class:`ToolFailure` for these.
+* **user** errors — :class:`UserError` and its kinds (:class:`ConfigError`,
+  :class:`NotFoundError`, :class:`Busy`/:class:`ThreadBusy`): a problem with
+  what a person gave us.  Entry points (CLI, server, magics) print its message
+  and nothing else: no traceback.  The server maps each kind to its HTTP status
+  in one place (``deerflow_jupyter.handlers.base.error_response``).
+* **runtime** failures — bugs and broken infrastructure; logged with context.
+  The tool-error middleware turns them into a generic error ToolMessage
+  without a traceback so the run can continue.
+
+Every package may import this module (it sits below all of them).
 """
 
 from __future__ import annotations
@@ -80,3 +92,18 @@ class ThreadBusy(Busy):
         detail = ", ".join(x for x in (f"run {run_id}" if run_id else "", f"in process {holder}" if holder else "") if x)
         super().__init__(f"thread {thread_id} already has an active run{f' ({detail})' if detail else ''}; "
                          "wait for it to finish or cancel it")
+
+
+class ToolFailure(Exception):
+    """A failure the model should see and can recover from.
+
+    Args:
+        message: What went wrong and what to do instead. Never contains host paths.
+        code: A stable machine-readable reason (``path_outside_mounts``,
+            ``not_found``, ``read_before_write``...).
+    """
+
+    def __init__(self, message: str, *, code: str = "tool_error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

@@ -128,6 +128,8 @@ async def test_bad_bodies_get_json_errors_and_store_nothing(jp_fetch):
         (run_body(stream_mode="debug"), 422, "unsupported stream_mode"),
         (run_body(config={"configurable": {"interaction_mode": "autonomous"}}), 422, "internal-only"),
         (run_body(context={"non_interactive": True}), 422, "internal-only"),
+        (run_body(config={"configurable": {"modle_name": "x"}}), 422,
+         "unknown run option 'modle_name'; did you mean 'model_name'?"),
         (run_body("   "), 422, "prompt is empty"),
     ]
     for body, status, needle in cases:

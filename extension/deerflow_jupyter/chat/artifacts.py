@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 from deerflow_jupyter.chat.clarify import md_escape
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",

@@ -46,6 +46,7 @@ from functools import partial
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.uploads import UploadError, save_upload
@@ -174,11 +175,10 @@ class ChatSession:
                 self.surface.post("**⏹ Stopped** before the run started.")
                 return
             refs = await referenced_threads(manager, self.server.user_id, message.text, current=thread_id)
-            options = {"referenced_threads": refs} if refs else {}
-            if message.notebook:  # an attached notebook is the run's context (chat/notebook_context.py)
-                options["notebook_context"] = message.notebook
+            # an attached notebook is the run's read-only context (chat/notebook_context.py)
             live = await manager.start(RunRequest(prompt=prompt, thread_id=thread_id, user_id=self.server.user_id,
-                                                  options=options))
+                                                  options=RunOptions(referenced_threads=refs or None,
+                                                                     notebook_context=message.notebook or None)))
         except UserError as exc:
             self.surface.post(f"⚠️ {md_escape(exc)}")
             return

@@ -30,10 +30,9 @@ from pydantic import BaseModel, ValidationError
 from tornado import httputil, web
 
 from deerflow.config.paths import UnsafeIdError, check_id
-from deerflow.errors import BudgetSpent, Busy, ConfigError, NotFoundError, UserError
+from deerflow.errors import BudgetSpent, Busy, ConfigError, NotFoundError, ToolFailure, UserError
 from deerflow.persistence.sqlite import StorageError
 from deerflow.runtime.manager import RunManager
-from deerflow.tools.errors import ToolFailure
 from deerflow_jupyter.host import HarnessHost
 
 AUTH_RESOURCE = "deerflow"

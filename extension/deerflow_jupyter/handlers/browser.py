@@ -23,7 +23,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from deerflow.browser.service import live_frames
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 BOUNDARY = "deerflow-frame"

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 FIELD_TYPES = ("text", "textarea", "number", "select", "multi_select", "checkbox", "date")
 OPTION_FIELD_TYPES = frozenset({"select", "multi_select"})

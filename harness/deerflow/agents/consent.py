@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.agents.clarification_form import format_request_text, option_items
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 CONSENT_SOURCE = "persistence_approval"
 APPROVE = "Approve"

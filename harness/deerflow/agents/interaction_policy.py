@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from deerflow.errors import ConfigError, UserError
+from deerflow.run_options import INTERACTION_OPTIONS
 
 InteractionMode = Literal["interactive", "scheduled", "webhook", "autonomous"]
 MODES: tuple[str, ...] = get_args(InteractionMode)
 
-INTERNAL_CONTEXT_KEYS = frozenset({"interaction_mode", "non_interactive", "disable_clarification", "channel_name"})
+INTERNAL_CONTEXT_KEYS = INTERACTION_OPTIONS
 """Run options only internal callers may set (they switch off human interaction)."""
 
 CLARIFICATION_TOOL = "ask_clarification"

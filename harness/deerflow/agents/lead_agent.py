@@ -1,7 +1,7 @@
 """The lead agent: a ``create_agent`` graph with DeerFlow's state and middlewares.
 
-``make_lead_agent`` reads the run's options from ``config["configurable"]``
-(the LangGraph convention) and everything host-specific — the app config,
+``make_lead_agent`` reads the run's options (:class:`~deerflow.run_options.RunOptions`)
+from ``config["configurable"]`` (the LangGraph convention) and everything host-specific — the app config,
 the checkpointer, tool sources — from an explicit :class:`LeadAgentDeps`.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.runnables import RunnableConfig
@@ -27,17 +26,13 @@ from deerflow.custom_agents.store import AgentStore
 from deerflow.mcp.run_tools import McpRunTools
 from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.plugins import PluginSet
+from deerflow.run_options import LANGGRAPH_KEYS, RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.skills.run import RunSkills
 from deerflow.tools.assembly import ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy
 from deerflow.tools.builtins.agent_tools import with_run_tools
 from deerflow.tools.builtins.conversation import ConversationReader
-
-RUNTIME_OPTIONS = (
-    "model_name", "thinking_enabled", "is_plan_mode", "subagent_enabled", "max_concurrent_subagents",
-    "max_total_subagents", "agent_name", "is_bootstrap", "interaction_mode",
-)
 
 
 @dataclass
@@ -70,10 +65,14 @@ class LeadAgent:
     profile: AgentProfile = field(default_factory=AgentProfile)
 
 
-def runtime_options(config: RunnableConfig | None) -> dict[str, Any]:
-    """The recognised runtime options from ``config["configurable"]``."""
+def runtime_options(config: RunnableConfig | None) -> RunOptions:
+    """The run options in ``config["configurable"]`` (LangGraph's own keys left aside).
+
+    Raises:
+        UserError: an unknown option or a value of the wrong type.
+    """
     configurable = (config or {}).get("configurable") or {}
-    return {k: configurable[k] for k in RUNTIME_OPTIONS if k in configurable}
+    return RunOptions.parse({k: v for k, v in configurable.items() if k not in LANGGRAPH_KEYS})
 
 
 def make_lead_agent(
@@ -96,11 +95,11 @@ def make_lead_agent(
     """
     options = runtime_options(config)
     if interaction is None:
-        interaction = RunInteractionPolicy.resolve((config or {}).get("configurable"))
+        interaction = RunInteractionPolicy.resolve(options.to_dict())
     app = deps.app_config
-    subagents_on = bool(options.get("subagent_enabled", app.subagents.enabled))
-    profile = profile or resolve_profile(options, deps.agents)
-    resolved = model or create_chat_model(app, options.get("model_name") or profile.model,
+    subagents_on = app.subagents.enabled if options.subagent_enabled is None else options.subagent_enabled
+    profile = profile or resolve_profile(options.to_dict(), deps.agents)
+    resolved = model or create_chat_model(app, options.model_name or profile.model,
                                           config_file=deps.config_file)
     sources = deps.sources if deps.mcp is None else replace(deps.sources, mcp=deps.mcp.source)
     if deps.plugins is not None:
@@ -116,11 +115,11 @@ def make_lead_agent(
         deps.mcp.bind(tools)  # tool_search reveals only the MCP tools the run really offers
     policy = ToolPolicy.for_user(app.authorization, deps.user_id)
     middleware = build_middlewares(app, policy, MiddlewareOptions(
-        is_plan_mode=bool(options.get("is_plan_mode")),
+        is_plan_mode=bool(options.is_plan_mode),
         subagent_enabled=subagents_on,
         interaction=interaction,
-        max_concurrent_subagents=options.get("max_concurrent_subagents"),
-        max_total_subagents=options.get("max_total_subagents"),
+        max_concurrent_subagents=options.max_concurrent_subagents,
+        max_total_subagents=options.max_total_subagents,
         mcp=deps.mcp,
         plugin_middlewares=tuple(deps.plugins.middlewares()) if deps.plugins else (),
     ), model=resolved, config_file=deps.config_file)

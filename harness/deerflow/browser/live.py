@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 if TYPE_CHECKING:
     from deerflow.browser.manager import BrowserSessionManager

@@ -36,8 +36,7 @@ from deerflow.browser.loop import LoopThread
 from deerflow.browser.proxy import GuardedProxy
 from deerflow.browser.session import BrowserSession
 from deerflow.config.schema import BrowserConfig
-from deerflow.errors import ConfigError
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ConfigError, ToolFailure
 from deerflow.web.url_guard import UrlGuard
 
 logger = logging.getLogger(__name__)

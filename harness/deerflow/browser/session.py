@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from deerflow.browser.snapshot import SNAPSHOT_JS, PageSnapshot
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 if TYPE_CHECKING:
     from deerflow.browser.proxy import GuardedProxy

@@ -42,6 +42,7 @@ from mcp.shared.exceptions import MCPError
 
 from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths
+from deerflow.errors import ToolFailure
 from deerflow.mcp.catalog import Catalog, ServerState
 from deerflow.mcp.config import McpConfigSnapshot, McpServerConfig, parse_snapshot, read_signature
 from deerflow.mcp.credentials import (
@@ -69,7 +70,6 @@ from deerflow.mcp.transport import (
     describe,
 )
 from deerflow.tools.builtins.tool_search import make_tool_search
-from deerflow.tools.errors import ToolFailure
 
 logger = logging.getLogger(__name__)
 

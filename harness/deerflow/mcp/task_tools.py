@@ -12,8 +12,8 @@ import json
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
+from deerflow.errors import ToolFailure
 from deerflow.mcp.tasks import TaskService
-from deerflow.tools.errors import ToolFailure
 
 STATUS_TOOL = "mcp_task_status"
 CANCEL_TOOL = "mcp_task_cancel"

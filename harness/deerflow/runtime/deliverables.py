@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ToolFailure
 from deerflow.runtime import events as ev
 from deerflow.runtime.projection import Projector
 from deerflow.runtime.receipt import DeliveryReceipt, build_receipt, receipt_notice
@@ -26,7 +27,6 @@ from deerflow.sandbox.changes import (
     diff_snapshots,
     take_snapshot,
 )
-from deerflow.tools.errors import ToolFailure
 from deerflow.tools.offload import OFFLOADER
 
 

@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +55,7 @@ from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import StorageError
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime import metrics
 from deerflow.runtime.compaction import CompactResult, compact_thread
@@ -88,7 +89,7 @@ class RunRequest:
     prompt: str
     thread_id: str | None = None
     user_id: str = "local"
-    options: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions | Mapping[str, Any] = field(default_factory=dict)
     trusted: bool = False
 
 
@@ -321,7 +322,7 @@ class RunManager:
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         await asyncio.to_thread(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
-        prompt, options = apply_agent_commands(prompt, request.options)
+        prompt, options = apply_agent_commands(prompt, RunOptions.parse(request.options).to_dict())
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
         profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written

@@ -34,11 +34,11 @@ from itertools import islice, takewhile
 from pathlib import PurePosixPath
 from typing import Literal
 
+from deerflow.errors import ToolFailure
 from deerflow.sandbox.read_marks import ReadMarks, content_hash, exclusive_lock
 from deerflow.sandbox.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS, tool_failure
 from deerflow.text.safe_regex import PatternError, Regex, compile_pattern
 from deerflow.threadfs import SafeDir, UnsafePath
-from deerflow.tools.errors import ToolFailure
 
 DEFAULT_READ_MAX_CHARS = 50_000
 DEFAULT_MAX_WRITE_BYTES = 1_000_000

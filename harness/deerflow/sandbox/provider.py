@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ToolFailure
 from deerflow.sandbox.process import ExecResult, run_command
 from deerflow.sandbox.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
-from deerflow.tools.errors import ToolFailure
 
 NetworkMode = Literal["isolated", "open", "allowlist"]
 

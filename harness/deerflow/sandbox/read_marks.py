@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deerflow.errors import ToolFailure
 from deerflow.persistence.files import atomic_write_text
-from deerflow.tools.errors import ToolFailure
 
 MARKS_FILE = "read-marks.json"
 MAX_MARKS = 1000

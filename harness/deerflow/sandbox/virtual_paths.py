@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ToolFailure
 from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
-from deerflow.tools.errors import ToolFailure
 
 USER_DATA = PurePosixPath("/mnt/user-data")
 UPLOADS = USER_DATA / "uploads"

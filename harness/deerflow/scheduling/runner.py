@@ -36,6 +36,7 @@ from dataclasses import asdict
 
 from deerflow.agents.interaction_policy import parse_blocked_result
 from deerflow.errors import Busy, ThreadBusy, UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.scheduling.cron import CronExpression, zone
@@ -134,9 +135,7 @@ class Scheduler:
     async def _run_and_record(self, schedule: Schedule, record_id: int) -> bool:
         """Run the schedule's prompt and record how it ended; ``False`` when it could not start
         because another process took the thread in the meantime (the slot is tried again)."""
-        options = {"interaction_mode": "scheduled"}
-        if schedule.agent_name:
-            options["agent_name"] = schedule.agent_name
+        options = RunOptions(interaction_mode="scheduled", agent_name=schedule.agent_name or None)
         request = RunRequest(prompt=schedule.prompt, thread_id=schedule.thread_id, user_id=schedule.user_id,
                              options=options, trusted=True)
         try:

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ToolFailure
 from deerflow.sandbox.audit import audit_command
 from deerflow.sandbox.provider import SandboxProvider
 from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.threadfs import UnsafePath
-from deerflow.tools.errors import ToolFailure
 
 Verdict = Literal["MET", "UNMET", "UNVERIFIED"]
 CriterionKind = Literal["file", "file_written", "tests_passed", "free_text"]

@@ -37,7 +37,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.config.schema import AppConfig
-from deerflow.errors import UserError
+from deerflow.errors import ToolFailure, UserError
 from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.models.script_format import ModelError
@@ -67,7 +67,6 @@ from deerflow.subagents.outcome import SubagentOutcome
 from deerflow.subagents.receipts import Receipt, check_citations
 from deerflow.subagents.registry import SubagentRegistry, SubagentType
 from deerflow.subagents.report_contract import child_system_prompt, child_task_message
-from deerflow.tools.errors import ToolFailure
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from deerflow.config.schema import SubagentsConfig, SubagentTypeConfig
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 GENERAL_PURPOSE = "general-purpose"
 BASH = "bash"

@@ -22,11 +22,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from deerflow.config.schema import AppConfig
+from deerflow.errors import ToolFailure
 from deerflow.models.factory import ResolvedModel
 from deerflow.subagents.child_agent import ToolSourcesFactory, default_tool_sources
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.executor import SubagentExecutor
-from deerflow.tools.errors import ToolFailure
 
 if TYPE_CHECKING:
     from deerflow.subagents.batches.submitter import BatchSubmitter

@@ -33,6 +33,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.acceptance import normalize_criteria
 from deerflow.subagents.executor import SubagentJob
@@ -40,7 +41,6 @@ from deerflow.subagents.outcome import SubagentOutcome, label_for
 from deerflow.subagents.recorder import ParentLoopRecorder, Sink
 from deerflow.subagents.report_contract import task_description
 from deerflow.subagents.runtime import SubagentRuntime, runtime_from_context
-from deerflow.tools.errors import ToolFailure
 
 TASK_TOOL = "task"
 SUBAGENT_TOOL_MARK = "deerflow_subagent_tool"

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 __all__ = ["OFFLOADER", "Offloader"]
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 INSTALL_HINT = "pip install 'deerflow-notebook[web]'"
 MAX_PDF_PAGES = 200

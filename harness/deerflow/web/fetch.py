@@ -17,7 +17,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 from deerflow.web.transport import guarded_client
 from deerflow.web.url_guard import UrlGuard, UrlRejected
 

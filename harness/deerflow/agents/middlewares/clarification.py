@@ -33,7 +33,7 @@ from langgraph.types import Command
 from deerflow.agents.clarification_form import build_clarification
 from deerflow.agents.interaction_policy import CLARIFICATION_TOOL, RunInteractionPolicy
 from deerflow.agents.middlewares.tool_errors import error_tool_message
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 logger = logging.getLogger(__name__)
 

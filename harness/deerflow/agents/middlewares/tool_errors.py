@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from deerflow.tools.errors import ToolFailure
+from deerflow.errors import ToolFailure
 
 logger = logging.getLogger(__name__)
 

@@ -32,12 +32,12 @@ from langchain.agents.middleware.types import ToolCallRequest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
 from deerflow.sandbox.changes import TOOL_RESULTS
 from deerflow.sandbox.virtual_paths import VirtualFS, tool_failure
 from deerflow.threadfs import UnsafePath
-from deerflow.tools.errors import ToolFailure
 
 Result = ToolMessage | Command[Any]
 

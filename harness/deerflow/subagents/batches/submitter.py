@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
-from deerflow.errors import NotFoundError
+from deerflow.errors import NotFoundError, ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.acceptance import normalize_criteria
 from deerflow.subagents.batches.sql import open_backend
@@ -34,7 +34,6 @@ from deerflow.subagents.batches.worker import BatchWorker, ItemRunner
 from deerflow.subagents.child_agent import DELEGATION_SERVICES
 from deerflow.subagents.executor import SubagentJob
 from deerflow.subagents.outcome import SubagentOutcome
-from deerflow.tools.errors import ToolFailure
 
 if TYPE_CHECKING:
     from deerflow.subagents.runtime import SubagentRuntime

@@ -23,13 +23,12 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from deerflow.errors import NotFoundError
+from deerflow.errors import NotFoundError, ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.batches.submitter import BatchStatus, BatchSubmitter
 from deerflow.subagents.outcome import label_for
 from deerflow.subagents.runtime import SubagentRuntime, runtime_from_context
 from deerflow.subagents.task_tool import SUBAGENT_TOOL_MARK, run_context
-from deerflow.tools.errors import ToolFailure
 
 
 class BatchItem(BaseModel):

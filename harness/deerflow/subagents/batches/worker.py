@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from deerflow.errors import ToolFailure
 from deerflow.subagents.batches.store import BatchStore, ClaimedItem
 from deerflow.subagents.outcome import SubagentOutcome
-from deerflow.tools.errors import ToolFailure
 
 logger = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from deerflow.config.schema import AcpAgentConfig, AppConfig
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.threadfs import SafeDir, UnsafePath
-from deerflow.tools.errors import ToolFailure
 
 ACP_TOOL_NAME = "invoke_acp_agent"
 ACP_WORKSPACE_VIRTUAL = "/mnt/acp-workspace"

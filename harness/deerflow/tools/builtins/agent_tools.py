@@ -32,10 +32,9 @@ from deerflow.config.schema import AppConfig
 from deerflow.custom_agents.definition import AgentCatalog, AgentChange, InvalidAgentChange
 from deerflow.custom_agents.profile import AgentProfile, build_catalog, known_skills
 from deerflow.custom_agents.store import AgentStore
-from deerflow.errors import NotFoundError
+from deerflow.errors import NotFoundError, ToolFailure
 from deerflow.tools.assembly import ToolSources
 from deerflow.tools.builtins.conversation import ConversationReader, read_conversation_tool
-from deerflow.tools.errors import ToolFailure
 
 SETUP_AGENT = "setup_agent"
 UPDATE_AGENT = "update_agent"

@@ -35,10 +35,10 @@ from langgraph.types import Command
 
 from deerflow.browser.manager import BrowserSessionManager
 from deerflow.browser.session import ActionResult, BrowserSession
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.virtual_paths import OUTPUTS
 from deerflow.threadfs import SafeDir, UnsafePath
-from deerflow.tools.errors import ToolFailure
 from deerflow.web.fetch import utc_now
 from deerflow.web.untrusted import Provenance, wrap_untrusted
 from deerflow.web.url_guard import UrlRejected

@@ -29,9 +29,8 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 
 from deerflow.config.paths import check_id
-from deerflow.errors import UserError
+from deerflow.errors import ToolFailure, UserError
 from deerflow.runtime.context import RunContext
-from deerflow.tools.errors import ToolFailure
 
 CONVERSATION_TOOL_NAME = "read_conversation"
 MAX_REFERENCED_THREADS = 10

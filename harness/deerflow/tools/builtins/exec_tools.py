@@ -37,6 +37,7 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.audit import MAX_COMMAND_CHARS, AuditVerdict, audit_command
 from deerflow.sandbox.kernel import KernelStartError
@@ -45,7 +46,6 @@ from deerflow.sandbox.notebook_log import NOTEBOOK_NAME
 from deerflow.sandbox.process import ExecResult
 from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, SandboxProvider
 from deerflow.tools.builtins.network_access import network_scope, settle
-from deerflow.tools.errors import ToolFailure
 from deerflow.tools.offload import OFFLOADER, Offloader
 
 logger = logging.getLogger(__name__)

@@ -34,11 +34,11 @@ from typing import Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox import fs_ops
 from deerflow.sandbox.read_marks import ReadMarks
 from deerflow.sandbox.virtual_paths import VirtualFS
-from deerflow.tools.errors import ToolFailure
 from deerflow.tools.offload import OFFLOADER, Offloader
 
 FILE_READ = "file:read"

@@ -21,13 +21,13 @@ from typing import Annotated, Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
+from deerflow.errors import ToolFailure
 from deerflow.notebooks.access import NotebookError
 from deerflow.notebooks.host import notebook_access
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import EDIT_MODES, edit_cells, read_cells
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.child_run import CHILD_RUN_SERVICE
-from deerflow.tools.errors import ToolFailure
 
 EDITS_OPTION = "notebook_edits"
 Reply = tuple[str, dict[str, Any]]

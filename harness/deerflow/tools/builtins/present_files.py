@@ -14,9 +14,9 @@ from langchain.tools import InjectedToolCallId, ToolRuntime, tool
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
-from deerflow.tools.errors import ToolFailure
 
 
 def resolve_outputs(vfs: VirtualFS, filepaths: list[str]) -> list[str]:

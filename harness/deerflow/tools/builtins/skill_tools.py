@@ -29,7 +29,7 @@ from langchain.tools import ToolRuntime, tool
 from langchain_core.tools import BaseTool
 
 from deerflow.agents.consent import GRANTS_SERVICE, ConsentGrants, PendingChange, ask, refusal
-from deerflow.errors import UserError
+from deerflow.errors import ToolFailure, UserError
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.virtual_paths import OUTPUTS, WORKSPACE
 from deerflow.skills.installer import SkillScanBlocked
@@ -37,7 +37,6 @@ from deerflow.skills.pending import PendingPackage, discard, freeze_package, fro
 from deerflow.skills.prompt import describe_skills_text
 from deerflow.skills.run import INSTALL_TOOL, RunSkills, run_skills_of
 from deerflow.tools.builtins.file_tools import thread_fs
-from deerflow.tools.errors import ToolFailure
 
 SKILLS_GROUP = "skills"
 

@@ -15,8 +15,8 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
+from deerflow.errors import ToolFailure
 from deerflow.mcp.deferral import DeferredCatalog, describe_specs
-from deerflow.tools.errors import ToolFailure
 
 TOOL_SEARCH = "tool_search"
 

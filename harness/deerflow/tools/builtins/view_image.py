@@ -21,9 +21,9 @@ from langchain.tools import InjectedToolCallId, ToolRuntime, tool
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.tools.builtins.file_tools import model_errors, thread_fs
-from deerflow.tools.errors import ToolFailure
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """Largest image sent to the model; bigger ones cost many tokens and some providers refuse them."""

@@ -20,8 +20,8 @@ from typing import Annotated, Any
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 
+from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
-from deerflow.tools.errors import ToolFailure
 from deerflow.web.search import SearchError
 from deerflow.web.service import WebService
 
