@@ -17,15 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fixtures.browser import (
-    LAB_ARGS,
-    OUTPUT,
-    browser_page,
-    quiet_lab_env,
-    save_failure,
-    wait_for_notebook_kernel,
-)
-from fixtures.jupyter_process import running_jupyter
+from fixtures.browser import OUTPUT, notebook_in_lab, run_cell, wait_for_notebook_kernel
 
 pytestmark = pytest.mark.integration
 
@@ -65,55 +57,40 @@ def lab_workdir(tmp_path: Path) -> Path:
 
 
 def test_insert_as_cell_creates_a_cell_with_the_agents_code_that_runs(lab_workdir: Path, tmp_path: Path):
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(lab_workdir / "config.yaml"),
-           "OPENAI_API_KEY": "", **quiet_lab_env(tmp_path)}
-    with running_jupyter(lab_workdir, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, \
-            browser_page() as page:
-        try:
-            page.set_default_timeout(DEADLINE_MS)
-            page.goto(f"{lab.url}lab/tree/insert.ipynb?token={lab.token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            _run_cell(page, cells.nth(0))
-            cells.nth(0).locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for()
+    with notebook_in_lab(lab_workdir, tmp_path, "insert.ipynb", "notebook-insert-cell-failure",
+                         timeout_ms=DEADLINE_MS) as (_, page):
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        run_cell(page, cells.nth(0), wait_for_count=False)
+        cells.nth(0).locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for()
 
-            magic = cells.nth(1)
-            _run_cell(page, magic)
-            magic.locator("button", has_text="Stop").wait_for(state="visible")
-            title = magic.get_by_text(re.compile(r"✓ python: the answer is 42"))
-            title.wait_for()
-            title.click()  # open the call: its code, copy, insert
-            magic.locator(".deerflow-copy").wait_for(state="visible")
-            assert "answer = 6 * 7" in magic.locator(".deerflow-code").first.inner_text()
-            magic.locator("button.deerflow-insert").first.click()  # the kernel is busy: the browser posts it
-            magic.locator(".deerflow-insert-status", has_text="inserted below the %%deerflow cell of insert.ipynb"
-                          ).first.wait_for()
-            magic.get_by_text(re.compile("running in the background|· \\d+ s")).first.wait_for()
-            page.screenshot(path=str(OUTPUT / "notebook-insert-cell-clicked.png"), full_page=True)
+        magic = cells.nth(1)
+        run_cell(page, magic, wait_for_count=False)
+        magic.locator("button", has_text="Stop").wait_for(state="visible")
+        title = magic.get_by_text(re.compile(r"✓ python: the answer is 42"))
+        title.wait_for()
+        title.click()  # open the call: its code, copy, insert
+        magic.locator(".deerflow-copy").wait_for(state="visible")
+        assert "answer = 6 * 7" in magic.locator(".deerflow-code").first.inner_text()
+        magic.locator("button.deerflow-insert").first.click()  # the kernel is busy: the browser posts it
+        magic.locator(".deerflow-insert-status", has_text="inserted below the %%deerflow cell of insert.ipynb"
+                      ).first.wait_for()
+        magic.get_by_text(re.compile("running in the background|· \\d+ s")).first.wait_for()
+        page.screenshot(path=str(OUTPUT / "notebook-insert-cell-clicked.png"), full_page=True)
 
-            # The cell runs in the foreground (the kernel is busy, so widget clicks wait): Kernel → Interrupt.
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:interrupt-kernel'); }")
-            magic.get_by_text("cancelled").first.wait_for()
-            page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:reload'); }")  # not awaited (waits on its dialog)
-            dialog = page.locator(".jp-Dialog")
-            dialog.locator("button.jp-mod-accept").click()  # "reload": the view told the user to
-            dialog.wait_for(state="hidden")
-            inserted = cells.nth(2)
-            inserted.get_by_text("answer = 6 * 7").wait_for()
-            assert "print('below')" in cells.nth(3).inner_text()
+        # The cell runs in the foreground (the kernel is busy, so widget clicks wait): Kernel → Interrupt.
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:interrupt-kernel'); }")
+        magic.get_by_text("cancelled").first.wait_for()
+        page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:reload'); }")  # not awaited (waits on its dialog)
+        dialog = page.locator(".jp-Dialog")
+        dialog.locator("button.jp-mod-accept").click()  # "reload": the view told the user to
+        dialog.wait_for(state="hidden")
+        inserted = cells.nth(2)
+        inserted.get_by_text("answer = 6 * 7").wait_for()
+        assert "print('below')" in cells.nth(3).inner_text()
 
-            wait_for_notebook_kernel(page)
-            _run_cell(page, inserted)
-            inserted.locator(".jp-OutputArea-output", has_text="the answer is 42").wait_for()
-            page.screenshot(path=str(OUTPUT / "notebook-insert-cell-ran.png"), full_page=True)
-        except Exception:
-            save_failure(page, lab.log, "notebook-insert-cell-failure")
-            raise
+        wait_for_notebook_kernel(page)
+        run_cell(page, inserted, wait_for_count=False)
+        inserted.locator(".jp-OutputArea-output", has_text="the answer is 42").wait_for()
+        page.screenshot(path=str(OUTPUT / "notebook-insert-cell-ran.png"), full_page=True)
 
 
-def _run_cell(page, cell) -> None:
-    wait_for_notebook_kernel(page)  # the keys go to the notebook, not to a dialog, and run now
-    cell.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Escape")  # command mode, whatever the click did
-    page.keyboard.press("Control+Enter")

@@ -17,15 +17,7 @@ import httpx
 import nbformat
 import pytest
 
-from fixtures.browser import (
-    LAB_ARGS,
-    OUTPUT,
-    browser_page,
-    quiet_lab_env,
-    save_failure,
-    wait_for_notebook_kernel,
-)
-from fixtures.jupyter_process import running_jupyter
+from fixtures.browser import OUTPUT, notebook_in_lab, run_cell
 
 pytestmark = pytest.mark.integration
 
@@ -68,59 +60,42 @@ def saved_fail_cell(lab) -> str:
 
 
 def test_apply_rerun_undo_and_discard_a_proposed_cell_fix(lab_workdir: Path, tmp_path: Path):
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(lab_workdir / "config.yaml"),
-           "OPENAI_API_KEY": "", **quiet_lab_env(tmp_path)}
-    with running_jupyter(lab_workdir, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, \
-            browser_page() as page:
-        try:
-            page.set_default_timeout(60_000)
-            page.goto(f"{lab.url}lab/tree/work.ipynb?token={lab.token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            for index in range(3):
-                _run_cell(page, cells.nth(index))
-            cells.nth(2).get_by_text("NameError").first.wait_for()
+    with notebook_in_lab(lab_workdir, tmp_path, "work.ipynb", "notebook-edit-failure") as (lab, page):
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        for index in range(3):
+            run_cell(page, cells.nth(index))
+        cells.nth(2).get_by_text("NameError").first.wait_for()
 
-            ask = cells.nth(3)
-            _run_cell(page, ask)
-            ask.get_by_text("Proposed edit to work.ipynb").wait_for()
-            diff = ask.locator(".widget-html pre", has_text="+print(total)")  # the card's per-cell diff
-            diff.wait_for()
-            assert "-print(totl)" in diff.inner_text()
-            page.screenshot(path=str(OUTPUT / "notebook-edit-proposal.png"), full_page=True)
-            assert saved_fail_cell(lab) == "print(totl)"  # a proposal changes nothing by itself
+        ask = cells.nth(3)
+        run_cell(page, ask)
+        ask.get_by_text("Proposed edit to work.ipynb").wait_for()
+        diff = ask.locator(".widget-html pre", has_text="+print(total)")  # the card's per-cell diff
+        diff.wait_for()
+        assert "-print(totl)" in diff.inner_text()
+        page.screenshot(path=str(OUTPUT / "notebook-edit-proposal.png"), full_page=True)
+        assert saved_fail_cell(lab) == "print(totl)"  # a proposal changes nothing by itself
 
-            ask.locator("button", has_text="Apply").click()
-            ask.get_by_text(re.compile(r"applied \(")).wait_for()
-            assert saved_fail_cell(lab) == "print(total)"
-            page.evaluate(REVERT)  # what File → Reload Notebook from Disk does
-            cells.nth(2).locator(".jp-InputArea").get_by_text("print(total)").wait_for()
-            _run_cell(page, cells.nth(2))
-            cells.nth(2).locator(".jp-OutputArea").get_by_text("42").wait_for()  # re-running works
-            page.screenshot(path=str(OUTPUT / "notebook-edit-applied.png"), full_page=True)
+        ask.locator("button", has_text="Apply").click()
+        ask.get_by_text(re.compile(r"applied \(")).wait_for()
+        assert saved_fail_cell(lab) == "print(total)"
+        page.evaluate(REVERT)  # what File → Reload Notebook from Disk does
+        cells.nth(2).locator(".jp-InputArea").get_by_text("print(total)").wait_for()
+        run_cell(page, cells.nth(2))
+        cells.nth(2).locator(".jp-OutputArea").get_by_text("42").wait_for()  # re-running works
+        page.screenshot(path=str(OUTPUT / "notebook-edit-applied.png"), full_page=True)
 
-            _run_cell(page, cells.nth(4))
-            cells.nth(4).get_by_text("restored 1 cell(s) of work.ipynb").wait_for()
-            assert saved_fail_cell(lab) == "print(totl)"
-            page.evaluate(REVERT)
-            cells.nth(2).locator(".jp-InputArea").get_by_text("print(totl)").wait_for()
+        run_cell(page, cells.nth(4))
+        cells.nth(4).get_by_text("restored 1 cell(s) of work.ipynb").wait_for()
+        assert saved_fail_cell(lab) == "print(totl)"
+        page.evaluate(REVERT)
+        cells.nth(2).locator(".jp-InputArea").get_by_text("print(totl)").wait_for()
 
-            again = cells.nth(5)
-            _run_cell(page, again)
-            again.get_by_text("Proposed edit to work.ipynb").wait_for()
-            again.locator("button", has_text="Discard").click()
-            again.get_by_text("discarded").wait_for()
-            page.screenshot(path=str(OUTPUT / "notebook-edit-discarded.png"), full_page=True)
-            assert saved_fail_cell(lab) == "print(totl)"
-        except Exception:
-            save_failure(page, lab.log, "notebook-edit-failure")
-            raise
+        again = cells.nth(5)
+        run_cell(page, again)
+        again.get_by_text("Proposed edit to work.ipynb").wait_for()
+        again.locator("button", has_text="Discard").click()
+        again.get_by_text("discarded").wait_for()
+        page.screenshot(path=str(OUTPUT / "notebook-edit-discarded.png"), full_page=True)
+        assert saved_fail_cell(lab) == "print(totl)"
 
 
-def _run_cell(page, cell) -> None:
-    wait_for_notebook_kernel(page)  # the keys go to the notebook, not to a dialog, and run now
-    cell.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Escape")  # command mode, whatever the click did
-    page.keyboard.press("Control+Enter")
-    cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for()
