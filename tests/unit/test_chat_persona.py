@@ -348,7 +348,7 @@ async def test_a_new_chat_is_welcomed_once_with_the_commands_a_reopened_one_is_n
     reopened.send("/help")
     await reopened.until(lambda: [m.body for m in reopened.all_replies()].count(WELCOME) == 2)
     manager = await reopened.host.manager()
-    assert len(manager.store.list_runs(reopened.chat.get_metadata()[THREAD_KEY], OWNER)) == 1  # /help ran nothing
+    assert len(await manager.store.aio.list_runs(reopened.chat.get_metadata()[THREAD_KEY], OWNER)) == 1  # /help ran nothing
     await reopened.host.close()
 
 
@@ -379,8 +379,8 @@ async def test_new_starts_a_fresh_thread_for_the_chat_and_keeps_the_old_one(tmp_
     third = rig.chat.get_metadata()[THREAD_KEY]
     assert third not in (first, second)
     manager = await rig.host.manager()
-    assert {t.thread_id for t in manager.store.list_threads(OWNER)} == {first, second, third}
+    assert {t.thread_id for t in await manager.store.aio.list_threads(OWNER)} == {first, second, third}
     humans = [m.content for m in (await manager.thread_values(third, OWNER))["messages"] if m.type == "human"]
     assert humans == ["Start over please"]
-    assert manager.store.list_runs(second, OWNER) == []
+    assert await manager.store.aio.list_runs(second, OWNER) == []
     await rig.host.close()

@@ -25,7 +25,7 @@ class _RunHandler(DeerFlowHandler):
             raise web.HTTPError(404, f"unknown assistant {body.assistant_id!r}")
         manager = await self.manager()
         options = body.options()
-        check_model(manager, options.get("model_name"))
+        check_model(manager, options.model_name)
         if body.if_not_exists == "create" and await manager.store.aio.get_thread(thread_id, self.user_id) is None:
             await manager.acreate_thread(self.user_id, thread_id=thread_id)
         request = RunRequest(prompt=body.prompt(), thread_id=thread_id, user_id=self.user_id,
