@@ -57,7 +57,8 @@ def lab_workdir(tmp_path: Path) -> Path:
     nb.cells = [nbformat.v4.new_code_cell("%load_ext deerflow_kernel"),
                 nbformat.v4.new_code_cell("%%deerflow --new --model asks\nSummarise the counts."),
                 nbformat.v4.new_code_cell("%%deerflow --new --model asks\nSummarise them again."),
-                nbformat.v4.new_code_cell("%%deerflow --new --model slow\nCount the rows.")]
+                nbformat.v4.new_code_cell("%%deerflow --new --model slow\nCount the rows."),
+                nbformat.v4.new_code_cell("%%deerflow --new --model slow\nCount them again.")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, work / "stop.ipynb")
     return work
@@ -98,6 +99,15 @@ def test_stop_and_kernel_interrupt_cancel_a_run_continued_from_a_form_or_holding
             held.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
             held.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell ended with the run
             page.screenshot(path=str(OUTPUT / "notebook-stop-held-cell.png"), full_page=True)
+
+            interrupted = cells.nth(4)  # Kernel → Interrupt still cancels a run that holds its cell
+            _run_cell(page, interrupted, wait_for_count=False)
+            interrupted.get_by_text("wait").first.wait_for()
+            interrupted.locator("button.deerflow-stop").wait_for(state="visible")
+            page.get_by_role("menuitem", name="Kernel", exact=True).click()
+            page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
+            interrupted.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+            interrupted.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()
         except Exception:
             save_failure(page, lab.log, "notebook-stop-failure")
             raise
