@@ -286,7 +286,7 @@ class KernelSession:
         inserter = CellInserter(self, notebook_path(backend.kind), calling_cell_id(self.shell), api)
         return RunView(read_artifact=backend.read_artifact, artifact_url=backend.artifact_url,
                        on_reply=self.continue_in_view, on_continue=self.resume_in_view,
-                       on_insert=inserter)
+                       on_insert=inserter, api=api)
 
     def resume_in_view(self, view: Any) -> None:
         """The Continue button: resume the view's interrupted run in the background, streaming into ``view``."""

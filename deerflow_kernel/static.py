@@ -133,7 +133,7 @@ def _header(snap: Snapshot) -> str:
 
 def _notices(events: list[Any]) -> str:
     lines = [e.notice for e in events if isinstance(e, ev.RunStarted) and e.notice]
-    lines += [f"{e.kind}: {e.text}" for e in events if isinstance(e, ev.Notice)]
+    lines += [ev.notice_line(e) for e in events if isinstance(e, ev.Notice)]
     return "".join(f"<div style='color:#777;font-size:90%'>{esc(line)}</div>" for line in dict.fromkeys(lines))
 
 

@@ -58,6 +58,30 @@ _STATUS_ICONS = {"success": icon("check", "#2e7d32"), "interrupted": icon("pause
                  "cancelled": icon("stop"), "error": icon("times", "#c00"), "stopped": icon("stop", "#f0ad4e")}
 UNFINISHED = ("error", "cancelled", "stopped", "running")  # "running": the stream broke (the server stopped)
 _TODO_MARKS = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
+_STOP_JS = (
+    "(async b=>{const d=b.dataset,s=b.nextElementSibling;b.disabled=true;s.textContent=' stopping\u2026';"
+    "const x=decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/)||[])[1]||'');"
+    "try{const r=await fetch(d.api+'threads/'+encodeURIComponent(d.thread)+'/runs/'+encodeURIComponent(d.run)"
+    "+'/cancel',{method:'POST',credentials:'same-origin',headers:{'X-XSRFToken':x}});"
+    "if(!r.ok&&r.status!==409){const j=await r.json().catch(()=>({}));"
+    "s.textContent=' '+(j.message||('stop failed ('+r.status+')'));b.disabled=false}}"
+    "catch(e){s.textContent=' stop failed: '+e;b.disabled=false}})(this)")
+
+
+def stop_button_html(api: str, thread_id: str, run_id: str) -> str:
+    """The Stop control of a run that streams from the server: the browser posts the cancel itself.
+
+    A widget click is a comm message, and the kernel reads comm messages only
+    between cells: while a ``%%deerflow`` cell holds the kernel, a widget Stop
+    would wait until the run ends.  Like "insert as a new cell below", this
+    button posts to the server's cancel route (server-relative URL, Jupyter's
+    XSRF cookie), so a click cancels at once; the run's stream then ends the
+    cell as cancelled.  A 409 means the run already ended: nothing to say.
+    """
+    data = f"data-api='{esc(api)}' data-thread='{esc(thread_id)}' data-run='{esc(run_id)}'"
+    return (f"<button class='deerflow-stop' {data} title='Cancel this run' style='color:#fff;background:#d9534f;"
+            f"border:0;border-radius:2px;padding:2px 8px;margin:2px' onclick=\"{esc(_STOP_JS)}\">■ Stop</button>"
+            f"<span class='deerflow-stop-status' style='color:#777'></span>")
 
 
 def clock_text(seconds: float, *, background: bool) -> str:
@@ -113,8 +137,9 @@ class RunView(widgets.VBox):
                  artifact_url: Callable[[str, str], str | None] | None = None,
                  on_reply: Callable[[RunView, dict[str, Any], Answer], None] | None = None,
                  on_continue: Callable[[RunView], None] | None = None,
-                 on_insert: Callable[..., str] | None = None) -> None:
+                 on_insert: Callable[..., str] | None = None, api: str | None = None) -> None:
         self._read, self._url, self._on_reply = read_artifact, artifact_url, on_reply
+        self._api = api  # the server's API path: Stop posts the cancel from the browser (stop_button_html)
         self._on_continue, self._on_insert = on_continue, on_insert
         self.events: list[Any] = []
         self.thread_id: str | None = None
@@ -148,10 +173,12 @@ class RunView(widgets.VBox):
                                      layout=widgets.Layout(width="auto"))
         self.resume.on_click(self._continue_clicked)
         hidden(self.resume, True)
+        self.browser_stop = widgets.HTML()
         self.clock = widgets.HTML()
         self._ticking: threading.Event | None = None
         self._clock_lock = threading.Lock()
-        parts = [widgets.HBox([self.header, self.clock, self.stop, self.resume]), self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
+        self._top = widgets.HBox([self.header, self.clock, self.stop, self.resume])
+        parts = [self._top, self.notices, self.todos, self.subagents, self.transcript, self.artifacts,
                  self.changes, self.receipt]
         super().__init__(parts, layout=widgets.Layout(border_left="3px solid #4a90d9", padding="2px 8px"))
         for part in (self.notices, self.todos, self.subagents, self.artifacts, self.changes, self.receipt):
@@ -212,11 +239,17 @@ class RunView(widgets.VBox):
     def detach(self) -> None:
         self._cancel = None
         hidden(self.stop, True)
+        self._use_stop(self.stop)
+        self.browser_stop.value = ""
         with self._clock_lock:
             if self._ticking is not None:
                 self._ticking.set()
                 self._ticking = None
             self.clock.value = ""
+
+    def _use_stop(self, control: widgets.Widget) -> None:
+        """Put ``control`` (the widget Stop or the browser-posted one) in the header; only one is there."""
+        self._top.children = (self.header, self.clock, control, self.resume)
 
     def _start_clock(self, background: bool) -> None:
         """Elapsed time beside Stop while a run streams; a background run says so and how to stop it.
@@ -303,6 +336,9 @@ class RunView(widgets.VBox):
     def _on_run_started(self, e: ev.RunStarted) -> None:
         self.thread_id, self.status, self._model = e.thread_id, "running", e.model
         self._set_header()
+        if self.live and self._api and e.thread_id and e.run_id:  # a click must not wait for the cell to end
+            self.browser_stop.value = stop_button_html(self._api, e.thread_id, e.run_id)
+            self._use_stop(self.browser_stop)
         if e.notice:
             self._notice(e.notice)
 
@@ -388,7 +424,7 @@ class RunView(widgets.VBox):
         hidden(self.changes, not self.changes.value)
 
     def _on_notice(self, e: ev.Notice) -> None:
-        self._notice(f"{e.kind}: {e.text}")
+        self._notice(ev.notice_line(e))
 
     def _on_error(self, e: ev.Error) -> None:
         self._append(widgets.HTML(f"<div style='color:#c00'>✗ {esc(e.kind)} error: {esc(e.message)}</div>"))

@@ -447,7 +447,9 @@ class TerminalRenderer:
         self._line(f"  ★ artifact: {e.path}")
 
     def _on_notice(self, e: ev.Notice) -> None:
-        self._line(f"  ! {e.kind}: {e.text}")
+        from deerflow.runtime.events import notice_line  # loaded already: the event is one
+
+        self._line(f"  ! {notice_line(e)}")
 
     def _on_error(self, e: ev.Error) -> None:
         self._line(f"✗ error: {e.message}")

@@ -85,7 +85,7 @@ def test_unpresented_report_is_marked_undelivered(deerflow_home, tmp_path):
         renderer.render(event)
     text = out.getvalue()
     assert "+ /mnt/user-data/outputs/report.md" in text
-    assert "! undelivered:" in text
+    assert "! Not delivered:" in text
     assert "run finished: success — delivery: undelivered (0 of 1 new outputs presented)" in text
     stored = MetadataStore(deerflow_home / "deerflow.db").get_run(result.run_id, "local")
     assert stored is not None and stored.result["receipt"]["status"] == "undelivered"

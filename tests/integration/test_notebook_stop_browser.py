@@ -2,7 +2,9 @@
 
 A scripted model asks a question, and the answer's run waits in a slow tool.
 Submitting the form starts that run in the background (the kernel is idle);
-the view's Stop button cancels it, and so does Kernel → Interrupt.
+the view's Stop button cancels it, and so does Kernel → Interrupt.  A run
+that holds its cell (the kernel busy) is stopped by the same button, which
+posts the cancel from the browser rather than through the kernel.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ models:
         - tool_calls: [{name: ask_clarification, args: {question: "Which year should I use?"}}]
         - tool_calls: [{name: wait, args: {seconds: 120}}]
         - text: unreachable
+  - name: slow
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{name: wait, args: {seconds: 120}}]
+        - text: unreachable
 tools:
   - {name: wait, group: test, use: "fixtures.slow_tools:wait"}
 """
@@ -48,13 +56,15 @@ def lab_workdir(tmp_path: Path) -> Path:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("%load_ext deerflow_kernel"),
                 nbformat.v4.new_code_cell("%%deerflow --new --model asks\nSummarise the counts."),
-                nbformat.v4.new_code_cell("%%deerflow --new --model asks\nSummarise them again.")]
+                nbformat.v4.new_code_cell("%%deerflow --new --model asks\nSummarise them again."),
+                nbformat.v4.new_code_cell("%%deerflow --new --model slow\nCount the rows."),
+                nbformat.v4.new_code_cell("%%deerflow --new --model slow\nCount them again.")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, work / "stop.ipynb")
     return work
 
 
-def test_stop_and_kernel_interrupt_cancel_a_run_continued_from_a_form(lab_workdir: Path, tmp_path: Path):
+def test_stop_and_kernel_interrupt_cancel_a_run_continued_from_a_form_or_holding_its_cell(lab_workdir: Path, tmp_path: Path):
     OUTPUT.mkdir(parents=True, exist_ok=True)
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(lab_workdir / "config.yaml"),
            "OPENAI_API_KEY": "", **quiet_lab_env(tmp_path)}
@@ -81,6 +91,23 @@ def test_stop_and_kernel_interrupt_cancel_a_run_continued_from_a_form(lab_workdi
             page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
             second.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
             page.screenshot(path=str(OUTPUT / "notebook-interrupt-cancelled.png"), full_page=True)
+
+            held = cells.nth(3)  # a run that holds the cell (the kernel is busy): Stop posts from the browser
+            _run_cell(page, held, wait_for_count=False)
+            held.get_by_text("wait").first.wait_for()
+            held.locator("button.deerflow-stop").click()
+            held.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+            held.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell ended with the run
+            page.screenshot(path=str(OUTPUT / "notebook-stop-held-cell.png"), full_page=True)
+
+            interrupted = cells.nth(4)  # Kernel → Interrupt still cancels a run that holds its cell
+            _run_cell(page, interrupted, wait_for_count=False)
+            interrupted.get_by_text("wait").first.wait_for()
+            interrupted.locator("button.deerflow-stop").wait_for(state="visible")
+            page.get_by_role("menuitem", name="Kernel", exact=True).click()
+            page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
+            interrupted.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+            interrupted.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()
         except Exception:
             save_failure(page, lab.log, "notebook-stop-failure")
             raise

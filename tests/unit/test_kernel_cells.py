@@ -7,6 +7,7 @@ The real-kernel round trip (button → notebook-edits/insert → a cell that run
 from __future__ import annotations
 
 import time
+from html import unescape
 from types import SimpleNamespace
 
 import comm
@@ -118,3 +119,27 @@ def test_the_browser_insert_button_carries_its_target_escaped():
     assert "class='deerflow-insert'" in html and "data-api='/base/deerflow/api/'" in html
     assert "<script>" not in html and "data-path='a&#x27;&gt;&lt;script&gt;" in html
     assert "notebook-edits/insert" in html and "X-XSRFToken" in html  # same-origin POST with Jupyter's XSRF
+
+
+def test_a_live_server_run_gets_a_browser_stop_that_posts_the_cancel_route():
+    view = RunView(read_artifact=lambda *a: b"", api="/base/deerflow/api/")
+    cancelled: list[bool] = []
+    view.attach(lambda: cancelled.append(True))
+    view.render(ev.RunStarted(run_id="r'1", thread_id="t1", model="m"))
+    html = view.browser_stop.value
+    assert view.browser_stop in view._top.children and view.stop not in view._top.children  # one Stop only
+    assert "data-api='/base/deerflow/api/'" in html and "data-run='r&#x27;1'" in html  # escaped
+    script = unescape(html.split('onclick="', 1)[1].split('"', 1)[0])  # what the browser runs
+    assert "'/runs/'+encodeURIComponent(d.run)+'/cancel'" in script and "'X-XSRFToken':x" in script
+    view.request_stop()  # Kernel → Interrupt still cancels through the kernel
+    assert cancelled == [True]
+    view.detach()
+    assert view.browser_stop.value == "" and view.browser_stop not in view._top.children
+
+
+def test_without_a_server_the_stop_stays_the_widget_button():
+    view = RunView(read_artifact=lambda *a: b"")
+    view.attach(lambda: True)
+    view.render(ev.RunStarted(run_id="r1", thread_id="t1", model="m"))
+    assert view.stop in view._top.children and view.browser_stop.value == ""
+    view.detach()

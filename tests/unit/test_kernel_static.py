@@ -138,3 +138,25 @@ def test_the_artifacts_listing_is_static_and_says_which_file_could_not_be_read()
 
     page = artifacts_html("t1", ["/mnt/user-data/outputs/chart.png", "/mnt/user-data/outputs/gone.md"], read)
     assert "data:image/png;base64," in page and "could not load it: gone.md was deleted" in page
+
+
+def test_notices_read_by_label_or_text_never_by_raw_kind():
+    import io
+
+    from deerflow.cli import TerminalRenderer
+
+    base = {"run_id": "r1", "thread_id": "t1"}
+    notices = [ev.Notice(**base, kind="notebook_context", text="context: 3 cells of work.ipynb"),
+               ev.Notice(**base, kind="config_reloaded", text="config.yaml changed: reloaded"),
+               ev.Notice(**base, kind="loop_detected", text="the same call 3 times")]
+    view, _ = _view()
+    out = io.StringIO()
+    terminal = TerminalRenderer(out)
+    for notice in notices:
+        view.render(notice)
+        terminal.render(notice)
+    view.finish()
+    static = view.static()._repr_mimebundle_()["text/html"]
+    for shown in (view.notices.value, static, out.getvalue()):
+        assert "context: 3 cells of work.ipynb" in shown and "Loop detected: the same call 3 times" in shown
+        assert "notebook_context" not in shown and "config_reloaded" not in shown and "loop_detected" not in shown

@@ -106,6 +106,21 @@ class Notice(_Event):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+NOTICE_LABELS = {"loop_detected": "Loop detected", "context_summarized": "Context summarized",
+                 "incomplete_todos": "Unfinished todos", "subagent_limit": "Subagent limit",
+                 "tools_promoted": "Tools promoted", "mcp_task_finished": "MCP task finished",
+                 "consent_decision": "Consent", "token_budget": "Token budget",
+                 "undelivered": "Not delivered", "partial": "Partly delivered"}
+"""Readable labels of notice kinds; a kind not here (``notebook_context``, ``config_reloaded``) has a
+text that says what it is, so it is shown alone."""
+
+
+def notice_line(notice: Notice) -> str:
+    """How a notice reads to a user: ``"Label: text"``, or the text alone (never the raw ``kind``)."""
+    label = NOTICE_LABELS.get(notice.kind)
+    return f"{label}: {notice.text}" if label else notice.text
+
+
 RunStatus = Literal["success", "error", "cancelled", "interrupted", "stopped"]
 
 STOPPED_BY = "stopped_by"
