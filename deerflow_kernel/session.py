@@ -137,7 +137,7 @@ class KernelSession:
             raise UserError("%deerflow continue: no current thread (give --thread T, see %deerflow threads)")
         backend = self.backend()
         if thread_id != self.thread_id:
-            self._check_thread(backend, thread_id)
+            self.check_thread(backend, thread_id)
         handle = backend.start(backend.continue_prompt(thread_id, extra), thread_id,
                                self._thread_options.get(thread_id, {}))
         self.thread_id = thread_id
