@@ -15,15 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fixtures.browser import (
-    LAB_ARGS,
-    OUTPUT,
-    browser_page,
-    quiet_lab_env,
-    save_failure,
-    wait_for_notebook_kernel,
-)
-from fixtures.jupyter_process import running_jupyter
+from fixtures.browser import OUTPUT, notebook_in_lab, run_cell
 
 pytestmark = pytest.mark.integration
 
@@ -65,68 +57,48 @@ def lab_workdir(tmp_path: Path) -> Path:
 
 
 def test_stop_and_kernel_interrupt_cancel_a_run_continued_from_a_form_or_holding_its_cell(lab_workdir: Path, tmp_path: Path):
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(lab_workdir / "config.yaml"),
-           "OPENAI_API_KEY": "", **quiet_lab_env(tmp_path)}
-    with running_jupyter(lab_workdir, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, \
-            browser_page() as page:
-        try:
-            page.set_default_timeout(60_000)
-            page.goto(f"{lab.url}lab/tree/stop.ipynb?token={lab.token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="visible")
-            cells = page.locator(".jp-Notebook .jp-Cell")
-            _run_cell(page, cells.nth(0), wait_for_count=True)
+    with notebook_in_lab(lab_workdir, tmp_path, "stop.ipynb", "notebook-stop-failure") as (_, page):
+        cells = page.locator(".jp-Notebook .jp-Cell")
+        run_cell(page, cells.nth(0), wait_for_count=True)
 
-            first = cells.nth(1)
-            _answer_and_wait_for_stop(page, first)
-            page.screenshot(path=str(OUTPUT / "notebook-stop-running.png"), full_page=True)
-            first.locator("button", has_text="Stop").click()
-            first.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
-            first.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell's result followed the run
-            page.screenshot(path=str(OUTPUT / "notebook-stop-cancelled.png"), full_page=True)
+        first = cells.nth(1)
+        _answer_and_wait_for_stop(page, first)
+        page.screenshot(path=str(OUTPUT / "notebook-stop-running.png"), full_page=True)
+        first.locator("button", has_text="Stop").click()
+        first.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+        first.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell's result followed the run
+        page.screenshot(path=str(OUTPUT / "notebook-stop-cancelled.png"), full_page=True)
 
-            second = cells.nth(2)
-            _answer_and_wait_for_stop(page, second)
-            page.get_by_role("menuitem", name="Kernel", exact=True).click()
-            page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
-            second.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
-            page.screenshot(path=str(OUTPUT / "notebook-interrupt-cancelled.png"), full_page=True)
+        second = cells.nth(2)
+        _answer_and_wait_for_stop(page, second)
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
+        second.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+        page.screenshot(path=str(OUTPUT / "notebook-interrupt-cancelled.png"), full_page=True)
 
-            held = cells.nth(3)  # a run that holds the cell (the kernel is busy): Stop posts from the browser
-            _run_cell(page, held, wait_for_count=False)
-            held.get_by_text("wait").first.wait_for()
-            held.locator("button.deerflow-stop").click()
-            held.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
-            held.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell ended with the run
-            page.screenshot(path=str(OUTPUT / "notebook-stop-held-cell.png"), full_page=True)
+        held = cells.nth(3)  # a run that holds the cell (the kernel is busy): Stop posts from the browser
+        run_cell(page, held, wait_for_count=False)
+        held.get_by_text("wait").first.wait_for()
+        held.locator("button.deerflow-stop").click()
+        held.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+        held.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()  # the cell ended with the run
+        page.screenshot(path=str(OUTPUT / "notebook-stop-held-cell.png"), full_page=True)
 
-            interrupted = cells.nth(4)  # Kernel → Interrupt still cancels a run that holds its cell
-            _run_cell(page, interrupted, wait_for_count=False)
-            interrupted.get_by_text("wait").first.wait_for()
-            interrupted.locator("button.deerflow-stop").wait_for(state="visible")
-            page.get_by_role("menuitem", name="Kernel", exact=True).click()
-            page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
-            interrupted.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
-            interrupted.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()
-        except Exception:
-            save_failure(page, lab.log, "notebook-stop-failure")
-            raise
+        interrupted = cells.nth(4)  # Kernel → Interrupt still cancels a run that holds its cell
+        run_cell(page, interrupted, wait_for_count=False)
+        interrupted.get_by_text("wait").first.wait_for()
+        interrupted.locator("button.deerflow-stop").wait_for(state="visible")
+        page.get_by_role("menuitem", name="Kernel", exact=True).click()
+        page.get_by_role("menuitem", name=re.compile(r"^Interrupt Kernel")).click()
+        interrupted.get_by_text("cancelled").first.wait_for(timeout=CANCEL_DEADLINE_MS)
+        interrupted.get_by_text(re.compile(r"^<RunResult cancelled")).wait_for()
 
 
 def _answer_and_wait_for_stop(page, cell) -> None:
     """Run the cell, answer its form, and wait until its continued run shows Stop."""
-    _run_cell(page, cell, wait_for_count=True)  # the run ends with the question: the cell completes
+    run_cell(page, cell, wait_for_count=True)  # the run ends with the question: the cell completes
     cell.get_by_text("Which year should I use?").first.wait_for()
     cell.locator("textarea").fill("2024")
     cell.locator("button", has_text="Submit").click()
     cell.get_by_text("wait").first.wait_for()
     cell.locator("button", has_text="Stop").wait_for(state="visible")
-
-
-def _run_cell(page, cell, *, wait_for_count: bool) -> None:
-    wait_for_notebook_kernel(page)  # the keys go to the notebook, not to a dialog, and run now
-    cell.locator(".jp-InputPrompt").click()
-    page.keyboard.press("Escape")  # command mode, whatever the click did
-    page.keyboard.press("Control+Enter")
-    if wait_for_count:
-        cell.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for()
