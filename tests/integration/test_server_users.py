@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from fixtures.jupyter_identity import two_user_server_config
+
 pytestmark = pytest.mark.integration
 
 API = ("deerflow", "api")
@@ -17,14 +19,7 @@ BOB = {"Authorization": "token bob-token"}
 
 @pytest.fixture
 def jp_server_config(deerflow_home: Path, tmp_path: Path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: quickstart\n")
-    return {
-        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True},
-                      "identity_provider_class": "fixtures.jupyter_identity.TwoUsers"},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home), "single_user": False},
-    }
+    return two_user_server_config(tmp_path, deerflow_home)
 
 
 def run_body(text: str = "Write me a report") -> str:

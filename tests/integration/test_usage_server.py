@@ -14,7 +14,7 @@ from jupyter_server.auth.identity import User
 from tornado.httpclient import HTTPClientError
 
 from deerflow_jupyter.handlers.usage import grants_admin
-from fixtures.jupyter_identity import AliceIsUsageAdmin
+from fixtures.jupyter_identity import AliceIsUsageAdmin, two_user_server_config
 
 pytestmark = pytest.mark.integration
 
@@ -25,16 +25,10 @@ BOB = {"Authorization": "token bob-token"}
 
 @pytest.fixture
 def jp_server_config(deerflow_home: Path, tmp_path: Path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: |\n      turns: [Noted., Noted again.]\nusage:\n  daily_token_budget: 1\n")
-    return {
-        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True},
-                      "identity_provider_class": "fixtures.jupyter_identity.TwoUsers",
-                      "authorizer_class": "fixtures.jupyter_identity.AliceIsUsageAdmin"},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home),
-                              "single_user": False},
-    }
+    config = ("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
+              "    script: |\n      turns: [Noted., Noted again.]\nusage:\n  daily_token_budget: 1\n")
+    return two_user_server_config(tmp_path, deerflow_home, config,
+                                  authorizer_class="fixtures.jupyter_identity.AliceIsUsageAdmin")
 
 
 async def get_json(jp_fetch, *parts: str, headers, **params):
