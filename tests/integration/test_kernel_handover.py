@@ -22,7 +22,7 @@ import nbformat
 import pytest
 import websocket
 
-from fixtures.jupyter_process import running_jupyter
+from fixtures.jupyter_process import served_config
 
 pytestmark = pytest.mark.integration
 
@@ -97,16 +97,8 @@ class Kernel:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("handover")
-    (tmp_path / "config.yaml").write_text(CONFIG)
-    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(tmp_path / "config.yaml"),
-           "OPENAI_API_KEY": ""}
-    with running_jupyter(tmp_path, env=env) as server:
-        http = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
-        try:
-            yield server, http
-        finally:
-            http.close()
+    with served_config(tmp_path_factory.mktemp("handover"), CONFIG) as (server, http):
+        yield server, http
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import pytest
 import websocket
 from IPython.core.interactiveshell import InteractiveShell
 
-from fixtures.jupyter_process import running_jupyter
+from fixtures.jupyter_process import served_config
 
 pytestmark = pytest.mark.integration
 
@@ -109,16 +109,8 @@ def notebook(magic: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("notebook-agent")
-    (tmp_path / "config.yaml").write_text(CONFIG)
-    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(tmp_path / "config.yaml"),
-           "OPENAI_API_KEY": ""}
-    with running_jupyter(tmp_path, env=env) as server:
-        http = httpx.Client(base_url=server.url, headers=server.headers, timeout=60)
-        try:
-            yield server, http
-        finally:
-            http.close()
+    with served_config(tmp_path_factory.mktemp("notebook-agent"), CONFIG) as (server, http):
+        yield server, http
 
 
 def open_kernel(server: Any, http: httpx.Client, nb: dict[str, Any]) -> Kernel:
