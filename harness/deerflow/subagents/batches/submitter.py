@@ -165,7 +165,7 @@ async def open_batch_submitter(config: AppConfig, home: HomePaths, runtime: Suba
                                stack: AsyncExitStack, services: Mapping[str, Any]) -> BatchSubmitter:
     """The SQL store plus an in-process worker on the current loop (stopped with ``stack``)."""
     settings = config.subagents.batches
-    store = await _open_store(settings, home)
+    store = await open_store(settings, home)
     stack.callback(store.close)  # after the worker has stopped (the stack unwinds in reverse)
     worker = BatchWorker(store, item_runner(runtime, config, home, services), concurrency=settings.concurrency,
                          lease_seconds=settings.lease_seconds)
@@ -174,7 +174,7 @@ async def open_batch_submitter(config: AppConfig, home: HomePaths, runtime: Suba
     return BatchSubmitter(store, max_items=settings.max_items, worker=worker)
 
 
-async def _open_store(settings: BatchesConfig, home: HomePaths) -> BatchStore:
+async def open_store(settings: BatchesConfig, home: HomePaths) -> BatchStore:
     """Open the store (creating its schema) off the event loop, within the stores' deadline."""
     try:
         return await asyncio.wait_for(asyncio.to_thread(lambda: BatchStore(open_backend(settings, home))),
@@ -185,4 +185,4 @@ async def _open_store(settings: BatchesConfig, home: HomePaths) -> BatchStore:
                                f"{DEADLINE_SECONDS:g} s (the database is locked or the disk is slow)") from None
 
 
-__all__ = ["BatchStatus", "BatchSubmitter", "export_record", "item_runner", "open_batch_submitter"]
+__all__ = ["BatchStatus", "BatchSubmitter", "export_record", "item_runner", "open_batch_submitter", "open_store"]
