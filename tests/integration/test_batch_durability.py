@@ -27,7 +27,7 @@ from deerflow.errors import NotFoundError
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.batches.sql import open_backend
 from deerflow.subagents.batches.store import BatchStore
-from deerflow.subagents.batches.submitter import BatchSubmitter, item_runner
+from deerflow.subagents.batches.submitter import BatchSubmitter, item_runner, open_store
 from deerflow.subagents.batches.worker import BatchWorker
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.runtime import SubagentRuntime
@@ -144,7 +144,7 @@ async def _worker(config: Path, home: Path, stack: AsyncExitStack, *, concurrenc
     controller = SubagentController()
     stack.push_async_callback(controller.aclose)
     paths = HomePaths(home)
-    store = BatchStore(open_backend(loaded.config.subagents.batches, paths))
+    store = await open_store(loaded.config.subagents.batches, paths)
     runner = item_runner(SubagentRuntime(controller), loaded.config, paths, {})
     worker = BatchWorker(store, runner, concurrency=concurrency, lease_seconds=30, poll_interval=0.1)
     worker.start()
@@ -155,11 +155,11 @@ async def _worker(config: Path, home: Path, stack: AsyncExitStack, *, concurrenc
 async def test_cancelling_a_batch_is_durable_and_starts_no_new_item(batch_db, deerflow_home, tmp_path):
     config, log = write_config(tmp_path, batch_db, latency=0.2)
     items = [{"prompt": f"ITEM-{n:02d}", "subagent_type": "general-purpose"} for n in range(12)]
-    submitter, batch_id = submit(deerflow_home, config, items)
+    submitter, batch_id = await asyncio.to_thread(submit, deerflow_home, config, items)
     async with AsyncExitStack() as stack:
         await _worker(config, deerflow_home, stack)
         await asyncio.to_thread(wait_for, lambda: submitter.status(batch_id, "alice").counts.execution["completed"] >= 2)
-        submitter.cancel(batch_id, "alice")
+        await asyncio.to_thread(submitter.cancel, batch_id, "alice")
         at_cancel = batch_db.item_rows(deerflow_home)
         await asyncio.to_thread(wait_for, lambda: not submitter.status(batch_id, "alice").counts.execution["running"])
         await asyncio.sleep(0.5)  # give a wrongly-started item every chance to appear
@@ -170,9 +170,10 @@ async def test_cancelling_a_batch_is_durable_and_starts_no_new_item(batch_db, de
     assert {r["status"] for r in final.values()} <= {"completed", "cancelled"}
     started = {f"ITEM-{i:02d}" for i, r in at_cancel.items() if r["attempts"]}
     assert set(runs_per_item(log)) <= started  # the model only ever saw items started before the cancel
-    reopened = BatchSubmitter(BatchStore(open_backend(load_config(config).config.subagents.batches,
-                                                      HomePaths(deerflow_home))), max_items=10)
-    assert reopened.status(batch_id, "alice").record.cancel_requested  # durable: another process sees it
+    settings = load_config(config).config.subagents.batches
+    reopened = await asyncio.to_thread(lambda: BatchSubmitter(BatchStore(open_backend(settings, HomePaths(deerflow_home))),
+                                                              max_items=10))
+    assert (await asyncio.to_thread(reopened.status, batch_id, "alice")).record.cancel_requested  # durable: another process sees it
 
 
 async def test_export_matches_the_database_and_verdicts_stay_apart_from_execution(batch_db, deerflow_home, tmp_path):
@@ -185,11 +186,11 @@ async def test_export_matches_the_database_and_verdicts_stay_apart_from_executio
         {"prompt": "ITEM-free", "subagent_type": "general-purpose", "acceptance_criteria": ["It is elegant"]},
         {"prompt": "ITEM-plain", "subagent_type": "general-purpose"},
     ]
-    submitter, batch_id = submit(deerflow_home, config, items)
+    submitter, batch_id = await asyncio.to_thread(submit, deerflow_home, config, items)
     async with AsyncExitStack() as stack:
         await _worker(config, deerflow_home, stack)
         await asyncio.to_thread(wait_for, lambda: submitter.status(batch_id, "alice").done)
-    exported = [json.loads(line) for line in submitter.export_lines(batch_id, "alice")]
+    exported = [json.loads(line) for line in await asyncio.to_thread(lambda: list(submitter.export_lines(batch_id, "alice")))]
     db = batch_db.item_rows(deerflow_home)
     assert [e["item_index"] for e in exported] == sorted(db)
     for entry in exported:
@@ -201,7 +202,7 @@ async def test_export_matches_the_database_and_verdicts_stay_apart_from_executio
     assert [e["acceptance_verdict"] for e in exported] == ["MET", "UNMET", "UNVERIFIED", None]  # ...vs acceptance
     assert all(e["attempts"] == 1 for e in exported)  # unmet / unverified: never retried
     assert exported[1]["result"]["citations"]["unknown"] == ["r1"]
-    counts = submitter.status(batch_id, "alice").counts
+    counts = (await asyncio.to_thread(submitter.status, batch_id, "alice")).counts
     assert counts.execution["completed"] == 4 and counts.acceptance == {"MET": 1, "UNMET": 1, "UNVERIFIED": 1,
                                                                         "none": 1}
     assert len(runs_per_item(log)) == 4

@@ -74,7 +74,7 @@ async def test_a_cancel_request_reaches_the_server(deerflow_home: Path, tmp_path
         result = await client.chat("Start a long job")
         task_id = re.search(r"mcptask-[0-9a-f]+", results(result.events)[0].text).group(0)
         service = (await client.mcp())._tasks_service()
-        assert service.request_cancel(task_id, "local").cancel_requested
+        assert (await service.request_cancel(task_id, "local")).cancel_requested
         for _ in range(300):
             if task_status(deerflow_home, task_id) == "cancelled":
                 break

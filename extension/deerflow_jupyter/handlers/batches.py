@@ -19,6 +19,8 @@ BATCH_ID = r"(?P<batch_id>[A-Za-z0-9_-]{1,64})"
 
 
 class _BatchHandler(DeerFlowHandler):
+    """Every store call goes through ``submitter.store.aio`` (off the event loop; 503 when locked)."""
+
     async def submitter(self) -> BatchSubmitter:
         runtime = (await self.manager()).services.get(SUBAGENTS_SERVICE)
         submitter = getattr(runtime, "submitter", None)
@@ -31,21 +33,24 @@ class BatchesHandler(_BatchHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.send_json([s.to_dict() for s in (await self.submitter()).list(self.user_id)])
+        submitter = await self.submitter()
+        self.send_json([s.to_dict() for s in await submitter.store.aio.run(submitter.list, self.user_id)])
 
 
 class BatchHandler(_BatchHandler):
     @web.authenticated
     @authorized
     async def get(self, batch_id: str) -> None:
-        self.send_json((await self.submitter()).status(batch_id, self.user_id).to_dict())
+        submitter = await self.submitter()
+        self.send_json((await submitter.store.aio.run(submitter.status, batch_id, self.user_id)).to_dict())
 
 
 class BatchCancelHandler(_BatchHandler):
     @web.authenticated
     @authorized("write")
     async def post(self, batch_id: str) -> None:
-        self.send_json((await self.submitter()).cancel(batch_id, self.user_id).to_dict())
+        submitter = await self.submitter()
+        self.send_json((await submitter.store.aio.run(submitter.cancel, batch_id, self.user_id)).to_dict())
 
 
 class BatchExportHandler(_BatchHandler):
@@ -54,6 +59,8 @@ class BatchExportHandler(_BatchHandler):
     @web.authenticated
     @authorized
     async def get(self, batch_id: str) -> None:
-        lines = list((await self.submitter()).export_lines(batch_id, self.user_id))  # 404 before any byte
+        submitter = await self.submitter()
+        lines = await submitter.store.aio.run(lambda: list(submitter.export_lines(batch_id, self.user_id)))
+        # (all lines read before any byte is sent: an unknown batch is still a clean 404)
         self.set_header("Content-Disposition", f'attachment; filename="{batch_id}.jsonl"')
         self.finish("".join(line + "\n" for line in lines), set_content_type="application/x-ndjson")

@@ -153,7 +153,7 @@ class McpManager:
                 notices += [n for n in found if n]
         notices += self._state_notices(catalog, user_id)
         if self._has_tasks(catalog):
-            self._tasks_service().resume()
+            await self._tasks_service().resume()
         return self._run_view(catalog, user_id, thread_id or DISCOVERY_THREAD, notices)
 
     async def _discover(self, state: ServerState, user_id: str, thread_id: str | None) -> dict[str, Any] | None:
@@ -250,7 +250,7 @@ class McpManager:
             raise ToolFailure(self.redact(outcome.text), code="mcp_tool_error")
         outcome.structured = self.redact.deep(outcome.structured)
         if config.tasks is not None and spec.remote_name == config.tasks.submit:
-            return self._task_submitted(spec, result, ctx, call_id)
+            return await self._task_submitted(spec, result, ctx, call_id)
         message = ToolMessage(content=self.redact(outcome.text), tool_call_id=call_id, name=spec.name,
                               artifact=outcome.artifact(spec.server, spec.remote_name))
         if outcome.images:
@@ -306,10 +306,10 @@ class McpManager:
         except ToolFailure as exc:
             raise ServerUnavailable(exc.message) from None
 
-    def _task_submitted(self, spec: ToolSpec, result: mcp_types.CallToolResult, ctx: Any,
+    async def _task_submitted(self, spec: ToolSpec, result: mcp_types.CallToolResult, ctx: Any,
                         call_id: str) -> ToolMessage:
         try:
-            record = self._tasks_service().submitted(server=spec.server, tool=spec.remote_name,
+            record = await self._tasks_service().submitted(server=spec.server, tool=spec.remote_name,
                                                      user_id=ctx.user_id, thread_id=ctx.thread_id, result=result)
         except ValueError as exc:
             raise ToolFailure(f"MCP task could not be tracked: {exc}", code="mcp_task_error") from None

@@ -29,23 +29,23 @@ def make_task_tools(service: TaskService) -> list[BaseTool]:
     async def status(runtime: ToolRuntime, task_id: str | None = None) -> str:
         ctx = runtime.context
         if not task_id:
-            records = service.store.for_thread(ctx.user_id, ctx.thread_id)
+            records = await service.store.aio.for_thread(ctx.user_id, ctx.thread_id)
             if not records:
                 return "this thread has no MCP tasks"
             for record in records:
                 if record.status != "running":
-                    service.store.update(record.id, delivered=1)
+                    await service.store.aio.update(record.id, delivered=1)
             return json.dumps([r.public() for r in records], ensure_ascii=False, indent=1)
-        record = service.store.get(task_id, ctx.user_id)
+        record = await service.store.aio.get(task_id, ctx.user_id)
         if record is None:
             raise ToolFailure(f"no MCP task {task_id!r} for you; use the id the submit call returned",
                               code="not_found")
         if record.status != "running" and record.thread_id == ctx.thread_id:
-            service.store.update(record.id, delivered=1)
+            await service.store.aio.update(record.id, delivered=1)
         return json.dumps(record.public(), ensure_ascii=False, indent=1)
 
     async def cancel(runtime: ToolRuntime, task_id: str) -> str:
-        record = service.request_cancel(task_id, runtime.context.user_id)
+        record = await service.request_cancel(task_id, runtime.context.user_id)
         if record is None:
             raise ToolFailure(f"no MCP task {task_id!r} for you", code="not_found")
         if record.status != "running":

@@ -20,18 +20,17 @@ import asyncio
 import contextlib
 import json
 import logging
-import sqlite3
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import mcp_types
 
 from deerflow.mcp.config import TaskTools
 from deerflow.mcp.transport import TRANSPORT_ERRORS, ServerUnavailable
+from deerflow.persistence.sqlite import SqliteStore
 
 logger = logging.getLogger(__name__)
 
@@ -67,35 +66,31 @@ class TaskRecord:
         return data
 
 
-class TaskStore:
-    """Task records in SQLite (one small table)."""
+class TaskStore(SqliteStore):
+    """Task records in SQLite (one small table); async code awaits the same methods on ``.aio``."""
 
+    schema = ("CREATE TABLE IF NOT EXISTS mcp_tasks (id TEXT PRIMARY KEY, server TEXT, tool TEXT, user_id TEXT, "
+              "thread_id TEXT, remote_handle TEXT, status TEXT, result TEXT, error TEXT, "
+              "cancel_requested INTEGER, delivered INTEGER, submitted_at REAL, updated_at REAL);")
+    loop_guarded = True  # see deerflow.persistence.aio
     _COLUMNS = tuple(f.name for f in fields(TaskRecord))
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS mcp_tasks (id TEXT PRIMARY KEY, server TEXT, tool TEXT, user_id TEXT, "
-            "thread_id TEXT, remote_handle TEXT, status TEXT, result TEXT, error TEXT, "
-            "cancel_requested INTEGER, delivered INTEGER, submitted_at REAL, updated_at REAL)")
-        self._db.commit()
 
     def add(self, record: TaskRecord) -> None:
         marks = ",".join("?" for _ in self._COLUMNS)
-        self._db.execute(f"INSERT INTO mcp_tasks ({','.join(self._COLUMNS)}) VALUES ({marks})",
-                         tuple(getattr(record, c) for c in self._COLUMNS))
-        self._db.commit()
+        with self._connect() as db:
+            db.execute(f"INSERT INTO mcp_tasks ({','.join(self._COLUMNS)}) VALUES ({marks})",
+                       tuple(getattr(record, c) for c in self._COLUMNS))
 
     def update(self, task_id: str, **changes: Any) -> None:
         changes["updated_at"] = time.time()
         assignments = ",".join(f"{k}=?" for k in changes)
-        self._db.execute(f"UPDATE mcp_tasks SET {assignments} WHERE id=?", (*changes.values(), task_id))
-        self._db.commit()
+        with self._connect() as db:
+            db.execute(f"UPDATE mcp_tasks SET {assignments} WHERE id=?", (*changes.values(), task_id))
 
     def _select(self, where: str, args: tuple[Any, ...]) -> list[TaskRecord]:
-        rows = self._db.execute(f"SELECT {','.join(self._COLUMNS)} FROM mcp_tasks WHERE {where} "
-                                "ORDER BY submitted_at", args).fetchall()
+        with self._connect() as db:
+            rows = db.execute(f"SELECT {','.join(self._COLUMNS)} FROM mcp_tasks WHERE {where} "
+                              "ORDER BY submitted_at", args).fetchall()
         return [TaskRecord(*row) for row in rows]
 
     def get(self, task_id: str, user_id: str) -> TaskRecord | None:
@@ -114,7 +109,8 @@ class TaskStore:
                             (user_id, thread_id, *sorted(TERMINAL)))
 
     def close(self) -> None:
-        self._db.close()
+        """Stop the ``.aio`` executor (connections are per call: nothing else stays open)."""
+        self.aio.close()
 
 
 class TaskService:
@@ -129,15 +125,15 @@ class TaskService:
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._resumed = False
 
-    def resume(self) -> None:
+    async def resume(self) -> None:
         """Start polling tasks left running by an earlier process (once)."""
         if self._resumed:
             return
         self._resumed = True
-        for record in self.store.running():
+        for record in await self.store.aio.running():
             self._start_poller(record)
 
-    def submitted(self, *, server: str, tool: str, user_id: str, thread_id: str,
+    async def submitted(self, *, server: str, tool: str, user_id: str, thread_id: str,
                   result: mcp_types.CallToolResult) -> TaskRecord:
         """Record a task from the submit tool's result and start polling it.
 
@@ -152,24 +148,28 @@ class TaskService:
         now = time.time()
         record = TaskRecord(id=f"mcptask-{uuid.uuid4().hex[:12]}", server=server, tool=tool, user_id=user_id,
                             thread_id=thread_id, remote_handle=str(handle), submitted_at=now, updated_at=now)
-        self.store.add(record)
+        await self.store.aio.add(record)
         self._start_poller(record)
         return record
 
-    def request_cancel(self, task_id: str, user_id: str) -> TaskRecord | None:
+    async def request_cancel(self, task_id: str, user_id: str) -> TaskRecord | None:
         """Record a cancellation request; the poller makes the remote call."""
-        record = self.store.get(task_id, user_id)
+        record = await self.store.aio.get(task_id, user_id)
         if record is not None and record.status == "running":
-            self.store.update(task_id, cancel_requested=1)
+            await self.store.aio.update(task_id, cancel_requested=1)
             record.cancel_requested = 1
         return record
 
     def collect_finished(self, user_id: str, thread_id: str) -> list[TaskRecord]:
-        """Finished tasks of a thread not yet reported to it; they count as reported from now."""
+        """Finished tasks of a thread not yet reported to it; they count as reported from now (sync callers)."""
         records = self.store.undelivered(user_id, thread_id)
         for record in records:
             self.store.update(record.id, delivered=1)
         return records
+
+    async def acollect_finished(self, user_id: str, thread_id: str) -> list[TaskRecord]:
+        """:meth:`collect_finished` for async code: off the event loop, within the store's deadline."""
+        return await self.store.aio.run(self.collect_finished, user_id, thread_id)
 
     def _start_poller(self, record: TaskRecord) -> None:
         task = asyncio.get_running_loop().create_task(self._poll(record), name=f"mcp-task-{record.id}")
@@ -179,12 +179,12 @@ class TaskService:
     async def _poll(self, record: TaskRecord) -> None:
         config = self._config_for(record.server)
         if config is None:
-            self.store.update(record.id, status="failed", error="the server's task tools are no longer configured")
+            await self.store.aio.update(record.id, status="failed", error="the server's task tools are no longer configured")
             return
         failures = 0
         while True:
             await asyncio.sleep(config.poll_interval)
-            current = self.store.get(record.id, record.user_id)
+            current = await self.store.aio.get(record.id, record.user_id)
             if current is None or current.status in TERMINAL:
                 return
             try:
@@ -195,7 +195,7 @@ class TaskService:
                 failures += 1
                 logger.warning("MCP task %s: polling failed (%s)", record.id, type(exc).__name__)
                 if failures >= MAX_POLL_FAILURES:
-                    self.store.update(record.id, status="failed", error="the server stopped answering status calls")
+                    await self.store.aio.update(record.id, status="failed", error="the server stopped answering status calls")
                     return
 
     async def _step(self, record: TaskRecord, config: TaskTools) -> bool:
@@ -203,25 +203,25 @@ class TaskService:
         args = {config.id_field: record.remote_handle}
         if record.cancel_requested and config.cancel:
             await self._remote(record.server, record.user_id, record.thread_id, config.cancel, args)
-            self.store.update(record.id, status="cancelled")
+            await self.store.aio.update(record.id, status="cancelled")
             return True
         if time.time() - record.submitted_at > config.timeout:
             if config.cancel:
                 with contextlib.suppress(ServerUnavailable, *TRANSPORT_ERRORS):
                     await self._remote(record.server, record.user_id, record.thread_id, config.cancel, args)
-            self.store.update(record.id, status="timed_out", error=f"no result within {config.timeout:g}s")
+            await self.store.aio.update(record.id, status="timed_out", error=f"no result within {config.timeout:g}s")
             return True
         result = await self._remote(record.server, record.user_id, record.thread_id, config.status, args)
         status = str(_field(result, config.status_field) or "")
         if result.is_error or status in config.failed_values:
             final = "cancelled" if status == "cancelled" else "failed"
-            self.store.update(record.id, status=final,
+            await self.store.aio.update(record.id, status=final,
                               error=_bounded(self._redact(_text(result)), config.max_result_chars))
             return True
         if status in config.done_values:
             value = _field(result, config.result_field)
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-            self.store.update(record.id, status="completed",
+            await self.store.aio.update(record.id, status="completed",
                               result=_bounded(self._redact(text), config.max_result_chars))
             return True
         return False

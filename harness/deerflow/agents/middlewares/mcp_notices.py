@@ -30,13 +30,22 @@ class McpNoticesMiddleware(AgentMiddleware):
 
     def before_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         del state
+        service, context = self.run_tools.tasks, runtime.context
+        if service is None or context is None:
+            return self._publish(runtime, [])
+        return self._publish(runtime, service.collect_finished(context.user_id, context.thread_id))
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        del state
+        service, context = self.run_tools.tasks, runtime.context
+        if service is None or context is None:
+            return self._publish(runtime, [])
+        return self._publish(runtime, await service.acollect_finished(context.user_id, context.thread_id))
+
+    def _publish(self, runtime: Runtime[Any], finished: list[Any]) -> dict[str, Any] | None:
+        """Stream the run's notices and finished tasks; the note for the model, if any task finished."""
         for notice in self.run_tools.notices:
             runtime.stream_writer(notice)
-        service = self.run_tools.tasks
-        context = runtime.context
-        if service is None or context is None:
-            return None
-        finished = service.collect_finished(context.user_id, context.thread_id)
         for record in finished:
             runtime.stream_writer({"type": "notice", "kind": "mcp_task_finished",
                                    "text": f"MCP task {record.id} ({record.server}/{record.tool}): {record.status}",
@@ -46,9 +55,6 @@ class McpNoticesMiddleware(AgentMiddleware):
         from deerflow.mcp.tasks import finished_note
 
         return {"messages": [harness_note(finished_note(finished), "mcp_task_results")]}
-
-    async def abefore_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
 
 
 def mcp_middlewares(run_tools: McpRunTools | None) -> list[AgentMiddleware]:

@@ -25,14 +25,20 @@ batch is simply not found.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deerflow.subagents.batches.sql import Row, SqlBackend
+
+if TYPE_CHECKING:
+    from deerflow.persistence.aio import AsyncStore
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS subagent_batches (
@@ -113,15 +119,39 @@ class BatchCounts:
 class BatchStore:
     """Batches and items on one :class:`SqlBackend` (see the module docstring)."""
 
+    loop_guarded = True  # DEERFLOW_LOOP_GUARD=1: sync calls on an event loop's thread raise LoopBlocked
+
     def __init__(self, backend: SqlBackend) -> None:
         self.backend = backend
-        with backend.transaction() as cur:
+        with self._transaction() as cur:
             backend.lock_schema(cur)
             for statement in _SCHEMA:
                 backend.execute(cur, statement)
 
+    @property
+    def path(self) -> Path:
+        """The database, as named in :class:`~deerflow.persistence.aio.StoreUnavailable` messages."""
+        return Path(getattr(self.backend, "path", None) or self.backend.describe())
+
+    @functools.cached_property
+    def aio(self) -> AsyncStore:
+        """This store's methods as awaitables for async code: a bounded executor and a deadline."""
+        from deerflow.persistence.aio import AsyncStore
+
+        return AsyncStore(self)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        if self.loop_guarded:
+            from deerflow.persistence.aio import guard_loop
+
+            guard_loop(type(self).__name__)
+        with self.backend.transaction() as cur:
+            yield cur
+
     def close(self) -> None:
-        """Release the backend's connections."""
+        """Stop the ``.aio`` executor and release the backend's connections."""
+        self.aio.close()
         self.backend.close()
 
     # -- submission -------------------------------------------------------------------------
@@ -129,7 +159,7 @@ class BatchStore:
                items: Sequence[ItemSpec]) -> BatchRecord:
         """Persist a batch and all its items as ``pending``, in one transaction."""
         now, batch_id = time.time(), f"b-{uuid.uuid4().hex[:12]}"
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             self.backend.execute(
                 cur, "INSERT INTO subagent_batches (batch_id, user_id, thread_id, run_id, label, model_name, status,"
                 " cancel_requested, item_count, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -147,20 +177,20 @@ class BatchStore:
     # -- owner-scoped reads -----------------------------------------------------------------
     def get(self, batch_id: str, user_id: str) -> BatchRecord | None:
         """The batch if it exists and belongs to ``user_id``."""
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             rows = self.backend.query(cur, "SELECT * FROM subagent_batches WHERE batch_id = ? AND user_id = ?",
                                       (batch_id, user_id))
         return _batch(rows[0]) if rows else None
 
     def list(self, user_id: str, *, limit: int = 50) -> list[BatchRecord]:
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             rows = self.backend.query(cur, "SELECT * FROM subagent_batches WHERE user_id = ? "
                                       "ORDER BY created_at DESC LIMIT ?", (user_id, limit))
         return [_batch(r) for r in rows]
 
     def counts(self, batch_id: str) -> BatchCounts:
         counts = BatchCounts()
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             for row in self.backend.query(cur, "SELECT status, acceptance_verdict, COUNT(*) AS n FROM "
                                           "subagent_batch_items WHERE batch_id = ? GROUP BY status, "
                                           "acceptance_verdict", (batch_id,)):
@@ -174,7 +204,7 @@ class BatchStore:
         """Every item row of the user's batch, in order (nothing for another user's)."""
         if self.get(batch_id, user_id) is None:
             return iter(())
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             rows = self.backend.query(cur, "SELECT * FROM subagent_batch_items WHERE batch_id = ? "
                                       "ORDER BY item_index", (batch_id,))
         return iter(rows)
@@ -183,7 +213,7 @@ class BatchStore:
     def cancel(self, batch_id: str, user_id: str) -> int:
         """Cancel the batch durably; returns how many pending items were cancelled (-1: not found)."""
         now = time.time()
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             found = self.backend.execute(cur, "UPDATE subagent_batches SET cancel_requested = 1, status = 'cancelled',"
                                          " updated_at = ? WHERE batch_id = ? AND user_id = ?", (now, batch_id, user_id))
             if not found:
@@ -197,7 +227,7 @@ class BatchStore:
         if not batch_ids:
             return set()
         marks = ",".join("?" for _ in batch_ids)
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             rows = self.backend.query(cur, f"SELECT batch_id FROM subagent_batches WHERE cancel_requested = 1 "
                                       f"AND batch_id IN ({marks})", tuple(batch_ids))
         return {r["batch_id"] for r in rows}
@@ -207,7 +237,7 @@ class BatchStore:
         """Claim up to ``limit`` items (pending, or running with an expired lease) for ``owner``."""
         claimed: list[ClaimedItem] = []
         now = time.time()
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             candidates = self.backend.query(
                 cur, f"SELECT batch_id, item_index FROM subagent_batch_items WHERE {_CLAIMABLE} "
                 "ORDER BY created_at, item_index LIMIT ?", (now, limit * 4))
@@ -221,7 +251,7 @@ class BatchStore:
 
     def _claim_one(self, batch_id: str, index: int, owner: str, lease_seconds: float) -> ClaimedItem | None:
         now = time.time()
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             won = self.backend.execute(
                 cur, "UPDATE subagent_batch_items SET status = 'running', lease_owner = ?, lease_expires = ?, "
                 f"attempts = attempts + 1, started_at = ? WHERE batch_id = ? AND item_index = ? AND {_CLAIMABLE}",
@@ -236,14 +266,14 @@ class BatchStore:
 
     def renew(self, owner: str, lease_seconds: float) -> int:
         """Extend the leases of every item ``owner`` is running."""
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             return self.backend.execute(cur, "UPDATE subagent_batch_items SET lease_expires = ? WHERE "
                                         "lease_owner = ? AND status = 'running'", (time.time() + lease_seconds, owner))
 
     def finish(self, item: ClaimedItem, owner: str, *, status: str, stop_reason: str | None,
                verdict: str | None, result: dict[str, Any] | None, error: str | None) -> bool:
         """Record an item's end; False when ``owner`` no longer holds its lease (nothing written)."""
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             done = self.backend.execute(
                 cur, "UPDATE subagent_batch_items SET status = ?, stop_reason = ?, acceptance_verdict = ?, result = ?,"
                 " error = ?, finished_at = ?, lease_owner = NULL, lease_expires = NULL WHERE batch_id = ? AND "
@@ -255,7 +285,7 @@ class BatchStore:
     def reap_cancelled(self) -> int:
         """End items of cancelled batches whose worker died while running them."""
         now = time.time()
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             return self.backend.execute(
                 cur, "UPDATE subagent_batch_items SET status = 'cancelled', stop_reason = 'cancelled', finished_at = ?,"
                 " lease_owner = NULL, lease_expires = NULL WHERE status = 'running' AND lease_expires < ? AND batch_id "
@@ -263,7 +293,7 @@ class BatchStore:
 
     def unfinished(self) -> int:
         """Items not in a terminal status, across all batches (a worker waits for these)."""
-        with self.backend.transaction() as cur:
+        with self._transaction() as cur:
             rows = self.backend.query(cur, "SELECT COUNT(*) AS n FROM subagent_batch_items WHERE status IN "
                                       "('pending', 'running') AND batch_id IN (SELECT batch_id FROM "
                                       "subagent_batches WHERE cancel_requested = 0)")

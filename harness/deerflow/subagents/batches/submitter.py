@@ -11,15 +11,18 @@ worker in a process of its own over the same database.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import HomePaths
-from deerflow.config.schema import AppConfig
+from deerflow.config.schema import AppConfig, BatchesConfig
 from deerflow.errors import NotFoundError, ToolFailure
+from deerflow.persistence.aio import DEADLINE_SECONDS, StoreUnavailable
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.acceptance import normalize_criteria
 from deerflow.subagents.batches.sql import open_backend
@@ -162,7 +165,7 @@ async def open_batch_submitter(config: AppConfig, home: HomePaths, runtime: Suba
                                stack: AsyncExitStack, services: Mapping[str, Any]) -> BatchSubmitter:
     """The SQL store plus an in-process worker on the current loop (stopped with ``stack``)."""
     settings = config.subagents.batches
-    store = BatchStore(open_backend(settings, home))
+    store = await open_store(settings, home)
     stack.callback(store.close)  # after the worker has stopped (the stack unwinds in reverse)
     worker = BatchWorker(store, item_runner(runtime, config, home, services), concurrency=settings.concurrency,
                          lease_seconds=settings.lease_seconds)
@@ -171,4 +174,15 @@ async def open_batch_submitter(config: AppConfig, home: HomePaths, runtime: Suba
     return BatchSubmitter(store, max_items=settings.max_items, worker=worker)
 
 
-__all__ = ["BatchStatus", "BatchSubmitter", "export_record", "item_runner", "open_batch_submitter"]
+async def open_store(settings: BatchesConfig, home: HomePaths) -> BatchStore:
+    """Open the store (creating its schema) off the event loop, within the stores' deadline."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(lambda: BatchStore(open_backend(settings, home))),
+                                      DEADLINE_SECONDS)
+    except TimeoutError:
+        where = Path("postgres") if settings.backend == "postgres" else Path(settings.sqlite_path or home.home / "batches.db")
+        raise StoreUnavailable(where, "the batch queue did not open within "
+                               f"{DEADLINE_SECONDS:g} s (the database is locked or the disk is slow)") from None
+
+
+__all__ = ["BatchStatus", "BatchSubmitter", "export_record", "item_runner", "open_batch_submitter", "open_store"]

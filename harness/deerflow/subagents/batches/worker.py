@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from deerflow.errors import ToolFailure
+from deerflow.persistence.aio import StoreUnavailable
 from deerflow.subagents.batches.store import BatchStore, ClaimedItem
 from deerflow.subagents.outcome import SubagentOutcome
 
@@ -102,11 +103,16 @@ class BatchWorker:
 
     async def _slot(self, until_idle: bool) -> None:
         while True:
-            claimed = await asyncio.to_thread(self.store.claim, self.owner, self.lease_seconds)
+            try:
+                claimed = await self.store.aio.claim(self.owner, self.lease_seconds)
+            except StoreUnavailable as exc:  # locked by another process: look again after a pause
+                logger.warning("batch worker: %s", exc)
+                await asyncio.sleep(self.poll_interval)
+                continue
             if claimed:
                 await self._execute(claimed[0])
                 continue
-            if until_idle and not self._running and await asyncio.to_thread(self.store.unfinished) == 0:
+            if until_idle and not self._running and await self.store.aio.unfinished() == 0:
                 return
             assert self._wake is not None
             try:
@@ -139,8 +145,12 @@ class BatchWorker:
 
     async def _finish(self, item: ClaimedItem, status: str, stop_reason: str | None, verdict: str | None,
                       result: dict | None, error: str | None) -> None:
-        recorded = await asyncio.to_thread(self.store.finish, item, self.owner, status=status,
-                                           stop_reason=stop_reason, verdict=verdict, result=result, error=error)
+        try:
+            recorded = await self.store.aio.finish(item, self.owner, status=status, stop_reason=stop_reason,
+                                                   verdict=verdict, result=result, error=error)
+        except StoreUnavailable as exc:  # the item runs again once its lease expires
+            logger.warning("batch item %s#%d: result not recorded: %s", item.batch.batch_id, item.index, exc)
+            return
         if recorded:
             self.stats.finished += 1
         else:
@@ -153,19 +163,25 @@ class BatchWorker:
         renewed = time.monotonic()
         while True:
             await asyncio.sleep(self.poll_interval)
-            if time.monotonic() - renewed >= renew_every:
-                await asyncio.to_thread(self.store.renew, self.owner, self.lease_seconds)
-                renewed = time.monotonic()
-            running = dict(self._running)
-            cancelled = await asyncio.to_thread(self.store.cancel_requested, sorted({k[0] for k in running}))
-            for key, job in running.items():
-                if key[0] in cancelled and key not in self._cancelling:
-                    self._cancelling.add(key)
-                    job.cancel()
-            await asyncio.to_thread(self.store.reap_cancelled)
-            from deerflow.runtime.metrics import batch_queue_depth
+            try:
+                if time.monotonic() - renewed >= renew_every:
+                    await self.store.aio.renew(self.owner, self.lease_seconds)
+                    renewed = time.monotonic()
+                await self._check_cancelled()
+            except StoreUnavailable as exc:  # locked by another process: the next beat tries again
+                logger.warning("batch worker heartbeat: %s", exc)
 
-            batch_queue_depth(await asyncio.to_thread(self.store.unfinished))
+    async def _check_cancelled(self) -> None:
+        """Stop running items of cancelled batches, settle their pending ones, report the queue depth."""
+        running = dict(self._running)
+        cancelled = await self.store.aio.cancel_requested(sorted({k[0] for k in running}))
+        for key, job in running.items():
+            if key[0] in cancelled and key not in self._cancelling:
+                self._cancelling.add(key)
+                job.cancel()
+        await self.store.aio.reap_cancelled()
+        from deerflow.runtime.metrics import batch_queue_depth
 
+        batch_queue_depth(await self.store.aio.unfinished())
 
 __all__ = ["BatchWorker", "ItemRunner", "WorkerStats"]

@@ -20,9 +20,7 @@ from pathlib import Path
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
 from deerflow.errors import UserError
-from deerflow.subagents.batches.sql import open_backend
-from deerflow.subagents.batches.store import BatchStore
-from deerflow.subagents.batches.submitter import item_runner
+from deerflow.subagents.batches.submitter import item_runner, open_store
 from deerflow.subagents.batches.worker import BatchWorker, WorkerStats
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.runtime import SubagentRuntime
@@ -39,7 +37,7 @@ async def run_worker(loaded: LoadedConfig, home: HomePaths, *, concurrency: int 
         controller = SubagentController(name="deerflow-batch-subagents")
         stack.push_async_callback(controller.aclose)
         runtime = SubagentRuntime(controller, config_file=str(loaded.path) if loaded.path else None)
-        store = BatchStore(open_backend(settings, home))
+        store = await open_store(settings, home)
         stack.callback(store.close)
         worker = BatchWorker(store, item_runner(runtime, config, home, services),
                              concurrency=concurrency or settings.concurrency,
