@@ -52,7 +52,6 @@ ALLOWED = {
     "deerflow/custom_agents/store.py": _HOST_ONLY,
     "deerflow/mcp/config.py": _HOST_ONLY,
     "deerflow/mcp/credentials.py": _HOST_ONLY,
-    "deerflow/mcp/tasks.py": _HOST_ONLY,
     "deerflow/mcp/transport.py": _HOST_ONLY,
     "deerflow/models/cassette.py": "cassette files the user names (the user's own files)",
     "deerflow/models/script_format.py": "scripted-model files from config (the user's own files)",
