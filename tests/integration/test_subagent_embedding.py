@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,10 @@ conversations:
 
 
 def runtime(tmp_path: Path, name: str, **kwargs: Any) -> SubagentRuntime:
-    submitter = BatchSubmitter(BatchStore(SqliteBackend(tmp_path / f"{name}.db")), max_items=10)
+    # opened on a thread of its own: some tests build it inside their event loop (the loop guard)
+    with ThreadPoolExecutor(1) as pool:
+        store = pool.submit(lambda: BatchStore(SqliteBackend(tmp_path / f"{name}.db"))).result()
+    submitter = BatchSubmitter(store, max_items=10)
     return SubagentRuntime(SubagentController(name=name), submitter=submitter, **kwargs)
 
 
@@ -75,8 +80,8 @@ async def test_the_graph_delegates_through_the_callers_runtime_only(tmp_path, ca
         (entry,) = first["delegations"]
         assert entry["status"] == "completed" and entry["run_id"] == "run-1"
         assert foreign_sources == []  # the host runtime in the context was never used
-        assert [b.record.item_count for b in mine.submitter.list("u")] == [1]
-        assert other.submitter.list("u") == []
+        assert [b.record.item_count for b in await asyncio.to_thread(mine.submitter.list, "u")] == [1]
+        assert await asyncio.to_thread(other.submitter.list, "u") == []
 
         with caplog.at_level(logging.WARNING):
             second = await graph.ainvoke({"messages": [HumanMessage("again")]}, thread,
