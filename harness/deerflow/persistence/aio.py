@@ -67,7 +67,7 @@ class LoopBlocked(RuntimeError):
 
 def guard_loop(what: str) -> None:
     """Raise :class:`LoopBlocked` when the guard is on and this thread runs an asyncio loop."""
-    if os.environ.get(GUARD_ENV) != "1" or _in_ipython_shell():
+    if os.environ.get(GUARD_ENV) != "1" or _in_notebook_kernel():
         return
     try:
         asyncio.get_running_loop()
@@ -77,10 +77,14 @@ def guard_loop(what: str) -> None:
                       "`.aio` instead (DEERFLOW_LOOP_GUARD=1)")
 
 
-def _in_ipython_shell() -> bool:
-    """True in a notebook kernel or IPython: a cell's sync call blocks only that user's own kernel."""
-    ipython = sys.modules.get("IPython")
-    return ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None
+def _in_notebook_kernel() -> bool:
+    """True in a notebook kernel process: a cell's sync call blocks only that user's own kernel.
+
+    Asked of the kernel application, not of IPython: any process that merely created an IPython
+    shell (a test session, say) keeps the guard.
+    """
+    kernelapp = sys.modules.get("ipykernel.kernelapp")
+    return kernelapp is not None and kernelapp.IPKernelApp.initialized()
 
 
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
