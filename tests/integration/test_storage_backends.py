@@ -74,7 +74,7 @@ async def test_a_run_is_read_back_by_another_process_sharing_only_the_storage_ur
     config = write_config(tmp_path / "config.yaml", storage_url, turns=["first answer", "second answer"])
     manager = await RunManager.open(loaded=load_config(config), home=HomePaths(deerflow_home))
     try:
-        thread = manager.create_thread("local")
+        thread = await manager.acreate_thread("local")
         for prompt in ("one", "two"):
             live = await manager.start(RunRequest(prompt=prompt, thread_id=thread.thread_id))
             assert (await live.wait()).status == "success"
@@ -186,7 +186,7 @@ async def test_thread_files_live_under_the_configured_root(tmp_path: Path, deerf
     config.write_text(yaml.safe_dump(data))
     manager = await RunManager.open(loaded=load_config(config), home=HomePaths(deerflow_home))
     try:
-        thread = manager.create_thread("local")
+        thread = await manager.acreate_thread("local")
         (manager.home.thread("local", thread.thread_id).outputs / "report.md").write_text("# result")
         live = await manager.start(RunRequest(prompt="hi", thread_id=thread.thread_id))
         assert (await live.wait()).status == "success"
