@@ -123,6 +123,30 @@ def test_paths_out_of_the_root_or_not_notebooks_are_refused_for_both_tools(root,
     assert (root_dir.parent / "outside" / "secret.ipynb").read_bytes() == before
 
 
+def test_the_folder_access_refuses_a_fifo_and_never_writes_through_a_link(tmp_path, thread):
+    """What code with write access under the root could plant: a FIFO (a read would block for
+    ever) and a link to a notebook elsewhere (a write would land there)."""
+    root = tmp_path / "root"
+    root.mkdir()
+    make_notebook(root / "work.ipynb")
+    os.mkfifo(root / "pipe.ipynb")
+    elsewhere = tmp_path / "elsewhere.ipynb"
+    make_notebook(elsewhere)
+    before = elsewhere.read_bytes()
+    (root / "swap.ipynb").symlink_to(elsewhere)
+    access = FileNotebookAccess(root)
+    with pytest.raises(ToolFailure) as fifo:
+        call(access, thread, "read_notebook", path="pipe.ipynb")
+    assert fifo.value.code == "not_a_notebook"
+    with pytest.raises(ToolFailure) as link:
+        call(access, thread, "edit_notebook", edits="apply", path="swap.ipynb",
+             operations=[{"op": "delete", "cell_id": "load"}])
+    assert link.value.code == "path_outside_root"
+    assert elsewhere.read_bytes() == before
+    asyncio.run(access.write("swap.ipynb", nbformat.read(str(root / "work.ipynb"), as_version=4)))
+    assert elsewhere.read_bytes() == before and not (root / "swap.ipynb").is_symlink()  # replaced, not followed
+
+
 def test_unknown_cell_id_names_the_cells_and_writes_nothing(root, thread):
     root_dir, access = root
     before = (root_dir / "work.ipynb").read_bytes()

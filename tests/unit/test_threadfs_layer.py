@@ -73,8 +73,6 @@ ALLOWED = {
     "deerflow/sandbox/python_runtime.py": "the sandbox's private venv skeleton",
     "deerflow/sandbox/read_marks.py": "sandbox-state/, outside every mount",
     "deerflow/notebooks/records.py": "notebook-edits/ (proposals, undo records), outside every mount",
-    "deerflow/notebooks/access.py": "the user's notebook root, not a thread's folders; reads the path "
-                                    "_locate resolved and checked inside the root",
     "deerflow/sandbox/supervisor.py": "runs inside the sandbox, as the agent's code",
     "deerflow/sandbox/uploads.py": "uploads/ is read-only to every sandbox; it already refuses links, "
                                    "special files and hard links at the destination",

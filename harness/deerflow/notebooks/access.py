@@ -37,7 +37,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from deerflow.errors import UserError
-from deerflow.persistence.files import atomic_write_text
+from deerflow.threadfs import SafeDir, UnsafePath
 
 NOTEBOOKS_SERVICE = "notebooks"
 ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
@@ -142,37 +142,62 @@ class FileNotebookAccess(NotebookAccess):
         env = dict(os.environ) if env is None else env
         return cls(env.get(ROOT_ENV) or os.getcwd())
 
-    def _locate(self, path: str) -> Path:
-        target = self.root / path
-        real = target.resolve()
-        if not real.is_relative_to(self.root):
-            raise NotebookError(f"{path!r} leads outside the notebook root (a link pointing out is not followed)",
-                                code="path_outside_root")
-        if real.is_dir():
-            raise NotebookError(f"{path!r} is a directory, not a notebook", code="not_a_notebook")
-        return real
-
     async def read(self, path: str) -> NotebookFile:
         return await asyncio.to_thread(self._read, path)
 
     def _read(self, path: str) -> NotebookFile:
-        real = self._locate(path)
-        if not real.is_file():
-            raise NotebookError(f"no notebook {path!r}; {_nearby(self.root, path)}", code="not_found")
+        with self._open_root() as root:
+            try:
+                fd = root.open_file(path)
+            except UnsafePath as exc:
+                raise self._refused(root, path, exc) from None
+            try:
+                stamp = str(os.fstat(fd).st_mtime_ns)
+                with os.fdopen(fd, "rb", closefd=False) as handle:
+                    text = handle.read().decode("utf-8")
+            except (OSError, ValueError) as exc:
+                raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
+                                    code="not_a_notebook") from None
+            finally:
+                os.close(fd)
         try:
-            nb = _parse_v4(real.read_text(encoding="utf-8"))
-        except (OSError, ValueError, nbformat.reader.NotJSONError) as exc:
+            nb = _parse_v4(text)
+        except (ValueError, nbformat.reader.NotJSONError) as exc:
             raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
                                 code="not_a_notebook") from None
-        return NotebookFile(path, ensure_cell_ids(nb), str(real.stat().st_mtime_ns))
+        return NotebookFile(path, ensure_cell_ids(nb), stamp)
 
     async def write(self, path: str, nb: NotebookNode) -> None:
         await asyncio.to_thread(self._write, path, nb)
 
     def _write(self, path: str, nb: NotebookNode) -> None:
-        real = self._locate(path)
         nbformat.validate(nb)
-        atomic_write_text(real, nbformat.writes(nb) + "\n")
+        with self._open_root() as root:
+            try:  # a new file beside the old one, renamed over it: never written through a link
+                root.write_text(path, nbformat.writes(nb) + "\n", makedirs=False)
+            except UnsafePath as exc:
+                raise self._refused(root, path, exc) from None
+
+    def _open_root(self) -> SafeDir:
+        """The root, opened once per call; every path below it is opened without following links,
+        so nothing planted under the root (a link, a FIFO, a swap between check and use) redirects
+        a read or a write."""
+        try:
+            return SafeDir.open(self.root, label="notebook root")
+        except UnsafePath as exc:
+            raise NotebookError(f"the notebook root {str(self.root)!r} cannot be opened ({exc.code})",
+                                code="unavailable") from None
+
+    @staticmethod
+    def _refused(root: SafeDir, path: str, exc: UnsafePath) -> NotebookError:
+        if exc.code in ("not_found", "not_dir"):
+            return NotebookError(f"no notebook {path!r}; {_nearby(root, path)}", code="not_found")
+        if exc.code == "symlink":
+            return NotebookError(f"{path!r} goes through a link, which is not followed (it could lead "
+                                 "outside the notebook root)", code="path_outside_root")
+        if exc.code == "is_dir":
+            return NotebookError(f"{path!r} is a directory, not a notebook", code="not_a_notebook")
+        return NotebookError(f"{path!r} is not a regular notebook file ({exc.code})", code="not_a_notebook")
 
 
 def _parse_v4(text: str) -> NotebookNode:
@@ -187,11 +212,11 @@ def _parse_v4(text: str) -> NotebookNode:
     return nbformat.reads(text, as_version=4)
 
 
-def _nearby(root: Path, path: str) -> str:
-    folder = (root / path).parent
+def _nearby(root: SafeDir, path: str) -> str:
+    folder = "/".join(path.split("/")[:-1])
     try:
-        names = sorted(str(p.relative_to(root)) for p in folder.glob("*.ipynb")
-                       if not p.name.startswith(".") and p.resolve().is_relative_to(root))
+        names = sorted(f"{folder}/{e.name}" if folder else e.name for e in root.scandir(folder)
+                       if e.kind == "file" and e.name.endswith(".ipynb") and not e.name.startswith("."))
     except OSError:
         names = []
     if not names:
