@@ -13,16 +13,14 @@ an unknown model, thread or file is one line naming what exists.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from typing import Any
 
 import httpx
 import nbformat
 import pytest
-import websocket
 
 from fixtures.jupyter_process import served_config
+from fixtures.session_kernel import open_session_kernel
 
 pytestmark = pytest.mark.integration
 
@@ -48,51 +46,7 @@ models:
     script: |
       turns: [hello]
 """
-DEADLINE = 180
 MAGIC = "%%deerflow --new --model coder\nCompute the answer."
-
-
-class Kernel:
-    """One kernel's channels over the server's websocket (stdout, errors and payloads of each cell)."""
-
-    def __init__(self, server: Any, http: httpx.Client, session: dict[str, Any]) -> None:
-        self.http, self.session_id = http, session["id"]
-        url = server.url.replace("http://", "ws://") + f"api/kernels/{session['kernel']['id']}/channels" \
-            f"?token={server.token}"
-        self.ws = websocket.create_connection(url, timeout=DEADLINE)
-        self.session = uuid.uuid4().hex
-
-    def run(self, code: str, cell_id: str | None = None) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-        """Execute ``code``; its stream text, error contents and execute_reply payloads."""
-        msg_id = uuid.uuid4().hex
-        self.ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session,
-                       "username": "test", "version": "5.3", "date": ""},
-            "parent_header": {}, "metadata": {"cellId": cell_id} if cell_id else {}, "channel": "shell",
-            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                        "allow_stdin": False, "stop_on_error": True}}))
-        out, errors, payloads, replied, idle = [], [], [], False, False
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline and not (replied and idle):
-            msg = json.loads(self.ws.recv())
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                out.append(content["text"])
-            elif kind == "error":
-                errors.append(content)
-            elif kind == "execute_reply":
-                payloads, replied = content.get("payload", []), True
-            elif kind == "status" and content["execution_state"] == "idle":
-                idle = True
-        if not (replied and idle):
-            raise TimeoutError(f"kernel did not finish {code!r}")
-        return "".join(out), errors, payloads
-
-    def close(self) -> None:
-        self.ws.close()
-        self.http.delete(f"api/sessions/{self.session_id}").raise_for_status()
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +60,7 @@ def kernel(lab):
     server, http = lab
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(MAGIC, id="magic"), nbformat.v4.new_code_cell("print('below')", id="below")]
-    http.put("api/contents/work.ipynb", json={"type": "notebook", "format": "json", "content": nb}).raise_for_status()
-    session = http.post("api/sessions", json={"path": "work.ipynb", "type": "notebook",
-                                               "kernel": {"name": "python3"}}).raise_for_status().json()
-    k = Kernel(server, http, session)
+    k = open_session_kernel(server, http, nb)
     try:
         _, errors, _ = k.run("%load_ext deerflow_kernel")
         assert not errors, errors

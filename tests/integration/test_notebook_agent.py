@@ -11,18 +11,15 @@ JupyterLab saves it.
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from typing import Any
 
 import httpx
 import nbformat
 import pytest
-import websocket
 from IPython.core.interactiveshell import InteractiveShell
 
 from fixtures.jupyter_process import served_config
+from fixtures.session_kernel import SessionKernel, open_session_kernel
 
 pytestmark = pytest.mark.integration
 
@@ -58,45 +55,12 @@ models:
 DEADLINE = 180
 
 
-class Kernel:
-    """One kernel's channels over the server's websocket."""
+class Kernel(SessionKernel):
+    """The session kernel, with each error shaped as the notebook output it becomes."""
 
-    def __init__(self, server: Any, http: httpx.Client, session: dict[str, Any]) -> None:
-        self.http, self.session_id = http, session["id"]
-        url = server.url.replace("http://", "ws://") + f"api/kernels/{session['kernel']['id']}/channels" \
-            f"?token={server.token}"
-        self.ws = websocket.create_connection(url, timeout=DEADLINE)
-        self.session = uuid.uuid4().hex
-
-    def run(self, code: str, cell_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
-        """Execute ``code``; its stdout/stderr text and error outputs once the kernel is idle again."""
-        msg_id = uuid.uuid4().hex
-        self.ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session,
-                       "username": "test", "version": "5.3", "date": ""},
-            "parent_header": {}, "metadata": {"cellId": cell_id} if cell_id else {}, "channel": "shell",
-            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                        "allow_stdin": False, "stop_on_error": True}}))
-        out, errors = [], []
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
-            msg = json.loads(self.ws.recv())
-            if msg.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            kind, content = msg["msg_type"], msg["content"]
-            if kind == "stream":
-                out.append(content["text"])
-            elif kind == "error":
-                errors.append({"output_type": "error", **content})
-            elif kind == "status" and content["execution_state"] == "idle":
-                return "".join(out), errors
-        raise TimeoutError(f"kernel did not finish {code!r}")
-
-    def close(self) -> None:
-        """Close the channels and end the session (the server shuts its kernel down)."""
-        self.ws.close()
-        self.http.delete(f"api/sessions/{self.session_id}").raise_for_status()
-
+    def run(self, code: str, cell_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:  # type: ignore[override]
+        out, errors, _ = super().run(code, cell_id)
+        return out, [{"output_type": "error", **error} for error in errors]
 
 def notebook(magic: str) -> dict[str, Any]:
     nb = nbformat.v4.new_notebook()
@@ -114,10 +78,7 @@ def lab(tmp_path_factory):
 
 
 def open_kernel(server: Any, http: httpx.Client, nb: dict[str, Any]) -> Kernel:
-    http.put("api/contents/work.ipynb", json={"type": "notebook", "format": "json", "content": nb}).raise_for_status()
-    session = http.post("api/sessions", json={"path": "work.ipynb", "type": "notebook",
-                                               "kernel": {"name": "python3"}}).raise_for_status().json()
-    return Kernel(server, http, session)
+    return open_session_kernel(server, http, nb, cls=Kernel)
 
 
 def cell_source(http: httpx.Client, cell_id: str) -> str:
