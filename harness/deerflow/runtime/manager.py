@@ -321,7 +321,7 @@ class RunManager:
             await self.athread(request.thread_id, user_id)
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
-        await asyncio.to_thread(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
+        await self.store.aio.run(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
         prompt, options = apply_agent_commands(prompt, RunOptions.parse(request.options).to_dict())
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
