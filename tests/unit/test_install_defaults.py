@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from traitlets.config import Config
 
-from deerflow import cli, resources
+from deerflow import cli, lab, resources
 from deerflow.config.loader import validate_config
 from deerflow.config.paths import FALLBACK_USER, UnsafeIdError, default_user
 from deerflow.errors import ConfigError
@@ -136,29 +136,29 @@ def test_the_packaged_copy_wins_when_there_is_one(tmp_path, monkeypatch):
 def test_copy_examples_keeps_what_is_there(tmp_path):
     mine = tmp_path / resources.QUICKSTART
     mine.write_text("my edits")
-    added = cli.copy_examples(tmp_path)
+    added = lab.copy_examples(tmp_path)
     assert mine.read_text() == "my edits" and mine not in added
     assert (tmp_path / "offline-config.yaml").is_file() and (tmp_path / "scripts").is_dir()
-    assert cli.copy_examples(tmp_path) == []
+    assert lab.copy_examples(tmp_path) == []
 
 
 def test_the_lab_workspace_is_added_once_and_the_users_layout_kept(tmp_path):
     from jupyterlab_server.workspaces_handler import WorkspacesManager
 
-    assert cli.add_lab_workspace(tmp_path) == "deerflow"
+    assert lab.add_lab_workspace(tmp_path) == "deerflow"
     manager = WorkspacesManager(str(tmp_path))
     tabs = manager.load("deerflow")["data"]["layout-restorer:data"]["main"]["dock"]["widgets"]
     assert "notebook:01_research_quickstart.ipynb" in tabs
     mine = '{"data": {}, "metadata": {"id": "deerflow"}}'  # the user closed every tab: JupyterLab saved it
     manager.save("deerflow", mine)
-    assert cli.add_lab_workspace(tmp_path) == "deerflow"
+    assert lab.add_lab_workspace(tmp_path) == "deerflow"
     assert manager.load("deerflow")["data"] == {}
 
 
 def test_lab_takes_its_own_dir_option():
-    assert cli._take_option(["--dir", "x", "--port=1"], "--dir") == ("x", ["--port=1"])
-    assert cli._take_option(["--dir=y"], "--dir") == ("y", [])
-    assert cli._take_option(["--port=1"], "--dir") == (None, ["--port=1"])
+    assert lab._take_option(["--dir", "x", "--port=1"], "--dir") == ("x", ["--port=1"])
+    assert lab._take_option(["--dir=y"], "--dir") == ("y", [])
+    assert lab._take_option(["--port=1"], "--dir") == (None, ["--port=1"])
 
 
 # --- the chat persona ---------------------------------------------------------------------------
@@ -199,6 +199,6 @@ def test_log_records_are_one_line_without_debug():
 
 def test_lab_options_reach_lab_in_order(monkeypatch):
     seen: list[list[str]] = []
-    monkeypatch.setattr(cli, "_lab", lambda extra: seen.append(extra) or 0)
+    monkeypatch.setattr(lab, "run_lab", lambda extra: seen.append(extra) or 0)
     assert cli.main(["--user", "lab", "lab", "--dir", "d", "--port=1", "x"]) == 0
     assert seen == [["--dir", "d", "--port=1", "x"]]

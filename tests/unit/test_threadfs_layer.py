@@ -46,7 +46,7 @@ ALLOWED = {
                                "mounted read-only in the sandbox",
     "deerflow/config/loader.py": _HOST_ONLY,
     "deerflow/doctor.py": "moves broken $DEERFLOW_HOME databases aside (host-private files)",
-    "deerflow/cli.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
+    "deerflow/lab.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
     "deerflow/config/paths.py": "creates the thread's folders themselves (before any sandbox runs)",
     "deerflow/custom_agents/profile.py": _HOST_ONLY,
     "deerflow/custom_agents/store.py": _HOST_ONLY,
