@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from deerflow.errors import UserError
+from deerflow_kernel.controls import XSRF_JS
 from deerflow_kernel.markup import esc
 
 PYTHON_TOOL = "python"
@@ -37,8 +38,8 @@ _COPY_JS = ("navigator.clipboard&&navigator.clipboard.writeText(this.parentNode.
 
 _INSERT_JS = (
     "(async b=>{const d=b.dataset,s=b.nextElementSibling;b.disabled=true;"
-    "const x=decodeURIComponent((document.cookie.match(/(?:^|; )_xsrf=([^;]*)/)||[])[1]||'');"
-    "try{const r=await fetch(d.api+'threads/'+encodeURIComponent(d.thread)+'/notebook-edits/insert',"
+    + XSRF_JS
+    + "try{const r=await fetch(d.api+'threads/'+encodeURIComponent(d.thread)+'/notebook-edits/insert',"
     "{method:'POST',credentials:'same-origin',headers:{'Content-Type':'application/json','X-XSRFToken':x},"
     "body:JSON.stringify({path:d.path,run_id:d.run,operations:[{op:'insert',after:d.after,cell_type:'code',"
     "source:b.closest('.deerflow-code-block').querySelector('pre').innerText.replace(/\\n$/,'')}]})});"
