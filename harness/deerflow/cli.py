@@ -157,10 +157,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug or a failure with no user error to show: one line, unless --debug
         if args.debug:
             raise
+        busy = _locked_store(exc, client)
+        if busy is not None:
+            print(f"deerflow: {busy}", file=sys.stderr)
+            return busy.exit_code
         print(f"deerflow: {type(exc).__name__}: {_first_line(exc)} ({DEBUG_HINT})", file=sys.stderr)
         return 1
     finally:
         client.close()
+
+
+def _locked_store(exc: BaseException, client: Any) -> UserError | None:
+    """The one-line ``StoreUnavailable`` (exit 75) for SQLite's "database is locked", else None.
+
+    The CLI calls the stores synchronously; after their busy timeout SQLite raises a bare
+    ``OperationalError``, which says nothing about which file or what to do.
+    """
+    import sqlite3
+
+    from deerflow.persistence.aio import StoreUnavailable, _is_locked
+
+    if not isinstance(exc, sqlite3.OperationalError) or not _is_locked(exc):
+        return None
+    return StoreUnavailable(client.home.home, "a database under it is locked by another process")
 
 
 def configure_logging(*, debug: bool) -> None:

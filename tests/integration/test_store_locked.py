@@ -14,6 +14,7 @@ answers (success after the lock is gone, or a one-line 503; never a 500).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -110,3 +111,27 @@ def test_a_locked_store_leaves_the_server_answering_and_requests_end_cleanly(ser
         done = http.post("/threads/after/runs/wait", json=run_body("Hello again"))
         assert done.status_code == 200, done.text
         assert "Traceback" not in jp.log.read_text()
+
+
+def test_the_cli_reports_a_locked_store_in_one_line_with_exit_75(tmp_path: Path):
+    """The CLI reads the store synchronously: past SQLite's busy timeout it says which home is
+    busy and exits 75 (EX_TEMPFAIL), instead of a bare ``OperationalError``."""
+    home = tmp_path / "home"
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    env = {**os.environ, "DEERFLOW_HOME": str(home), "DEERFLOW_CONFIG": str(config), "DEERFLOW_USER": "alice"}
+    cli = [sys.executable, "-m", "deerflow.cli", "usage"]  # a synchronous store read (no .aio)
+    first = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert first.returncode == 0, first.stderr  # creates the store
+    locker = lock(home / "deerflow.db")
+    try:
+        busy = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    finally:
+        locker.stdin.close()
+        stop_process(locker, grace=10)
+    assert busy.returncode == 75, (busy.returncode, busy.stderr)
+    lines = busy.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in busy.stderr, busy.stderr
+    assert lines[0].startswith("deerflow: storage unavailable: ") and str(home) in lines[0], lines[0]
+    again = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert again.returncode == 0, again.stderr  # the lock gone, nothing lost
