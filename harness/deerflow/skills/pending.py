@@ -11,8 +11,10 @@ once approved.  The workspace is not read again.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from deerflow.skills.manifest import MANIFEST, parse_skill_md
 from deerflow.skills.scan import ScanReport, scan_package
 
 PENDING_DIR = "pending-changes"
+STALE_AFTER_SECONDS = 24 * 3600  # a question nobody answered within a day is answered "no" by then
 _ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -44,6 +47,7 @@ def freeze_package(source: Path, thread_root: Path, *, limits: PackageLimits) ->
         SkillPackageError / SkillFormatError: an unsafe or malformed package (nothing kept).
         SkillScanBlocked: SkillScan found critical problems (nothing kept).
     """
+    sweep_stale(thread_root)
     snapshot_id = uuid.uuid4().hex
     holder = thread_root / PENDING_DIR / snapshot_id
     unpacked = holder / "package"
@@ -80,3 +84,34 @@ def discard(thread_root: Path, snapshot_id: str) -> None:
 
 
 __all__ = ["PENDING_DIR", "PendingPackage", "discard", "freeze_package", "frozen_package"]
+
+
+def sweep_stale(thread_root: Path, *, max_age: float = STALE_AFTER_SECONDS, now: float | None = None) -> int:
+    """Remove frozen copies older than ``max_age`` (declined or never answered); return how many.
+
+    An approval installs and discards its copy at once; a "no" or a question left unanswered
+    would otherwise keep its copy for the thread's life.  Only names this module created (32 hex
+    digits) are considered, and a link there is removed as a name, never followed.
+    """
+    pending = thread_root / PENDING_DIR
+    cutoff = (time.time() if now is None else now) - max_age
+    removed = 0
+    try:
+        entries = list(os.scandir(pending))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not _ID.match(entry.name):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_mtime >= cutoff:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
+        removed += 1
+    return removed
