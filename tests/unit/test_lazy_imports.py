@@ -46,14 +46,16 @@ def test_client_import_loads_no_heavy_capability() -> None:
 # What a run's host imports before the run uses a notebook, a browser or docker.
 RUN_PATH = ("import deerflow.runtime.manager, deerflow.notebooks.host, deerflow.notebooks.service, "
             "deerflow.tools.builtins.notebook_tools, deerflow.sandbox.kernel_pool, deerflow.sandbox.cell_output\n"
+            "import deerflow.mcp.manager, deerflow.mcp.tasks, deerflow.mcp.results, deerflow.mcp.task_tools\n"
             "from deerflow.notebooks.access import FileNotebookAccess\n"
             "FileNotebookAccess.from_env()")
 
 
-def test_run_path_loads_no_notebook_format_browser_or_docker() -> None:
-    """Opening a host and starting a run (without a notebook) must not pay for nbformat's schema stack."""
+def test_run_path_loads_no_notebook_format_mcp_sdk_browser_or_docker() -> None:
+    """Opening a host and starting a run (no notebook, no MCP server) must not pay for nbformat's schema
+    stack or the MCP SDK: each loads with its first use (a notebook read, a session)."""
     loaded = loaded_after(RUN_PATH)
-    unwanted = {"nbformat", "jsonschema", "rfc3987_syntax", "playwright", "docker"}
+    unwanted = {"nbformat", "jsonschema", "rfc3987_syntax", "mcp", "mcp_types", "playwright", "docker"}
     assert not loaded & unwanted, sorted(loaded & unwanted)
 
 
