@@ -53,12 +53,14 @@ BENCHES: dict[str, tuple[str, Callable[[int], list[str]]]] = {
 
 
 def commit() -> str:
-    """The commit measured, and whether the working tree differed from it."""
+    """The commit measured, and whether the working tree (this document aside) differed from it."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=DOC.parents[1], capture_output=True, text=True,
+                              check=True).stdout.strip()
 
     try:
-        sha, dirty = git("rev-parse", "--short=9", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+        sha = git("rev-parse", "--short=9", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/PERFORMANCE.md")
     except (OSError, subprocess.CalledProcessError):
         return "at an unknown commit"
     return f"at commit `{sha}`" + (" (with uncommitted changes)" if dirty else "")
