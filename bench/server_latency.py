@@ -4,10 +4,14 @@ Starts a real ``jupyter server`` with the DeerFlow extension on loopback and mea
 in one run:
 
 1. time from ``POST .../runs/stream`` to the first SSE event and to the first DeerFlow
-   event (zero-latency scripted model, warm server; goal ≤ 50 ms);
+   event (zero-latency scripted model, warm server; goal ≤ 30 ms), and the server's CPU
+   time per such run (user + system of the server process, from ``/proc``);
 2. events per second streamed for a long reply;
 3. 20 concurrent runs with a model that sleeps 0.5 s per call: per-step time vs a single
-   run (goal: within 2x).
+   run (goal: within 1.5x).
+
+The server runs this checkout's code: its ``harness`` and ``extension`` go first on the
+server's ``PYTHONPATH``, then the caller's path and the test fixtures' (nothing replaced).
 
     .venv/bin/python bench/server_latency.py [--runs 20]
 """
@@ -27,7 +31,8 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
 from fixtures.jupyter_process import running_jupyter  # noqa: E402
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(3000))
@@ -78,38 +83,56 @@ async def stream_run(client: httpx.AsyncClient, model: str) -> tuple[float, floa
     return first or 0.0, first_custom or 0.0, count, time.perf_counter() - start
 
 
-async def scenario(api: str, headers: dict[str, str], runs: int) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def scenario(api: str, headers: dict[str, str], runs: int, pid: int) -> list[str]:
+    """The markdown table of one warm server's figures."""
     async with httpx.AsyncClient(base_url=api, headers=headers, timeout=120) as client:
-        await stream_run(client, "quick")  # warm up
-        firsts = [await stream_run(client, "quick") for _ in range(10)]
-        print(f"first SSE event:      median {statistics.median(f[0] for f in firsts) * 1000:6.1f} ms")
-        print(f"first DeerFlow event: median {statistics.median(f[1] for f in firsts) * 1000:6.1f} ms")
+        for _ in range(3):
+            await stream_run(client, "quick")  # warm up: first-use imports and caches
+        cpu = cpu_seconds(pid)
+        firsts = [await stream_run(client, "quick") for _ in range(20)]
+        server_cpu = (cpu_seconds(pid) - cpu) / len(firsts)
         _, _, count, total = await stream_run(client, "long")
-        print(f"long reply: {count} events in {total:.2f} s = {count / total:,.0f} events/s")
         _, _, _, single = await stream_run(client, "sleepy")
-        start = time.perf_counter()
         results = await asyncio.gather(*(stream_run(client, "sleepy") for _ in range(runs)))
-        wall = time.perf_counter() - start
-        per_step_single = single / 3
-        per_step_conc = statistics.median(r[3] for r in results) / 3
-        print(f"sleepy model (0.5 s/call, 3 calls/run): single run {single:.2f} s ({per_step_single:.2f} s/step)")
-        print(f"{runs} concurrent runs: wall {wall:.2f} s, median run {per_step_conc * 3:.2f} s "
-              f"({per_step_conc:.2f} s/step) = {per_step_conc / per_step_single:.2f}x a single run")
+    per_step_single = single / 3
+    per_step_conc = statistics.median(r[3] for r in results) / 3
+    ms = 1000
+    return ["| measure (median of 20 warm runs) | figure | goal |", "|---|---|---|",
+            f"| `POST …/runs/stream` → first SSE event | {statistics.median(f[0] for f in firsts) * ms:.1f} ms | |",
+            f"| `POST …/runs/stream` → first DeerFlow event | {statistics.median(f[1] for f in firsts) * ms:.1f} ms "
+            "| ≤ 30 ms warm |",
+            f"| server CPU per trivial run | {server_cpu * ms:.1f} ms | |",
+            f"| long reply streamed | {count / total:,.0f} events/s | |",
+            f"| {runs} concurrent runs, model sleeping 0.5 s per call (3 calls) | {per_step_conc:.2f} s/step vs "
+            f"{per_step_single:.2f} s/step single ({per_step_conc / per_step_single:.2f}×) | within 1.5× |"]
+
+
+def measure(runs: int) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "config.yaml").write_text(CONFIG)
+        path = [str(HERE), str(REPO / "harness"), str(REPO / "extension"), str(REPO), str(REPO / "tests"),
+                os.environ.get("PYTHONPATH", "")]
+        env = {"DEERFLOW_HOME": str(work / "home"), "DEERFLOW_CONFIG": str(work / "config.yaml"),
+               "PYTHONPATH": os.pathsep.join(p for p in path if p), "OPENAI_API_KEY": ""}
+        with running_jupyter(work, env=env) as server:
+            return asyncio.run(scenario(server.api, server.headers, runs, server.process.pid))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        (work / "config.yaml").write_text(CONFIG)
-        env = {"DEERFLOW_HOME": str(work / "home"), "DEERFLOW_CONFIG": str(work / "config.yaml"),
-               # bench_tools first, then the caller's path (a worktree's harness), never replaced
-               "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p),
-               "OPENAI_API_KEY": ""}
-        with running_jupyter(work, env=env) as server:
-            asyncio.run(scenario(server.api, server.headers, args.runs))
+    before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    lines = measure(args.runs)
+    print(f"load average {before} before, {' '.join(f'{x:.2f}' for x in os.getloadavg())} after\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,34 @@ def test_client_import_loads_no_heavy_capability() -> None:
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
 
 
+# What a run's host imports before the run uses a notebook, a browser or docker.
+RUN_PATH = ("import deerflow.runtime.manager, deerflow.notebooks.host, deerflow.notebooks.service, "
+            "deerflow.tools.builtins.notebook_tools, deerflow.sandbox.kernel_pool, deerflow.sandbox.cell_output\n"
+            "import deerflow.mcp.manager, deerflow.mcp.tasks, deerflow.mcp.results, deerflow.mcp.task_tools\n"
+            "from deerflow.notebooks.access import FileNotebookAccess\n"
+            "FileNotebookAccess.from_env()")
+
+
+def test_run_path_loads_no_notebook_format_mcp_sdk_browser_or_docker() -> None:
+    """Opening a host and starting a run (no notebook, no MCP server) must not pay for nbformat's schema
+    stack or the MCP SDK: each loads with its first use (a notebook read, a session)."""
+    loaded = loaded_after(RUN_PATH)
+    unwanted = {"nbformat", "jsonschema", "rfc3987_syntax", "mcp", "mcp_types", "playwright", "docker"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+
+
+def test_notebook_read_loads_nbformat_when_used(tmp_path: Path) -> None:
+    """The lazy import is on the path that needs it: reading a notebook still parses it with nbformat."""
+    (tmp_path / "a.ipynb").write_text(json.dumps(
+        {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+         "cells": [{"cell_type": "code", "id": "c1", "metadata": {}, "source": "1+1", "outputs": [],
+                    "execution_count": None}]}))
+    statement = ("import asyncio\nfrom deerflow.notebooks.access import FileNotebookAccess\n"
+                 f"nb = asyncio.run(FileNotebookAccess({str(tmp_path)!r}).read('a.ipynb')).nb\n"
+                 "assert type(nb).__name__ == 'NotebookNode' and nb.cells[0].source == '1+1', nb")
+    assert "nbformat" in loaded_after(statement)
+
+
 def test_lazy_package_exports_still_resolve() -> None:
     """The packages whose names became lazy still export them (and reject unknown names)."""
     import deerflow.custom_agents as agents

@@ -31,14 +31,12 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mcp_types
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
-from mcp.shared.exceptions import MCPError
 
 from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths
@@ -63,18 +61,25 @@ from deerflow.mcp.task_tools import make_task_tools
 from deerflow.mcp.tasks import TaskService, TaskStore
 from deerflow.mcp.tools import ToolSpec, make_tool, server_specs
 from deerflow.mcp.transport import (
-    TRANSPORT_ERRORS,
     ConnectSpec,
     ServerUnavailable,
     SessionKey,
     describe,
+    transport_errors,
 )
 from deerflow.tools.builtins.tool_search import make_tool_search
+
+if TYPE_CHECKING:  # the MCP SDK loads with the first session, not with the host
+    import mcp_types
 
 logger = logging.getLogger(__name__)
 
 DISCOVERY_THREAD = "_discovery"
-CALL_ERRORS = (ServerUnavailable, CredentialError, *TRANSPORT_ERRORS)
+
+
+def call_errors() -> tuple[type[BaseException], ...]:
+    """What a failed connect or call raises (the SDK's own error among them: see ``transport_errors``)."""
+    return (ServerUnavailable, CredentialError, *transport_errors())
 
 
 @dataclass(frozen=True)
@@ -169,7 +174,7 @@ class McpManager:
         except TimeoutError:
             self._failed(state, f"listing its tools took longer than {config.session_init_timeout:g}s")
             return None
-        except CALL_ERRORS as exc:
+        except call_errors() as exc:
             self._failed(state, str(exc) if isinstance(exc, (ServerUnavailable, CredentialError)) else describe(exc))
             return None
         self._install(state, config, raw)
@@ -259,6 +264,9 @@ class McpManager:
 
     async def _remote(self, server: str, config: McpServerConfig, user_id: str, thread_id: str,
                       tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        import mcp_types  # a call needs a session: the SDK is loaded by now
+        from mcp.shared.exceptions import MCPError
+
         if config.credentials.scope == "user" and self.credentials.get(user_id, server) is None:
             raise ToolFailure(f"MCP server {server!r} needs your own credential and you have none: the call "
                               "was not made", code="mcp_credential_missing")
@@ -277,7 +285,7 @@ class McpManager:
         except (ServerUnavailable, CredentialError) as exc:
             raise ToolFailure(f"MCP server {server!r} is unavailable: {self.redact(str(exc))}",
                               code="mcp_unavailable") from None
-        except TRANSPORT_ERRORS as exc:
+        except transport_errors() as exc:
             raise ToolFailure(f"MCP server {server!r} failed: {self.redact(describe(exc))}",
                               code="mcp_error") from None
 

@@ -21,13 +21,14 @@ import mimetypes
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import mcp_types
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.virtual_paths import OUTPUTS
 from deerflow.threadfs import SafeDir, UnsafePath
+
+if TYPE_CHECKING:  # a result exists only once a session (and so the MCP SDK) has loaded
+    import mcp_types
 
 MAX_BLOCKS = 50
 MAX_BINARY_BYTES = 10 * 1024 * 1024
@@ -96,6 +97,8 @@ def map_result(result: mcp_types.CallToolResult, *, server: str, tool: str, call
 
 
 def _block_text(block: Any, saver: _Saver | None, outcome: McpOutcome) -> str:
+    import mcp_types
+
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, (mcp_types.ImageContent, mcp_types.AudioContent)):

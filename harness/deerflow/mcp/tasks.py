@@ -24,20 +24,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Any
-
-import mcp_types
+from typing import TYPE_CHECKING, Any
 
 from deerflow.mcp.config import TaskTools
-from deerflow.mcp.transport import TRANSPORT_ERRORS, ServerUnavailable
+from deerflow.mcp.transport import ServerUnavailable, transport_errors
 from deerflow.persistence.sqlite import SqliteStore
+
+if TYPE_CHECKING:  # a result exists only once a session (and so the MCP SDK) has loaded
+    import mcp_types
 
 logger = logging.getLogger(__name__)
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
 MAX_POLL_FAILURES = 5
 
-RemoteCall = Callable[[str, str, str, str, dict[str, Any]], Awaitable[mcp_types.CallToolResult]]
+RemoteCall = Callable[[str, str, str, str, dict[str, Any]], Awaitable["mcp_types.CallToolResult"]]
 """(server, user, thread, remote tool, arguments) → result, through the session pool."""
 
 
@@ -191,7 +192,7 @@ class TaskService:
                 if await self._step(current, config):
                     return
                 failures = 0
-            except (ServerUnavailable, *TRANSPORT_ERRORS) as exc:
+            except (ServerUnavailable, *transport_errors()) as exc:
                 failures += 1
                 logger.warning("MCP task %s: polling failed (%s)", record.id, type(exc).__name__)
                 if failures >= MAX_POLL_FAILURES:
@@ -207,7 +208,7 @@ class TaskService:
             return True
         if time.time() - record.submitted_at > config.timeout:
             if config.cancel:
-                with contextlib.suppress(ServerUnavailable, *TRANSPORT_ERRORS):
+                with contextlib.suppress(ServerUnavailable, *transport_errors()):
                     await self._remote(record.server, record.user_id, record.thread_id, config.cancel, args)
             await self.store.aio.update(record.id, status="timed_out", error=f"no result within {config.timeout:g}s")
             return True
@@ -244,6 +245,8 @@ def _field(result: mcp_types.CallToolResult, name: str) -> Any:
 
 
 def _text(result: mcp_types.CallToolResult) -> str:
+    import mcp_types
+
     return "\n".join(b.text for b in result.content if isinstance(b, mcp_types.TextContent))
 
 

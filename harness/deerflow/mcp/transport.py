@@ -21,33 +21,45 @@ import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-import mcp_types
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from deerflow.mcp.config import McpServerConfig
 from deerflow.mcp.credentials import ResolvedCredentials
 from deerflow.sandbox.env import scrub_env
 
+if TYPE_CHECKING:  # the MCP SDK loads with the first session (over a second of imports), not with the host
+    import mcp_types
+    from mcp import ClientSession
+
 logger = logging.getLogger(__name__)
 
-CLIENT_INFO = mcp_types.Implementation(name="deerflow-notebook", version="0.1.0")
 HTTP_TIMEOUT = 30.0
 SSE_READ_TIMEOUT = 300.0
 
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    OSError, MCPError, httpx2.HTTPError, anyio.ClosedResourceError, anyio.BrokenResourceError,
-    anyio.EndOfStream, ValidationError, RuntimeError, ValueError, TimeoutError,
-)
-"""What a broken server, a dead process or a refused connection raise through the SDK."""
+
+@cache
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """What a broken server, a dead process or a refused connection raise through the SDK.
+
+    A function, not a constant: the tuple names the SDK's ``MCPError``, and the SDK is
+    imported when a session is first opened (an ``except`` evaluates it only on an error).
+    """
+    from mcp.shared.exceptions import MCPError
+
+    return (OSError, MCPError, httpx2.HTTPError, anyio.ClosedResourceError, anyio.BrokenResourceError,
+            anyio.EndOfStream, ValidationError, RuntimeError, ValueError, TimeoutError)
+
+
+def _client_info() -> mcp_types.Implementation:
+    import mcp_types
+
+    return mcp_types.Implementation(name="deerflow-notebook", version="0.1.0")
 
 
 class ServerUnavailable(Exception):
@@ -91,7 +103,7 @@ def describe(exc: BaseException) -> str:
 def _expected(exc: BaseException) -> bool:
     if isinstance(exc, BaseExceptionGroup):
         return all(_expected(e) for e in exc.exceptions)
-    return isinstance(exc, TRANSPORT_ERRORS)
+    return isinstance(exc, transport_errors())
 
 
 class McpConnection:
@@ -136,17 +148,19 @@ class McpConnection:
 
     async def _hold(self) -> None:
         """Enter the transport and the session, then keep them open until :meth:`aclose`."""
+        from mcp import ClientSession
+
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport(stack))
-                session = await stack.enter_async_context(ClientSession(read, write, client_info=CLIENT_INFO))
+                session = await stack.enter_async_context(ClientSession(read, write, client_info=_client_info()))
                 await session.initialize()
                 self.session = session
                 self._settle(None)
                 await self._stop.wait()
         except asyncio.CancelledError:
             self._settle(ServerUnavailable("the session was closed while starting"))
-        except (*TRANSPORT_ERRORS, BaseExceptionGroup) as exc:
+        except (*transport_errors(), BaseExceptionGroup) as exc:
             if not _expected(exc):
                 logger.error("MCP server %s: unexpected error in its session", self.spec.server, exc_info=exc)
             self._settle(ServerUnavailable(describe(exc)))
@@ -170,6 +184,8 @@ class McpConnection:
         if config.type == "stdio":
             return self._stdio(stack)
         if config.type == "sse":
+            from mcp.client.sse import sse_client
+
             return sse_client(config.url or "", headers=creds.headers or None, timeout=HTTP_TIMEOUT,
                               sse_read_timeout=SSE_READ_TIMEOUT, auth=creds.auth)
         return self._http()
@@ -182,6 +198,8 @@ class McpConnection:
         if spec.errlog is not None:
             spec.errlog.parent.mkdir(parents=True, exist_ok=True)
             errlog = stack.enter_context(spec.errlog.open("a", encoding="utf-8"))
+        from mcp import StdioServerParameters, stdio_client
+
         env = {**scrub_env(os.environ), **spec.credentials.env}
         params = StdioServerParameters(command=config.command or "", args=list(config.args), env=env,
                                        cwd=str(spec.cwd) if spec.cwd else None)
@@ -189,6 +207,8 @@ class McpConnection:
 
     @contextlib.asynccontextmanager
     async def _http(self) -> AsyncIterator[Any]:
+        from mcp.client.streamable_http import streamable_http_client
+
         creds = self.spec.credentials
         client = httpx2.AsyncClient(headers=creds.headers or None, auth=creds.auth,
                                     timeout=httpx2.Timeout(HTTP_TIMEOUT, read=SSE_READ_TIMEOUT))
@@ -197,6 +217,8 @@ class McpConnection:
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         """Every tool the server lists (all pages)."""
+        import mcp_types
+
         session = self._live_session()
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
@@ -212,6 +234,9 @@ class McpConnection:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float) -> mcp_types.CallToolResult:
         """Call one tool; ``MCPError`` (timeouts included) and transport errors propagate."""
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
         session = self._live_session()
         self.last_used = time.monotonic()
         try:

@@ -31,13 +31,13 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
-
-import nbformat
-from nbformat import NotebookNode
+from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
 from deerflow.threadfs import SafeDir, UnsafePath
+
+if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
+    from nbformat import NotebookNode
 
 NOTEBOOKS_SERVICE = "notebooks"
 ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
@@ -160,6 +160,8 @@ class FileNotebookAccess(NotebookAccess):
                                     code="not_a_notebook") from None
             finally:
                 os.close(fd)
+        import nbformat
+
         try:
             nb = _parse_v4(text)
         except (ValueError, nbformat.reader.NotJSONError) as exc:
@@ -171,6 +173,8 @@ class FileNotebookAccess(NotebookAccess):
         await asyncio.to_thread(self._write, path, nb)
 
     def _write(self, path: str, nb: NotebookNode) -> None:
+        import nbformat
+
         nbformat.validate(nb)
         with self._open_root() as root:
             try:  # a new file beside the old one, renamed over it: never written through a link
@@ -206,6 +210,8 @@ def _parse_v4(text: str) -> NotebookNode:
     nbformat's validation is most of a read's cost (2.5x the parse on a 500-cell notebook),
     and reading for context or a diff needs only the cells; other versions are converted.
     """
+    import nbformat
+
     data = json.loads(text)
     if isinstance(data, dict) and data.get("nbformat") == 4 and isinstance(data.get("cells"), list):
         return nbformat.from_dict(data)
@@ -267,6 +273,8 @@ class ContentsNotebookAccess(NotebookAccess):
                                 code="path_outside_root")
 
     async def read(self, path: str) -> NotebookFile:
+        import nbformat
+
         self._check_real_path(path)
         document = await self.live.document(path) if self.live else None
         if document is not None:  # what the user sees, unsaved edits included
@@ -276,11 +284,13 @@ class ContentsNotebookAccess(NotebookAccess):
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
             raise self._translate(path, exc) from None
         nb = model["content"]
-        if not isinstance(nb, NotebookNode):
+        if not isinstance(nb, nbformat.NotebookNode):
             nb = nbformat.from_dict(nb)
         return NotebookFile(path, ensure_cell_ids(nb), str(model.get("last_modified") or ""))
 
     async def write(self, path: str, nb: NotebookNode) -> None:
+        import nbformat
+
         self._check_real_path(path)
         nbformat.validate(nb)
         document = await self.live.document(path) if self.live else None

@@ -20,13 +20,14 @@ import copy
 import difflib
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import nbformat
-from nbformat import NotebookNode
 from pydantic import BaseModel, ConfigDict, Field
 
 from deerflow.notebooks.access import NotebookError
+
+if TYPE_CHECKING:  # nbformat (jsonschema's grammar) loads when a cell is first made, not on import
+    from nbformat import NotebookNode
 
 MAX_OPERATIONS = 50
 _LISTED = 15
@@ -92,6 +93,8 @@ def _unknown(cell_id: Any, nb: NotebookNode) -> NotebookError:
 
 
 def _new_cell(cell_type: str, source: str, cell_id: str) -> dict[str, Any]:
+    import nbformat
+
     maker = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
              "raw": nbformat.v4.new_raw_cell}[cell_type]
     cell = maker(source=source)
@@ -162,6 +165,8 @@ def _plan_one(nb: NotebookNode, op: CellOp, n: int) -> CellChange:
 
 
 def _apply(nb: NotebookNode, change: CellChange) -> None:
+    import nbformat
+
     where = _index(nb)
     if change.op == "insert":
         pos = 0 if change.anchor is None else where[change.anchor] + 1

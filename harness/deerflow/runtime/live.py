@@ -32,6 +32,8 @@ class LiveRun:
     finished: ev.RunFinished | None = None
     raw_dropped: bool = False
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _readers: int = 0  # streams attached now: a finished run keeps its raw chunks until they have read them
+    _release_raw: bool = False
 
     @property
     def run_id(self) -> str:
@@ -71,29 +73,45 @@ class LiveRun:
         many seconds pass without a frame (SSE servers turn it into a keep-alive comment).
         """
         index = max(after + 1, 0)
-        while True:
-            async with self._changed:
-                try:
-                    async with asyncio.timeout(heartbeat):
-                        await self._changed.wait_for(partial(self._has_more, index))
-                except TimeoutError:
-                    batch = None
-                else:
-                    batch = self.frames[index:]
-            if batch is None:
-                yield -1, "heartbeat", None
-                continue
-            for offset, (kind, data) in enumerate(batch):
-                yield index + offset, kind, data
-            index += len(batch)
-            if self.done and index >= len(self.frames):
-                return
+        self._readers += 1
+        try:
+            while True:
+                async with self._changed:
+                    try:
+                        async with asyncio.timeout(heartbeat):
+                            await self._changed.wait_for(partial(self._has_more, index))
+                    except TimeoutError:
+                        batch = None
+                    else:
+                        batch = self.frames[index:]
+                if batch is None:
+                    yield -1, "heartbeat", None
+                    continue
+                for offset, (kind, data) in enumerate(batch):
+                    yield index + offset, kind, data
+                index += len(batch)
+                if self.done and index >= len(self.frames):
+                    return
+        finally:
+            self._readers -= 1
+            if self._release_raw and self._readers == 0:
+                self.drop_raw_frames()
 
     async def stream(self, *, after: int = 0) -> AsyncIterator[Any]:
         """Yield typed events with ``seq > after`` until the run finishes."""
         async for _, kind, data in self.stream_frames():
             if kind == "event" and data.seq > after:
                 yield data
+
+    def release_raw_frames(self) -> None:
+        """Drop the raw chunks of this finished run now, or when its last attached stream has read them.
+
+        A stream attached during the run may still be behind the run (a slow SSE client):
+        it gets every frame; a stream that joins after the release gets the typed events.
+        """
+        self._release_raw = True
+        if self._readers == 0:
+            self.drop_raw_frames()
 
     def drop_raw_frames(self) -> int:
         """Let go of the raw LangGraph chunks of a finished run; the number dropped.

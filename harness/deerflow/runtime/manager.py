@@ -96,6 +96,11 @@ class RunRequest:
 class RunManager:
     """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`."""
 
+    finished_runs_kept = 256
+    """Finished runs joinable from memory (older ones: their events from the store)."""
+    finished_frames_kept = 100_000
+    """Frames (typed events) all finished runs in memory may hold together, so long runs stay bounded too."""
+
     def __init__(self, *, loaded: LoadedConfig, home: HomePaths, store: MetadataStore,
                  checkpointer: BaseCheckpointSaver, stack: AsyncExitStack) -> None:
         self.loaded = loaded
@@ -460,21 +465,22 @@ class RunManager:
         live.record.updated_at = time.time()
         metrics.run_finished(user_id=live.record.user_id, finished=finished, events=live.events,
                              seconds=live.record.updated_at - live.record.created_at)
+        live.release_raw_frames()  # state copies go once the streams attached now have read them
         self._forget_old_runs()
 
-    def _forget_old_runs(self, keep: int = 256, keep_raw: int = 16) -> None:
+    def _forget_old_runs(self) -> None:
         """Finished runs stay joinable in memory for a while, then only in the store.
 
         Memory stays bounded by the runs' own output, not their threads' history:
-        all but the ``keep_raw`` most recently finished runs drop their raw
-        LangGraph chunks (``values`` are whole copies of the thread state); their
-        typed events stay, and the state is read from the checkpointer.
+        a finished run keeps its typed events but no raw LangGraph chunks (``values``
+        are whole copies of the thread state: see :meth:`LiveRun.release_raw_frames`),
+        and at most ``finished_runs_kept`` runs and ``finished_frames_kept`` frames
+        are kept, oldest forgotten first (their events are in the store).
         """
         finished = [rid for rid, lv in self._live.items() if lv.done]
-        for run_id in finished[: max(0, len(finished) - keep)]:
-            del self._live[run_id]
-        for run_id in finished[max(0, len(finished) - keep): max(0, len(finished) - keep_raw)]:
-            self._live[run_id].drop_raw_frames()
+        frames = sum(len(self._live[rid].frames) for rid in finished)
+        while len(finished) > 1 and (len(finished) > self.finished_runs_kept or frames > self.finished_frames_kept):
+            frames -= len(self._live.pop(finished.pop(0)).frames)  # the newest finished run always stays
 
     def thread_status(self, thread_id: str) -> str:
         """``busy`` while a run is active on the thread (in any process sharing the store), else ``idle``."""

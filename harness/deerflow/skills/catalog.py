@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -194,9 +195,16 @@ class _ParsedManifests:
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:
+    """The file's own signature, or None (never cached) unless it is a regular file.
+
+    ``lstat``: a link's signature would not change when its target does, so a linked
+    ``SKILL.md`` is parsed on every read rather than served stale from the cache.
+    """
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
         return None
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 

@@ -25,8 +25,9 @@ def builtin_groups(
     tools (``describe_skill``, ``install_skill``) join ``builtin`` when the run's
     skills call for them (see :mod:`deerflow.tools.builtins.skill_tools`).
 
-    With a host's ``cache`` the groups built from functions (exec, web, browser)
-    are built once per key and shared by later runs.
+    With a host's ``cache`` the groups built from functions (notebook, exec, web,
+    browser) are built once per key and shared by later runs: deriving a tool's
+    pydantic schema from its signature costs milliseconds per tool, per run otherwise.
     """
     from deerflow.tools.builtins.clarification import ask_clarification
     from deerflow.tools.builtins.exec_tools import bash_description, exec_tools
@@ -38,13 +39,14 @@ def builtin_groups(
     from deerflow.tools.builtins.view_image import view_image
 
     vision = [view_image] if model.supports_vision else []  # only a vision model can look
+    cache = cache or ToolCache()
     groups = {
         "builtin": [present_files, list_uploaded_files, ask_clarification, *vision, *skill_tools(skills)],
         "file:read": list(FILE_READ_TOOLS),
         "file:write": list(FILE_WRITE_TOOLS),
-        "notebook": notebook_tools(),  # the user's notebooks, through the host's services["notebooks"]
+        # the user's notebooks, through the host's services["notebooks"] (read at call time: cacheable)
+        "notebook": cache.get(("notebook",), notebook_tools),
     }
-    cache = cache or ToolCache()
     if sandbox is not None:
         timeout = app_config.sandbox.python_timeout
         key = ("exec", sandbox.allows_bash and bash_description(sandbox), timeout)  # all the tools depend on
