@@ -44,7 +44,7 @@ test-wheel: $(STAMP)
 # builds (offline: docs/conf.py); DOCS_ARGS passes options to sphinx-build (e.g. DOCS_ARGS=-E for a full rebuild).
 DOCS_ARGS ?=
 docs: $(STAMP)
-	@$(VENV)/bin/sphinx-build -W --keep-going -b html $(DOCS_ARGS) docs docs/_build/html
+	@$(VENV)/bin/sphinx-build -W --keep-going -j auto -b html $(DOCS_ARGS) docs docs/_build/html
 
 lab: $(STAMP)
 	@cfg="$${DEERFLOW_CONFIG:-}"; \
@@ -63,4 +63,4 @@ bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache docs/_build docs/examples docs/_generated docs/generated
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache docs/_build docs/examples docs/_generated

@@ -49,9 +49,11 @@ def _first_line(doc: str | None) -> str:
 def http_routes() -> str:
     """A table of the API: method, path under ``{base_url}deerflow/api``, what it does."""
     from deerflow_jupyter.handlers import ROUTES
+    from deerflow_jupyter.handlers.health import HealthHandler
 
     rows = ["| Methods | Path | What it does |", "| --- | --- | --- |"]
-    for pattern, handler in ROUTES:
+    # app.py adds /health after ROUTES (it must answer when the stores cannot), and the plugins' own routes
+    for pattern, handler in [*ROUTES, ("/health", HealthHandler)]:
         methods = [m.upper() for m in METHODS if m in vars(handler) or any(
             m in vars(base) for base in handler.__mro__[1:] if base.__module__.startswith("deerflow_jupyter"))]
         path = re.sub(r"\(\?P<(\w+)>[^)]*\)", r"{\1}", pattern)

@@ -58,7 +58,7 @@ def site(tmp_path_factory) -> Path:
         pytest.skip(f"the docs extra is not installed (no {', '.join(missing)}): pip install -e '.[docs]'")
     out = tmp_path_factory.mktemp("docs") / "html"
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d", str(out / ".doctrees"),
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-j", "auto", "-b", "html", "-d", str(out / ".doctrees"),
          str(ROOT / "docs"), str(out)],
         capture_output=True, text=True, timeout=BUILD_SECONDS, cwd=ROOT)
     problems = "\n".join(line for line in proc.stderr.splitlines() if "IPKernelApp" not in line)
