@@ -8,14 +8,14 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 LAB_ARGS ?=
 
-.PHONY: demo test test-wheel lint lab bench clean
+.PHONY: demo test test-wheel lint lab bench docs clean
 
 # The server config enables the extension: reinstall when it changes.
 $(STAMP): pyproject.toml extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "Installing DeerFlow Notebook into $(VENV) (first run only)..."
 	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet -e ".[all,test]"
+	@$(PY) -m pip install --quiet -e ".[all,test,docs]"
 	@# editable installs skip data files: put the extension's enabling config in place (the extension
 	@# makes DeerFlow the default chat persona; jupyterlab-chat and the persona manager enable themselves)
 	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
@@ -40,6 +40,12 @@ test: $(STAMP) lint
 test-wheel: $(STAMP)
 	@DEERFLOW_TEST_WHEEL=1 $(VENV)/bin/pytest -q -rs -p no:cacheprovider tests/integration/test_wheel_install.py
 
+# The documentation site into docs/_build/html, warnings as errors. The example notebooks are executed while it
+# builds (offline: docs/conf.py); DOCS_ARGS passes options to sphinx-build (e.g. DOCS_ARGS=-E for a full rebuild).
+DOCS_ARGS ?=
+docs: $(STAMP)
+	@$(VENV)/bin/sphinx-build -W --keep-going -j auto -b html $(DOCS_ARGS) docs docs/_build/html
+
 lab: $(STAMP)
 	@cfg="$${DEERFLOW_CONFIG:-}"; \
 	if [ -z "$$cfg" ] && [ ! -f config.yaml ] && [ ! -f "$${DEERFLOW_HOME:-$$HOME/.deerflow}/config.yaml" ]; then \
@@ -57,4 +63,4 @@ bench: $(STAMP)  # re-measure and rewrite the generated tables of docs/PERFORMAN
 	$(PY) bench/perf_doc.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache docs/_build docs/examples docs/_generated

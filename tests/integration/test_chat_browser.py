@@ -24,6 +24,7 @@ from fixtures.browser import (
     LAB_ARGS,
     OUTPUT,
     browser_page,
+    docs_screenshot,
     quiet_lab_env,
     save_failure,
     wait_for_lab,
@@ -171,6 +172,7 @@ def test_deerflow_in_the_jupyterlab_chat(tmp_path: Path):
         chat.get_by_text("Noted: the next chart will be blue.").wait_for()
         chat.get_by_text("Run finished").wait_for()
         page.screenshot(path=str(OUTPUT / "chat-finished.png"), full_page=True)
+        docs_screenshot(page, "chat-persona")
 
         # the caption links to the authenticated artifact endpoint, which serves the PNG
         href = chat.locator("a", has_text="chart.png").first.get_attribute("href")

@@ -13,6 +13,7 @@ from fixtures.browser import (
     LAB_ARGS,
     OUTPUT,
     browser_page,
+    docs_screenshot,
     quiet_lab_env,
     save_failure,
     wait_for_notebook_kernel,
@@ -62,6 +63,7 @@ def _drive_quickstart(page, lab) -> None:
     submit = deerflow_cell.locator("button", has_text="Submit")
     submit.wait_for()
     page.screenshot(path=str(OUTPUT / "lab-form-card.png"), full_page=True)
+    docs_screenshot(deerflow_cell, "notebook-form-card")
     # Fill the form card: a required text field and a required select.
     deerflow_cell.locator("input[placeholder='e.g. Upper Midwest, USA']").fill("Upper Midwest, USA")
     deerflow_cell.locator("select").first.select_option(label="Survival and mortality")
