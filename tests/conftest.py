@@ -123,3 +123,23 @@ def deerflow_home(tmp_path, monkeypatch) -> Path:
 
 # fixtures.postgres: one throwaway PostgreSQL cluster per session, started only when a test asks.
 pytest_plugins = ["pytest_jupyter.jupyter_server", "fixtures.postgres"]
+
+
+# The example notebooks are executed once per session: tests/integration/test_notebooks.py keeps each
+# notebook it executed and checked here, and the docs site test (run after it) renders those instead of
+# executing all eight again. Run alone, the docs test executes them itself.
+EXECUTED_NOTEBOOKS = "executed-notebooks"
+LAST_MODULES = ("test_docs_site.py",)
+
+
+@pytest.fixture(scope="session")
+def executed_notebooks_dir(tmp_path_factory) -> Path:
+    """Where this session's checked, executed example notebooks are kept (one folder per session)."""
+    folder = tmp_path_factory.getbasetemp() / EXECUTED_NOTEBOOKS
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The docs site's tests last: by then the example notebooks have been executed (see above)."""
+    items.sort(key=lambda item: item.path.name in LAST_MODULES)  # stable: every other order is kept

@@ -13,6 +13,7 @@ import functools
 import html
 import http.server
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -52,15 +53,23 @@ def _missing_packages() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    """The site built from this checkout into a fresh folder; the build's output is shown if it fails."""
+def site(tmp_path_factory, executed_notebooks_dir) -> Path:
+    """The site built from this checkout into a fresh folder; the build's output is shown if it fails.
+
+    When test_notebooks.py has already executed and checked every example notebook in this session
+    (tests/conftest.py orders this module last), the build renders those; otherwise it executes them.
+    """
     if missing := _missing_packages():
         pytest.skip(f"the docs extra is not installed (no {', '.join(missing)}): pip install -e '.[docs]'")
     out = tmp_path_factory.mktemp("docs") / "html"
+    env = dict(os.environ)
+    names = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
+    if names <= {p.name for p in executed_notebooks_dir.glob("*.ipynb")}:
+        env.update(DEERFLOW_DOCS_NOTEBOOKS=str(executed_notebooks_dir), DEERFLOW_DOCS_EXECUTE="off")
     proc = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-j", "auto", "-b", "html", "-d", str(out / ".doctrees"),
          str(ROOT / "docs"), str(out)],
-        capture_output=True, text=True, timeout=BUILD_SECONDS, cwd=ROOT)
+        capture_output=True, text=True, timeout=BUILD_SECONDS, cwd=ROOT, env=env)
     problems = "\n".join(line for line in proc.stderr.splitlines() if "IPKernelApp" not in line)
     assert proc.returncode == 0, f"make docs fails:\n{problems[-6000:]}"
     return out

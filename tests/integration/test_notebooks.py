@@ -126,7 +126,7 @@ def headless_env(deerflow_home, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
-def test_notebook_runs_headless_and_shows_its_results(name, headless_env):
+def test_notebook_runs_headless_and_shows_its_results(name, headless_env, executed_notebooks_dir):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     errors = [o for o in outputs(nb) if o.output_type == "error"]
@@ -136,6 +136,7 @@ def test_notebook_runs_headless_and_shows_its_results(name, headless_env):
     assert settled, "a settled run is kept as static HTML"
     assert all("DeerFlow" in o.data["text/markdown"] for o in views)  # and a markdown fallback
     CHECKS.get(name, lambda nb, home: None)(nb, headless_env)
+    nbformat.write(nb, executed_notebooks_dir / name)  # checked: the docs site renders this one (conftest.py)
 
 
 def test_the_executed_quickstart_converts_to_html_without_widget_state(headless_env, tmp_path):
