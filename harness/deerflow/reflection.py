@@ -20,8 +20,8 @@ _INSTALL_HINTS = {
     "langchain_ollama": "langchain-ollama",
     "langchain_deepseek": "langchain-deepseek",
     "langchain_mistralai": "langchain-mistralai",
-    "playwright": "deerflow-notebook[browser]",
-    "docker": "deerflow-notebook[docker]",
+    "playwright": "'.[browser]' (the browser extra, in a clone)",
+    "docker": "'.[docker]' (the docker extra, in a clone)",
     "mcp": "mcp",
 }
 

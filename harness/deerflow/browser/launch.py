@@ -22,7 +22,7 @@ from types import ModuleType
 from deerflow.config.schema import BrowserConfig
 from deerflow.errors import ConfigError
 
-INSTALL_HINT = "pip install 'deerflow-notebook[browser]'"
+INSTALL_HINT = "the 'browser' extra (pip install '.[browser]' in a clone)"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 LAUNCH_ARGS = (
     "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -36,7 +36,7 @@ def import_playwright(*, config_file: str | None = None) -> ModuleType:
     try:
         return importlib.import_module("playwright.async_api")
     except ModuleNotFoundError:
-        raise ConfigError(f"browser.enabled is true but Playwright is not installed; run: {INSTALL_HINT} "
+        raise ConfigError(f"browser.enabled is true but Playwright is not installed; install {INSTALL_HINT} "
                           "(a system Chromium is used, no browser download is needed)",
                           file=config_file, key="browser.enabled") from None
 

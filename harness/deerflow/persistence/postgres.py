@@ -46,7 +46,7 @@ SETUP_WAIT_SECONDS = 300.0
 _POLL_SECONDS = 0.2
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 
-INSTALL_HINT = "pip install 'deerflow-notebook[postgres]' (langgraph-checkpoint-postgres, psycopg-pool)"
+INSTALL_HINT = "the 'postgres' extra (pip install '.[postgres]' in a clone) (langgraph-checkpoint-postgres, psycopg-pool)"
 
 
 class DatabaseUnavailable(UserError):

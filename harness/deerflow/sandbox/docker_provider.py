@@ -101,7 +101,7 @@ def connect_docker() -> Any:
         from requests.exceptions import RequestException
     except ImportError:
         raise DockerUnavailable("the docker provider needs the Docker SDK: "
-                                "pip install 'deerflow-notebook[docker]'", key="sandbox.use") from None
+                                "the 'docker' extra (pip install '.[docker]' in a clone)", key="sandbox.use") from None
     try:
         client = docker.from_env()
         client.ping()

@@ -30,7 +30,7 @@ from typing import Any
 
 from deerflow.errors import ToolFailure
 
-INSTALL_HINT = "pip install 'deerflow-notebook[web]'"
+INSTALL_HINT = "the 'web' extra (pip install '.[web]' in a clone)"
 MAX_PDF_PAGES = 200
 SHORT_PAGE_CHARS = 1_500
 """Below this much visible text the whole page is the content: render it all, keeping its structure."""
@@ -67,7 +67,7 @@ def _require(module: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError:
         raise ToolFailure(f"reading this content needs the {module!r} package, which is not installed; "
-                          f"ask the operator to run: {INSTALL_HINT}", code="missing_dependency") from None
+                          f"ask the operator to install {INSTALL_HINT}", code="missing_dependency") from None
 
 
 def extract(data: bytes, *, content_type: str, charset: str | None, url: str) -> Extracted:

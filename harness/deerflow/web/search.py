@@ -160,7 +160,7 @@ def parse_duckduckgo_html(html: str) -> list[SearchHit]:
     try:
         from lxml import html as lxml_html
     except ModuleNotFoundError:
-        raise SearchError("reading DuckDuckGo results needs lxml: pip install 'deerflow-notebook[web]'") from None
+        raise SearchError("reading DuckDuckGo results needs lxml: the 'web' extra (pip install '.[web]' in a clone)") from None
 
     if not html.strip():
         return []

@@ -158,7 +158,7 @@ class PostgresBackend(SqlBackend):
             import psycopg
         except ImportError:
             raise ConfigError("the postgres batch queue needs the psycopg driver: "
-                              "pip install 'deerflow-notebook[postgres]'", key="subagents.batches.backend") from None
+                              "the 'postgres' extra (pip install '.[postgres]' in a clone)", key="subagents.batches.backend") from None
         self.url = url
         self._connections = _ThreadConnections(lambda: psycopg.connect(url, autocommit=True),
                                                usable=lambda conn: not conn.closed)

@@ -68,7 +68,7 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
         from deerflow.acp.mcp_servers import to_acp
         from deerflow.acp.session import AcpError, AcpInvocation, invoke
     except ImportError:
-        raise ToolFailure("ACP support is not installed: pip install 'deerflow-notebook[acp]' "
+        raise ToolFailure("ACP support is not installed: the 'acp' extra (pip install '.[acp]' in a clone) "
                           "(the agent-client-protocol SDK)", code="acp_unavailable") from None
     workspace = context.paths.acp_workspace
     source = context.services.get(MCP_SERVICE)
