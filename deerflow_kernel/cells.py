@@ -41,7 +41,7 @@ _INSERT_JS = (
     + XSRF_JS
     + "try{const r=await fetch(d.api+'threads/'+encodeURIComponent(d.thread)+'/notebook-edits/insert',"
     "{method:'POST',credentials:'same-origin',headers:{'Content-Type':'application/json','X-XSRFToken':x},"
-    "body:JSON.stringify({path:d.path,run_id:d.run,operations:[{op:'insert',after:d.after,cell_type:'code',"
+    "body:JSON.stringify({path:d.path,run_id:d.run,number:d.cell?+d.cell:undefined,operations:[{op:'insert',after:d.after,cell_type:'code',"
     "source:b.closest('.deerflow-code-block').querySelector('pre').innerText.replace(/\\n$/,'')}]})});"
     "const j=await r.json().catch(()=>({}));"
     "s.textContent=r.ok?'inserted below the %%deerflow cell of '+d.path+': if the notebook does not show it, "
@@ -74,10 +74,12 @@ def highlight(code: str) -> str:
 def code_html(code: str, *, copy: bool = True, insert: Mapping[str, str] | None = None) -> str:
     """Highlighted code with copy (and, given ``insert``, insert-below) buttons.
 
-    ``insert`` (``api``, ``thread``, ``run``, ``path``, ``after``) makes the
-    button POST the code to ``notebook-edits/insert`` from the browser itself
-    (same-origin, Jupyter's XSRF cookie): it works while the kernel is busy
-    with the run, and in the settled static view.  Where HTML is sanitized the
+    ``insert`` (``api``, ``thread``, ``run``, ``path``, ``after``, and ``cell``:
+    the call's place among its run's python cells) makes the button POST the
+    code to ``notebook-edits/insert`` from the browser itself (same-origin,
+    Jupyter's XSRF cookie): it works while the kernel is busy with the run, and
+    in the settled static view.  The server puts it below the cells already
+    inserted there in the agent's order, whatever order the clicks come in.  Where HTML is sanitized the
     buttons are dropped and the code stays selectable text.
     """
     button = (f"<button class='deerflow-copy' title='Copy the code to the clipboard' style='float:right;"
@@ -115,8 +117,13 @@ def python_call_widget(code: str, rest_html: str, on_insert: Callable[[str], str
     return detail, widgets.VBox([detail, widgets.HBox([button, status])])
 
 
+def numbered(target: Mapping[str, str] | None, number: int) -> dict[str, str] | None:
+    """An insert target for the run's ``number``-th python cell (1-based)."""
+    return None if target is None else {**target, "cell": str(number)}
+
+
 class CellInserter:
-    """Inserts code below the ``%%deerflow`` cell that ran (successive inserts keep their order)."""
+    """Inserts code below the ``%%deerflow`` cell that ran (the server keeps several in the agent's order)."""
 
     def __init__(self, session: Any, path: str | None, cell_id: str | None, api: str | None = None) -> None:
         self.session, self.path, self.anchor, self.api = session, path, cell_id, api
@@ -127,7 +134,8 @@ class CellInserter:
             return None
         return {"api": self.api, "thread": thread_id, "run": run_id, "path": self.path, "after": self.anchor}
 
-    def __call__(self, code: str, *, thread_id: str | None = None, run_id: str | None = None) -> str:
+    def __call__(self, code: str, *, thread_id: str | None = None, run_id: str | None = None,
+                 number: int | None = None) -> str:
         if self.path is None:
             raise UserError("this kernel does not know its notebook (no JPY_SESSION_NAME): "
                             "run %deerflow cells to put the code into a new cell, or copy it")
@@ -137,15 +145,12 @@ class CellInserter:
         op = {"op": "insert", "after": self.anchor, "cell_type": "code", "source": code}
         try:
             done = self.session.backend().notebook_edits(thread_id, "insert", run_id, path=self.path,
-                                                         operations=[op])
+                                                         operations=[op], number=number)
         except UserError as exc:
             if f"unknown cell id {self.anchor!r}" in str(exc):
                 raise UserError(f"the %%deerflow cell is not in the saved {self.path} yet: save the notebook "
                                 "(Ctrl+S), then click again") from None
             raise
-        cells = done.get("cells") or []
-        if cells:
-            self.anchor = cells[-1]  # the next insert goes below this one
         return (f"inserted below the %%deerflow cell of {self.path} ({done.get('note', 'saved')}). If the open "
                 "notebook does not show it, use File → Reload Notebook from Disk before saving. "
                 "%deerflow undo removes it.")

@@ -168,18 +168,23 @@ def _transcript(snap: Snapshot) -> str:
         elif isinstance(e, ev.Clarification | ev.Error | Note | Answered):
             order.append(("event", e))
     settled = snap.status not in ("running", "starting")
+    python_calls: dict[str, int] = {}  # run id -> the agent cell numbers (insert keeps the agent's order)
     for kind, item in order:
         if kind == "text":
             out.append(f"<div>{render_markdown(texts[item])}</div>" if texts[item].strip() else "")
         elif kind == "tool":
-            out.append(_tool(*tools[item], settled=settled, handover=snap.handover))
+            call = tools[item][0]
+            if call.name == "python" and isinstance(call.args.get("code"), str):
+                python_calls[call.run_id] = python_calls.get(call.run_id, 0) + 1
+            out.append(_tool(*tools[item], settled=settled, handover=snap.handover,
+                             number=python_calls.get(call.run_id, 0)))
         else:
             out.append(_event(snap, item))
     return "<div>" + "".join(out) + "</div>"
 
 
 def _tool(call: ev.ToolCall, result: ev.ToolResult | None, *, settled: bool = True,
-          handover: Callable[[str, str], dict[str, str] | None] | None = None) -> str:
+          handover: Callable[[str, str], dict[str, str] | None] | None = None, number: int = 0) -> str:
     if result is None:
         mark = "■" if settled else "⋯"  # a call the run's end cut short (cancelled, failed)
         title = f"{mark} {call.name}  {short_args(call.args)}" + (" (no result)" if settled else "")
@@ -187,10 +192,10 @@ def _tool(call: ev.ToolCall, result: ev.ToolResult | None, *, settled: bool = Tr
         title = f"{'✓' if result.status == 'success' else '✗'} {call.name}: {first_line(result.text, 90)}"
     body = args_html(call.args)
     if call.name == "python" and isinstance(call.args.get("code"), str):  # the hand-over, once the view is static
-        from deerflow_kernel.cells import code_html
+        from deerflow_kernel.cells import code_html, numbered
 
         rest = {k: v for k, v in call.args.items() if k != "code"}
-        target = handover(call.thread_id, call.run_id) if handover is not None else None
+        target = numbered(handover(call.thread_id, call.run_id), number) if handover is not None else None
         body = code_html(call.args["code"], insert=target) + (args_html(rest) if rest else "") + (
             f"<div style='color:#777;font-size:90%'>into your notebook: <code>%deerflow cells --run "
             f"{esc(call.run_id[:12])}</code> puts this run's cells in a new cell below</div>")

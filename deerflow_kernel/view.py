@@ -37,7 +37,7 @@ from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
-from deerflow_kernel.cells import PYTHON_TOOL, code_html, python_call_widget
+from deerflow_kernel.cells import PYTHON_TOOL, code_html, numbered, python_call_widget
 from deerflow_kernel.controls import clock_text, stop_button_html
 from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
@@ -111,6 +111,7 @@ class RunView(widgets.VBox):
         self.status = "starting"
         self._blocks: dict[str, _TextBlock] = {}
         self._tools: dict[str, tuple[widgets.Accordion, int, widgets.HTML]] = {}
+        self._python_calls: dict[str, int] = {}  # run id -> python calls so far (the agent cell numbers)
         self._group: widgets.Accordion | None = None
         self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
         self._cards: dict[str, widgets.Widget] = {}
@@ -320,10 +321,12 @@ class RunView(widgets.VBox):
         code = e.args.get("code") if e.name == PYTHON_TOOL else None
         if isinstance(code, str):  # the agent's cell: highlighted, copy, insert as a new cell below
             rest = args_html({k: v for k, v in e.args.items() if k != "code"}) if len(e.args) > 1 else ""
-            target = self.handover(e.thread_id, e.run_id)
+            number = self._python_calls[e.run_id] = self._python_calls.get(e.run_id, 0) + 1
+            target = numbered(self.handover(e.thread_id, e.run_id), number)
             insert = None
             if target is None and self._on_insert is not None:  # no server: the kernel writes it (when idle)
-                insert = lambda source, e=e: self._on_insert(source, thread_id=e.thread_id, run_id=e.run_id)  # noqa: E731
+                insert = lambda source, e=e, n=number: self._on_insert(  # noqa: E731
+                    source, thread_id=e.thread_id, run_id=e.run_id, number=n)
             if target is not None:  # the browser posts it: works while the kernel is busy, and once static
                 detail = shown = widgets.HTML(code_html(code, insert=target) + rest)
             else:

@@ -107,20 +107,24 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
     assert shown == "True True True", shown
     assert target["path"] == "work.ipynb" and target["after"] == "magic"
     assert target["api"] == "/deerflow/api/"
-    done = http.post(f"deerflow/api/threads/{target['thread']}/notebook-edits/insert", json={
-        "path": target["path"], "run_id": target["run"],
-        "operations": [{"op": "insert", "after": target["after"], "cell_type": "code", "source": CODE}]})
-    assert done.status_code == 200, done.text
+    def insert(source: str, number: int) -> None:
+        done = http.post(f"deerflow/api/threads/{target['thread']}/notebook-edits/insert", json={
+            "path": target["path"], "run_id": target["run"], "number": number,
+            "operations": [{"op": "insert", "after": target["after"], "cell_type": "code", "source": source}]})
+        assert done.status_code == 200, done.text
+
+    insert("print('second')", 2)  # clicked first, but the agent's second cell: it ends up second
+    insert(CODE, 1)
     ids = [cid for cid, _ in cells(http)]
-    assert ids[0] == "magic" and ids[2] == "below" and len(ids) == 3
+    assert ids[0] == "magic" and ids[3] == "below" and len(ids) == 4
+    assert [dict(cells(http))[i] for i in ids[1:3]] == [CODE, "print('second')"]
     inserted = dict(cells(http))[ids[1]]
-    assert inserted == CODE
 
     out, errors, _ = kernel.run(inserted, ids[1])  # the inserted cell runs in the user's kernel
     assert not errors and out.strip() == "the answer is 42"
 
     out, errors, _ = kernel.run("%deerflow undo")
-    assert not errors and "restored 1 cell(s) of work.ipynb" in out
+    assert not errors and "restored 2 cell(s) of work.ipynb" in out
     assert [cid for cid, _ in cells(http)] == ["magic", "below"]
 
 

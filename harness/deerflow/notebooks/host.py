@@ -16,7 +16,7 @@ from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import (
     apply_proposal,
     discard_proposal,
-    edit_cells,
+    insert_handover,
     notebook_context,
     undo_run,
 )
@@ -63,12 +63,13 @@ def with_context(prompt: str, context: str) -> str:
 
 async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action: str,
                           target: str | None = None, path: str | None = None,
-                          operations: Any = None) -> dict[str, Any]:
+                          operations: Any = None, number: int | None = None) -> dict[str, Any]:
     """``apply``/``discard`` a proposal, ``undo`` a run's edits, or ``list`` proposals of a user's thread.
 
     ``insert`` is the user's own hand-over (issue 22's "insert as a new cell"): ``operations``
     written to ``path`` at once with the same undo record as an applied agent edit, attributed
-    to run ``target`` (so ``%deerflow undo`` takes it back).
+    to run ``target`` (so ``%deerflow undo`` takes it back); ``number`` is the agent cell's
+    place in its run (1 = its first python cell), which keeps inserted cells in the agent's order.
 
     Raises:
         NotFoundError: unknown thread (or another user's).
@@ -88,6 +89,5 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
     if action == "insert":
         if not path:
             raise NotebookError("insert: name the notebook (path)", code="invalid_operation")
-        _, done = await edit_cells(access, records, path, operations, run_id=target or "user", mode="apply")
-        return {**done, "note": access.live_note}
+        return await insert_handover(access, records, path, operations, run_id=target or "user", number=number)
     raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")

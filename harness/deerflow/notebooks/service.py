@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
-from deerflow.notebooks.edits import CellChange, cell_diff, invert, parse_ops, plan_edits, replay
+from deerflow.notebooks.edits import (
+    HANDOVER_KEY,
+    CellChange,
+    cell_diff,
+    handover_slot,
+    invert,
+    parse_ops,
+    plan_edits,
+    replay,
+)
 from deerflow.notebooks.records import EditRecord, EditRecords
 from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells, cell_text, fence
 
@@ -66,6 +75,37 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
     await asyncio.to_thread(records.save_applied, record)
     text = f"Applied {len(changes)} cell edit(s) to {path} ({access.note_for(path)}).\n\n{diff}"
     return text, {**record.summary(), "status": "applied"}
+
+
+async def insert_handover(access: NotebookAccess, records: EditRecords, path: str, operations: Any, *,
+                          run_id: str, number: int | None = None) -> dict[str, Any]:
+    """The user's hand-over: the agent's cells inserted below the ``%%deerflow`` cell, in the agent's order.
+
+    Every operation is an insert ``after`` that cell.  They go below it *and* below the
+    cells already handed over there (:func:`~deerflow.notebooks.edits.handover_slot`),
+    each marked in its metadata (``deerflow.handover``: the cell it was inserted below, the
+    run, the agent cell's ``number``) so the next click finds its place.  Read, place and
+    write happen under the notebook's lock: two quick clicks cannot take the same slot.
+    """
+    path = check_notebook_path(path)
+    ops = parse_ops(operations)
+    below = {op.after for op in ops}
+    if any(op.op != "insert" for op in ops) or len(below) != 1 or not next(iter(below)):
+        raise NotebookError("insert: every operation inserts after the same cell (the %%deerflow cell)",
+                            code="invalid_operation")
+    anchor = str(next(iter(below)))
+    async with access.lock(path):
+        current = await access.read(path)
+        slot = handover_slot(current.nb, anchor, run_id=run_id, number=number)
+        _, changes = plan_edits(current.nb, [op.model_copy(update={"after": slot}) for op in ops])
+        for i, change in enumerate(changes):
+            mark = {"below": anchor, "run": run_id, **({"cell": number + i} if number is not None else {})}
+            change.after.setdefault("metadata", {})[HANDOVER_KEY] = {"handover": mark}
+        await access.write(path, replay(current.nb, changes))
+    record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes,
+                        diff="".join(cell_diff(c, path) for c in changes))
+    await asyncio.to_thread(records.save_applied, record)
+    return {**record.summary(), "status": "applied", "note": access.note_for(path)}
 
 
 async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellChange] | None = None) -> None:
