@@ -45,7 +45,7 @@ _INSERT_JS = (
     "source:b.closest('.deerflow-code-block').querySelector('pre').innerText.replace(/\\n$/,'')}]})});"
     "const j=await r.json().catch(()=>({}));"
     "s.textContent=r.ok?'inserted below the %%deerflow cell of '+d.path+': if the notebook does not show it, "
-    "use File \u2192 Reload Notebook from Disk before saving (%deerflow undo removes it)'"
+    "use File \u2192 Reload Notebook from Disk before saving (%deerflow undo removes it)'+(j.files?'; '+j.files:'')"
     ":(r.status===422&&/unknown cell id/.test(j.message||'')?'save the notebook (Ctrl+S), then click again'"
     ":(j.message||('insert failed ('+r.status+')')));}catch(e){s.textContent='insert failed: '+e}"
     "b.disabled=false})(this)")
@@ -151,9 +151,10 @@ class CellInserter:
                 raise UserError(f"the %%deerflow cell is not in the saved {self.path} yet: save the notebook "
                                 "(Ctrl+S), then click again") from None
             raise
+        files = f" ({done['files']})" if done.get("files") else ""
         return (f"inserted below the %%deerflow cell of {self.path} ({done.get('note', 'saved')}). If the open "
                 "notebook does not show it, use File → Reload Notebook from Disk before saving. "
-                "%deerflow undo removes it.")
+                f"%deerflow undo removes it.{files}")
 
 
 def cells_command(session: Any, rest: str) -> list[str]:

@@ -25,6 +25,7 @@ from fixtures.session_kernel import open_session_kernel
 pytestmark = pytest.mark.integration
 
 CODE = "answer = 6 * 7\nprint('the answer is', answer)"
+READ = "print('read', open('/mnt/user-data/outputs/answer.txt').read())"
 CONFIG = """
 models:
   - name: coder
@@ -39,7 +40,9 @@ models:
                   answer = 6 * 7
                   print('the answer is', answer)
             - {name: write_file, args: {path: /mnt/user-data/outputs/answer.txt, content: "42"}}
-        - tool_calls: [{name: present_files, args: {filepaths: [/mnt/user-data/outputs/answer.txt]}}]
+        - tool_calls:
+            - {name: present_files, args: {filepaths: [/mnt/user-data/outputs/answer.txt]}}
+            - {name: python, args: {code: "print('read', open('/mnt/user-data/outputs/answer.txt').read())"}}
         - text: The answer is 42.
   - name: plain
     use: deerflow.models.scripted:ScriptedChatModel
@@ -113,12 +116,18 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
             "operations": [{"op": "insert", "after": target["after"], "cell_type": "code", "source": source}]})
         assert done.status_code == 200, done.text
 
-    insert("print('second')", 2)  # clicked first, but the agent's second cell: it ends up second
+    insert(READ, 2)  # clicked first, but the agent's second cell: it ends up second
     insert(CODE, 1)
     ids = [cid for cid, _ in cells(http)]
     assert ids[0] == "magic" and ids[3] == "below" and len(ids) == 4
-    assert [dict(cells(http))[i] for i in ids[1:3]] == [CODE, "print('second')"]
-    inserted = dict(cells(http))[ids[1]]
+    inserted, reads = (dict(cells(http))[i] for i in ids[1:3])
+    assert inserted == CODE
+    # The agent's virtual path now names a copy beside the notebook, in the user's Jupyter root.
+    folder = f"deerflow_files/{target['thread'][:12]}"
+    assert reads == READ.replace("/mnt/user-data", folder)
+    assert http.get(f"api/contents/{folder}/outputs/answer.txt").raise_for_status().json()["content"] == "42"
+    out, errors, _ = kernel.run(reads, ids[2])  # the agent's read runs in the user's kernel
+    assert not errors and out.strip() == "read 42", (out, errors)
 
     out, errors, _ = kernel.run(inserted, ids[1])  # the inserted cell runs in the user's kernel
     assert not errors and out.strip() == "the answer is 42"

@@ -9,6 +9,8 @@ thread's real files.  The browser/kernel round trip is
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,67 @@ def test_an_insert_must_aim_below_one_known_cell(access, records):
         asyncio.run(insert_handover(notebooks, records, "work.ipynb",
                                     [{"op": "replace", "cell_id": "mine", "source": "x"}], run_id="r"))
     assert (root / "work.ipynb").read_bytes() == before
+
+
+# --- the agent's /mnt/user-data paths in the user's kernel ------------------------------------
+
+READS = ("import pathlib\nOUT = '/mnt/user-data/outputs'\n"
+         "print(open('/mnt/user-data/outputs/answer.txt').read(), pathlib.Path(f'{OUT}/table.csv').read_text())\n"
+         "open('/mnt/user-data/workspace/new/notes.txt', 'w').write('mine')")
+
+
+@pytest.fixture
+def agent_thread(tmp_path) -> ThreadPaths:
+    """A thread whose agent wrote two outputs and planted a link to a file outside the thread."""
+    paths = ThreadPaths(tmp_path / "agent-thread").ensure()
+    (paths.outputs / "answer.txt").write_text("42")
+    (paths.outputs / "table.csv").write_text("a,b\n1,2\n")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the user's secret")
+    (paths.outputs / "leak.txt").symlink_to(secret)
+    return paths
+
+
+def test_an_inserted_cell_reads_the_agents_files_from_a_folder_beside_the_notebook(access, records, agent_thread):
+    from deerflow.sandbox.virtual_paths import VirtualFS
+
+    root, notebooks = access
+    (root / "sub").mkdir()
+    (root / "work.ipynb").rename(root / "sub" / "work.ipynb")
+    op = {"op": "insert", "after": "magic", "cell_type": "code", "source": READS}
+    done = asyncio.run(insert_handover(notebooks, records, "sub/work.ipynb", [op], run_id="run-a", number=1,
+                                       vfs=VirtualFS(agent_thread), thread_id="thread-0123456789abcdef"))
+    cell = nbformat.read(str(root / "sub" / "work.ipynb"), as_version=4).cells[1]
+    assert "/mnt/user-data" not in cell.source
+    assert "open('deerflow_files/thread-01234/outputs/answer.txt')" in cell.source
+    assert "OUT = 'deerflow_files/thread-01234/outputs'" in cell.source
+    copies = root / "sub" / "deerflow_files" / "thread-01234"
+    assert (copies / "outputs" / "answer.txt").read_text() == "42" and (copies / "workspace" / "new").is_dir()
+    assert not (copies / "outputs" / "leak.txt").exists()  # the planted link is not followed, not copied
+    assert "2 file(s) copied there" in done["files"] and "leak.txt (a symlink, not a regular file)" in done["files"]
+
+    ran = subprocess.run([sys.executable, "-c", cell.source], cwd=root / "sub", capture_output=True, text=True,
+                         timeout=60)  # the user's kernel works in its notebook's folder
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["42", "a,b", "1,2"]
+    assert (copies / "workspace" / "new" / "notes.txt").read_text() == "mine"
+    assert not (agent_thread.workspace / "new").exists()  # the cell never writes into the agent's thread
+
+
+def test_a_link_planted_beside_the_notebook_is_not_written_through(tmp_path, records, agent_thread):
+    from deerflow.sandbox.virtual_paths import VirtualFS
+
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%deerflow", id="magic")]
+    nbformat.write(nb, str(root / "work.ipynb"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "deerflow_files").symlink_to(elsewhere, target_is_directory=True)
+    op = {"op": "insert", "after": "magic", "source": "open('/mnt/user-data/outputs/answer.txt').read()"}
+    with pytest.raises(NotebookError, match="link"):
+        asyncio.run(insert_handover(FileNotebookAccess(root), records, "work.ipynb", [op], run_id="r",
+                                    vfs=VirtualFS(agent_thread), thread_id="t1"))
+    assert list(elsewhere.iterdir()) == []
+    assert len(nbformat.read(str(root / "work.ipynb"), as_version=4).cells) == 1

@@ -25,6 +25,7 @@ backend: relative, no ``..``, no hidden segment, ends in ``.ipynb``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import os
@@ -72,6 +73,21 @@ def check_notebook_path(path: Any) -> str:
     if not isinstance(path, str) or not path.strip():
         raise NotebookError("give the notebook's path relative to the Jupyter root, e.g. 'work.ipynb'",
                             code="invalid_path")
+    parts = _root_parts(path)
+    if not parts or not parts[-1].endswith(".ipynb"):
+        raise NotebookError(f"{path.strip()!r} is not a notebook (.ipynb)", code="not_a_notebook")
+    return "/".join(parts)
+
+
+def check_root_path(path: str) -> str:
+    """Any root-relative path (a file or folder the hand-over writes), by the same rules."""
+    parts = _root_parts(path)
+    if not parts:
+        raise NotebookError("an empty path names the Jupyter root itself", code="invalid_path")
+    return "/".join(parts)
+
+
+def _root_parts(path: str) -> list[str]:
     raw = path.strip()
     if "\x00" in raw or "\\" in raw or raw.startswith(("/", "~")) or (len(raw) > 1 and raw[1] == ":"):
         raise NotebookError(f"{raw!r} is not a path relative to the Jupyter root: use e.g. 'work.ipynb' or "
@@ -81,9 +97,7 @@ def check_notebook_path(path: Any) -> str:
         raise NotebookError(f"{raw!r} leaves the Jupyter root ('..' is not allowed)", code="path_outside_root")
     if any(p.startswith(".") for p in parts):
         raise NotebookError(f"{raw!r} is a hidden path; hidden files are not reachable", code="not_found")
-    if not parts or not parts[-1].endswith(".ipynb"):
-        raise NotebookError(f"{raw!r} is not a notebook (.ipynb)", code="not_a_notebook")
-    return "/".join(parts)
+    return parts
 
 
 def ensure_cell_ids(nb: NotebookNode) -> NotebookNode:
@@ -126,6 +140,14 @@ class NotebookAccess(ABC):
     @abstractmethod
     async def write(self, path: str, nb: NotebookNode) -> None:
         """Replace the notebook at ``path`` with ``nb`` (validated first: never a partial write)."""
+
+    async def make_dirs(self, path: str) -> None:
+        """Create the folder ``path`` (root-relative) and its parents (the hand-over's copies)."""
+        raise NotebookError("this host cannot write files beside the notebook", code="unavailable")
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        """Create or replace the file ``path`` (root-relative, its folder existing) with ``data``."""
+        raise NotebookError("this host cannot write files beside the notebook", code="unavailable")
 
 
 class FileNotebookAccess(NotebookAccess):
@@ -175,6 +197,20 @@ class FileNotebookAccess(NotebookAccess):
         with self._open_root() as root:
             try:  # a new file beside the old one, renamed over it: never written through a link
                 root.write_text(path, nbformat.writes(nb) + "\n", makedirs=False)
+            except UnsafePath as exc:
+                raise self._refused(root, path, exc) from None
+
+    async def make_dirs(self, path: str) -> None:
+        await asyncio.to_thread(self._safely, "makedirs", check_root_path(path))
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        await asyncio.to_thread(self._safely, "write_bytes", check_root_path(path), data)
+
+    def _safely(self, method: str, path: str, *args: Any) -> None:
+        """A SafeDir write under the root: a planted link or FIFO is refused, never written through."""
+        with self._open_root() as root:
+            try:
+                getattr(root, method)(path, *args)
             except UnsafePath as exc:
                 raise self._refused(root, path, exc) from None
 
@@ -291,6 +327,26 @@ class ContentsNotebookAccess(NotebookAccess):
         self._written_live.discard(path)
         try:
             await self._call("save", {"type": "notebook", "format": "json", "content": nb}, path)
+        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+            raise self._translate(path, exc) from None
+
+    async def make_dirs(self, path: str) -> None:
+        parts = check_root_path(path).split("/")
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            self._check_real_path(folder)
+            try:
+                if not await self._call("dir_exists", folder):
+                    await self._call("save", {"type": "directory"}, folder)
+            except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+                raise self._translate(folder, exc) from None
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        path = check_root_path(path)
+        self._check_real_path(path)
+        model = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode("ascii")}
+        try:
+            await self._call("save", model, path)
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
             raise self._translate(path, exc) from None
 

@@ -20,6 +20,7 @@ from deerflow.notebooks.service import (
     notebook_context,
     undo_run,
 )
+from deerflow.sandbox.virtual_paths import VirtualFS
 
 CONTEXT_OPTION = "notebook_context"
 """Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
@@ -89,5 +90,7 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
     if action == "insert":
         if not path:
             raise NotebookError("insert: name the notebook (path)", code="invalid_operation")
-        return await insert_handover(access, records, path, operations, run_id=target or "user", number=number)
+        vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))  # the agent's files, read safely
+        return await insert_handover(access, records, path, operations, run_id=target or "user", number=number,
+                                     vfs=vfs, thread_id=thread.thread_id)
     raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")

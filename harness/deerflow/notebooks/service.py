@@ -25,6 +25,7 @@ from deerflow.notebooks.edits import (
     plan_edits,
     replay,
 )
+from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecord, EditRecords
 from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells, cell_text, fence
 
@@ -78,7 +79,8 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
 
 
 async def insert_handover(access: NotebookAccess, records: EditRecords, path: str, operations: Any, *,
-                          run_id: str, number: int | None = None) -> dict[str, Any]:
+                          run_id: str, number: int | None = None, vfs: Any = None,
+                          thread_id: str = "") -> dict[str, Any]:
     """The user's hand-over: the agent's cells inserted below the ``%%deerflow`` cell, in the agent's order.
 
     Every operation is an insert ``after`` that cell.  They go below it *and* below the
@@ -86,6 +88,10 @@ async def insert_handover(access: NotebookAccess, records: EditRecords, path: st
     each marked in its metadata (``deerflow.handover``: the cell it was inserted below, the
     run, the agent cell's ``number``) so the next click finds its place.  Read, place and
     write happen under the notebook's lock: two quick clicks cannot take the same slot.
+
+    Given the thread's ``vfs``, the cells' ``/mnt/user-data`` paths are rewritten to a folder
+    beside the notebook and the files they name copied there
+    (:func:`~deerflow.notebooks.handover.localize`), so the cell runs in the user's kernel.
     """
     path = check_notebook_path(path)
     ops = parse_ops(operations)
@@ -97,6 +103,10 @@ async def insert_handover(access: NotebookAccess, records: EditRecords, path: st
     async with access.lock(path):
         current = await access.read(path)
         slot = handover_slot(current.nb, anchor, run_id=run_id, number=number)
+        moved = None
+        if vfs is not None:
+            moved = await localize(access, vfs, path, thread_id, [op.source or "" for op in ops])
+            ops = [op.model_copy(update={"source": src}) for op, src in zip(ops, moved.sources, strict=True)]
         _, changes = plan_edits(current.nb, [op.model_copy(update={"after": slot}) for op in ops])
         for i, change in enumerate(changes):
             mark = {"below": anchor, "run": run_id, **({"cell": number + i} if number is not None else {})}
@@ -105,7 +115,8 @@ async def insert_handover(access: NotebookAccess, records: EditRecords, path: st
     record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes,
                         diff="".join(cell_diff(c, path) for c in changes))
     await asyncio.to_thread(records.save_applied, record)
-    return {**record.summary(), "status": "applied", "note": access.note_for(path)}
+    files = moved.note() if moved is not None else ""
+    return {**record.summary(), "status": "applied", "note": access.note_for(path), "files": files}
 
 
 async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellChange] | None = None) -> None:
