@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from deerflow.errors import UserError
+from deerflow.runtime.events import short_id
 from deerflow_kernel.controls import XSRF_JS
 from deerflow_kernel.markup import esc
 
@@ -172,13 +173,13 @@ def cells_command(session: Any, rest: str) -> list[str]:
     result = session.find_run(run_id)
     code = agent_code(result.events)
     if not code:
-        raise UserError(f"run {result.run_id[:12]} ran no python cells")
-    text = "\n\n".join(f"# --- agent cell {i} of run {result.run_id[:12]} ---\n{c.rstrip()}"
+        raise UserError(f"run {short_id(result.run_id)} ran no python cells")
+    text = "\n\n".join(f"# --- agent cell {i} of run {short_id(result.run_id)} ---\n{c.rstrip()}"
                        for i, c in enumerate(code, 1))
     if printing or not hasattr(session.shell, "set_next_input"):
         print(text)
         return code
     session.shell.set_next_input(text, replace=False)
-    print(f"put the {len(code)} python cell(s) of run {result.run_id[:12]} into a new cell below "
+    print(f"put the {len(code)} python cell(s) of run {short_id(result.run_id)} into a new cell below "
           "(--print prints them instead)")
     return code

@@ -35,18 +35,28 @@ from IPython.display import display
 
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
+from deerflow.runtime.events import short_id
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
 from deerflow_kernel.cells import PYTHON_TOOL, code_html, numbered, python_call_widget
 from deerflow_kernel.controls import clock_text, stop_button_html
 from deerflow_kernel.form import Answer, ClarificationForm
-from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
+from deerflow_kernel.markup import (
+    RECEIPT_KINDS,
+    esc,
+    first_line,
+    hidden,
+    human_size,
+    icon,
+    markdown_bundle,
+)
 from deerflow_kernel.static import (
     Answered,
     Note,
     Snapshot,
     StaticRun,
     args_html,
+    result_mark,
     short_args,
     static_html,
 )
@@ -111,6 +121,7 @@ class RunView(widgets.VBox):
         self.status = "starting"
         self._blocks: dict[str, _TextBlock] = {}
         self._tools: dict[str, tuple[widgets.Accordion, int, widgets.HTML]] = {}
+        self._noticed: set[str] = set()
         self._python_calls: dict[str, int] = {}  # run id -> python calls so far (the agent cell numbers)
         self._group: widgets.Accordion | None = None
         self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
@@ -343,7 +354,7 @@ class RunView(widgets.VBox):
         if found is None:
             return
         group, index, detail = found
-        mark = "✓" if e.status == "success" else "✗"
+        mark = result_mark(e)
         group.set_title(index, f"{mark} {e.name}: {first_line(e.text, 90)}")
         detail.value += f"<div style='color:#555'><b>result</b></div><pre style='max-height:240px;overflow:auto;" \
                         f"margin:0'>{esc(e.text[:4000])}</pre>"
@@ -392,6 +403,8 @@ class RunView(widgets.VBox):
         hidden(self.changes, not self.changes.value)
 
     def _on_notice(self, e: ev.Notice) -> None:
+        if e.kind in RECEIPT_KINDS:  # the receipt box below says it, with the files
+            return
         self._notice(ev.notice_line(e))
 
     def _on_error(self, e: ev.Error) -> None:
@@ -419,13 +432,17 @@ class RunView(widgets.VBox):
         self.transcript.children = (*self.transcript.children, widget)
 
     def _notice(self, text: str) -> None:
+        """A notice line, once per view (a continued run starts again with the same offline notice)."""
+        if text in self._noticed:
+            return
+        self._noticed.add(text)
         self.notices.value += f"<div style='color:#777;font-size:90%'>{icon('info-circle')} {esc(text)}</div>"
         hidden(self.notices, False)
 
     def _set_header(self, error: str | None = None) -> None:
         label = _STATUS.get(self.status, f"{self.status}…")
         status = f"{_STATUS_ICONS.get(self.status, icon('circle-o-notch fa-spin'))} {label}"
-        thread = f" · thread <code>{esc(self.thread_id[:12])}</code>" if self.thread_id else ""
+        thread = f" · thread <code>{esc(short_id(self.thread_id))}</code>" if self.thread_id else ""
         model = f" · model {esc(self._model)}" if self._model else ""
         problem = f" <span style='color:#c00'>{esc(error)}</span>" if error else ""
         self.header.value = f"<b>DeerFlow</b>{thread}{model} · <b>{status}</b>{problem}"
