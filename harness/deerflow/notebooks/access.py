@@ -29,7 +29,9 @@ import base64
 import inspect
 import json
 import os
+import stat
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -117,11 +119,65 @@ def ensure_cell_ids(nb: NotebookNode) -> NotebookNode:
     return nb
 
 
+Signature = tuple[int, int, int, int, int]
+"""A notebook file's identity and version: device, inode, size, mtime and ctime in nanoseconds."""
+
+
+def file_signature(root: Path | str, path: str) -> Signature | None:
+    """The signature of the regular file ``path`` under ``root``, by :class:`SafeDir`'s rules (no link
+    followed on the way or at the end); None for anything else (a link, a FIFO, nothing there).
+
+    Blocking (it opens the root): call it off the event loop.
+    """
+    try:
+        with SafeDir.open(root, label="notebook root") as opened:
+            st = opened.lstat(path)
+    except (UnsafePath, OSError):
+        return None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class ContextCache:
+    """The last few notebook contexts built, by (path, file signature, what was asked): a run in the
+    same unchanged notebook does not parse it again.  Any write changes the signature (a new inode,
+    size or mtime), so an entry is never stale; it lives on the host's access, on its event loop."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> Any | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+
 class NotebookAccess(ABC):
     """Where the user's notebooks live (see the module docstring)."""
 
     live_note: str = ""
     _locks: dict[str, asyncio.Lock] | None = None
+    _contexts: ContextCache | None = None
+
+    @property
+    def contexts(self) -> ContextCache:
+        """This host's cache of built notebook contexts (see :class:`ContextCache`)."""
+        if self._contexts is None:
+            self._contexts = ContextCache()
+        return self._contexts
+
+    async def signature(self, path: str) -> Signature | None:
+        """The notebook file's signature (None: not a plain file on this machine, or live: no caching)."""
+        return None
 
     def note_for(self, path: str) -> str:
         """What the user is told after a write to ``path`` (live, saved, or "reload")."""
@@ -166,6 +222,9 @@ class FileNotebookAccess(NotebookAccess):
 
     async def read(self, path: str) -> NotebookFile:
         return await asyncio.to_thread(self._read, path)
+
+    async def signature(self, path: str) -> Signature | None:
+        return await asyncio.to_thread(file_signature, self.root, path)
 
     def _read(self, path: str) -> NotebookFile:
         with self._open_root() as root:
@@ -301,6 +360,16 @@ class ContentsNotebookAccess(NotebookAccess):
         if not real.is_relative_to(Path(root).resolve()):
             raise NotebookError(f"{path!r} leads outside the Jupyter root (a link pointing out is not followed)",
                                 code="path_outside_root")
+
+    async def signature(self, path: str) -> Signature | None:
+        """A file-backed manager's file, stat'ed by SafeDir's rules under its root; None for an open
+        live document (its content is not the file's) or a manager without local files."""
+        root = getattr(self.cm, "root_dir", None)
+        if not root or getattr(self.cm, "_get_os_path", None) is None:
+            return None
+        if self.live is not None and await self.live.document(path) is not None:
+            return None
+        return await asyncio.to_thread(file_signature, root, path)
 
     async def read(self, path: str) -> NotebookFile:
         self._check_real_path(path)

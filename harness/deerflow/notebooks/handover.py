@@ -28,6 +28,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from deerflow.errors import ToolFailure
+from deerflow.runtime.events import short_id
 from deerflow.sandbox.virtual_paths import USER_DATA
 from deerflow.threadfs import UnsafePath
 
@@ -35,7 +36,6 @@ FOLDER = "deerflow_files"
 MAX_FILE_BYTES = 50 * 1024 * 1024
 MAX_TOTAL_BYTES = 200 * 1024 * 1024
 MAX_FILES = 200
-THREAD_CHARS = 12
 # A virtual path as it appears in code: /mnt/user-data, then path characters up to a quote,
 # a space, a bracket or an operator.
 _VIRTUAL = re.compile(r"(?<![\w./-])/mnt/user-data(?![\w.@+=,%~-])((?:/[\w.@+=,%~-]+)*)(/?)")
@@ -78,7 +78,7 @@ def virtual_paths(source: str) -> list[str]:
 
 def local_folder(thread_id: str) -> str:
     """The folder, relative to the notebook's folder, that stands for ``/mnt/user-data``."""
-    safe = re.sub(r"[^\w-]", "_", thread_id)[:THREAD_CHARS] or "thread"
+    safe = re.sub(r"[^\w-]", "_", short_id(thread_id)) or "thread"
     return f"{FOLDER}/{safe}"
 
 

@@ -183,9 +183,23 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
     """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced.
 
     ``cell_ids`` (cells attached to a chat message) gives those cells instead, in notebook order;
-    ids the notebook no longer has are skipped (the user may have deleted them since).
+    ids the notebook no longer has are skipped (the user may have deleted them since).  A context
+    built from the same file (same signature, see :func:`~deerflow.notebooks.access.file_signature`)
+    is reused.
     """
     path = check_notebook_path(path)
+    signature = await access.signature(path)
+    key = (path, signature, cell_id, tuple(cell_ids or ()), max_tokens)
+    if signature is not None and (cached := access.contexts.get(key)) is not None:
+        return cached  # the same file as last time: no parse (issue 26's 20 ms goal)
+    built = await _build_context(access, path, cell_id=cell_id, cell_ids=cell_ids, max_tokens=max_tokens)
+    if signature is not None:
+        access.contexts.put(key, built)
+    return built
+
+
+async def _build_context(access: NotebookAccess, path: str, *, cell_id: str | None, cell_ids: list[str] | None,
+                         max_tokens: int) -> NotebookContext:
     nb = (await access.read(path)).nb
     ids = [c["id"] for c in nb.cells]
     if cell_ids:
