@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
 
-from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, file_signature
+from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookError, file_signature
 from deerflow.notebooks.service import notebook_context
 
 
@@ -49,7 +49,7 @@ def test_a_rerun_in_an_unchanged_notebook_reuses_the_context_and_a_change_is_rea
     assert "y = 3" in context(notebooks).text
 
 
-def test_a_notebook_reached_through_a_link_is_never_cached(tmp_path):
+def test_a_notebook_reached_through_a_link_is_neither_read_nor_cached(tmp_path):
     root = tmp_path / "root"
     (root / "real").mkdir(parents=True)
     write(root / "real" / "work.ipynb", "x = 1")
@@ -57,12 +57,32 @@ def test_a_notebook_reached_through_a_link_is_never_cached(tmp_path):
     (root / "folder").symlink_to(root / "real", target_is_directory=True)
     assert file_signature(root, "real/work.ipynb") is not None
     assert file_signature(root, "linked.ipynb") is None and file_signature(root, "folder/work.ipynb") is None
-    notebooks = ContentsNotebookAccess(AsyncFileContentsManager(root_dir=str(root)))  # follows links in the root
-    first = context(notebooks, "linked.ipynb")
-    assert "x = 1" in first.text and context(notebooks, "linked.ipynb") is not first
+    notebooks = ContentsNotebookAccess(AsyncFileContentsManager(root_dir=str(root)))  # the manager would follow it
+    for path in ("linked.ipynb", "folder/work.ipynb"):
+        with pytest.raises(NotebookError, match="goes through a link, which is not followed") as refused:
+            context(notebooks, path)
+        assert refused.value.code == "path_outside_root"
+    assert "x = 1" in context(notebooks, "real/work.ipynb").text
 
 
 def test_a_fifo_has_no_signature(tmp_path):
     os.mkfifo(tmp_path / "pipe.ipynb")
     assert file_signature(tmp_path, "pipe.ipynb") is None  # stat'ed, never opened: no hang
     assert file_signature(tmp_path, "missing.ipynb") is None
+
+
+def test_a_link_swapped_in_after_the_check_is_still_not_followed(tmp_path, monkeypatch):
+    """The file-backed manager's notebooks are read through SafeDir: no window between check and use."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    write(outside / "secret.ipynb", "token = 'the user's secret'")
+    (root / "work.ipynb").symlink_to(outside / "secret.ipynb")  # as if swapped in right after the check
+    notebooks = ContentsNotebookAccess(AsyncFileContentsManager(root_dir=str(root)))
+
+    async def checked(path: str) -> None:
+        return None
+
+    monkeypatch.setattr(notebooks, "_check_local", checked)
+    with pytest.raises(NotebookError, match="goes through a link"):
+        context(notebooks)

@@ -265,6 +265,18 @@ class FileNotebookAccess(NotebookAccess):
     async def put_file(self, path: str, data: bytes) -> None:
         await asyncio.to_thread(self._safely, "write_bytes", check_root_path(path), data)
 
+    def check_plain(self, path: str) -> None:
+        """Refuse ``path`` if a link (or a FIFO, a device...) is on it; a missing last part is fine."""
+        with self._open_root() as root:
+            try:
+                st = root.lstat(path)
+            except UnsafePath as exc:
+                raise self._refused(root, path, exc) from None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise self._refused(root, path, UnsafePath("symlink", path, f"{path} is a link"))
+            if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise self._refused(root, path, UnsafePath("not_regular", path, f"{path} is not a regular file"))
+
     def _safely(self, method: str, path: str, *args: Any) -> None:
         """A SafeDir write under the root: a planted link or FIFO is refused, never written through."""
         with self._open_root() as root:
@@ -333,6 +345,9 @@ class ContentsNotebookAccess(NotebookAccess):
         self.cm = contents_manager
         self.live = live
         self._written_live: set[str] = set()
+        root = getattr(contents_manager, "root_dir", None)
+        local = bool(root) and getattr(contents_manager, "_get_os_path", None) is not None
+        self._files = FileNotebookAccess(root) if local else None  # a file-backed manager's files, by SafeDir
 
     def note_for(self, path: str) -> str:
         return self.live_doc_note if path in self._written_live else self.live_note
@@ -347,35 +362,29 @@ class ContentsNotebookAccess(NotebookAccess):
         result = getattr(self.cm, method)(*args, **kwargs)
         return await result if inspect.isawaitable(result) else result
 
-    def _check_real_path(self, path: str) -> None:
-        """File-backed managers follow symlinks; refuse one that leads out of the root."""
-        locate = getattr(self.cm, "_get_os_path", None)
-        root = getattr(self.cm, "root_dir", None)
-        if locate is None or not root:
-            return
-        try:
-            real = Path(locate(path)).resolve()
-        except Exception as exc:
-            raise NotebookError(f"{path!r} is outside the Jupyter root", code="path_outside_root") from exc
-        if not real.is_relative_to(Path(root).resolve()):
-            raise NotebookError(f"{path!r} leads outside the Jupyter root (a link pointing out is not followed)",
-                                code="path_outside_root")
+    async def _check_local(self, path: str) -> None:
+        """A file-backed manager follows links: refuse a path with a link anywhere on it (or a FIFO...).
+
+        Reads then go through SafeDir themselves (no check-then-use); writes go through the
+        manager (its trust signing and save hooks) right after this check.
+        """
+        if self._files is not None:
+            await asyncio.to_thread(self._files.check_plain, path)
 
     async def signature(self, path: str) -> Signature | None:
         """A file-backed manager's file, stat'ed by SafeDir's rules under its root; None for an open
         live document (its content is not the file's) or a manager without local files."""
-        root = getattr(self.cm, "root_dir", None)
-        if not root or getattr(self.cm, "_get_os_path", None) is None:
+        if self._files is None or (self.live is not None and await self.live.document(path) is not None):
             return None
-        if self.live is not None and await self.live.document(path) is not None:
-            return None
-        return await asyncio.to_thread(file_signature, root, path)
+        return await self._files.signature(path)
 
     async def read(self, path: str) -> NotebookFile:
-        self._check_real_path(path)
+        await self._check_local(path)
         document = await self.live.document(path) if self.live else None
         if document is not None:  # what the user sees, unsaved edits included
             return NotebookFile(path, ensure_cell_ids(nbformat.from_dict(document.get())), "live")
+        if self._files is not None:  # opened without following a link: nothing to swap in between
+            return await self._files.read(path)
         try:
             model = await self._call("get", path, content=True, type="notebook")
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
@@ -386,7 +395,7 @@ class ContentsNotebookAccess(NotebookAccess):
         return NotebookFile(path, ensure_cell_ids(nb), str(model.get("last_modified") or ""))
 
     async def write(self, path: str, nb: NotebookNode) -> None:
-        self._check_real_path(path)
+        await self._check_local(path)
         nbformat.validate(nb)
         document = await self.live.document(path) if self.live else None
         if document is not None:
@@ -403,7 +412,7 @@ class ContentsNotebookAccess(NotebookAccess):
         parts = check_root_path(path).split("/")
         for depth in range(1, len(parts) + 1):
             folder = "/".join(parts[:depth])
-            self._check_real_path(folder)
+            await self._check_local(folder)
             try:
                 if not await self._call("dir_exists", folder):
                     await self._call("save", {"type": "directory"}, folder)
@@ -412,7 +421,7 @@ class ContentsNotebookAccess(NotebookAccess):
 
     async def put_file(self, path: str, data: bytes) -> None:
         path = check_root_path(path)
-        self._check_real_path(path)
+        await self._check_local(path)
         model = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode("ascii")}
         try:
             await self._call("save", model, path)
