@@ -174,12 +174,34 @@ def cells_command(session: Any, rest: str) -> list[str]:
     code = agent_code(result.events)
     if not code:
         raise UserError(f"run {short_id(result.run_id)} ran no python cells")
-    text = "\n\n".join(f"# --- agent cell {i} of run {short_id(result.run_id)} ---\n{c.rstrip()}"
-                       for i, c in enumerate(code, 1))
     if printing or not hasattr(session.shell, "set_next_input"):
-        print(text)
+        print(_one_cell(result.run_id, code))
         return code
-    session.shell.set_next_input(text, replace=False)
+    code, moved = _for_this_kernel(session, result, code)
+    session.shell.set_next_input(_one_cell(result.run_id, code), replace=False)
     print(f"put the {len(code)} python cell(s) of run {short_id(result.run_id)} into a new cell below "
-          "(--print prints them instead)")
+          "(--print prints them instead)" + (f"; {moved}" if moved else ""))
     return code
+
+
+def _one_cell(run_id: str, code: list[str]) -> str:
+    return "\n\n".join(f"# --- agent cell {i} of run {short_id(run_id)} ---\n{c.rstrip()}"
+                         for i, c in enumerate(code, 1))
+
+
+def _for_this_kernel(session: Any, result: Any, code: list[str]) -> tuple[list[str], str]:
+    """The cells with their ``/mnt/user-data`` paths pointing beside the notebook (the files copied
+    there by the host, as for "insert as a new cell below"); unchanged, with why, when that cannot be."""
+    from deerflow_kernel.notebook import notebook_path
+
+    if not any("/mnt/user-data" in c for c in code):
+        return code, ""
+    backend = session.backend()
+    path = notebook_path(backend.kind)
+    if path is None:
+        return code, "its /mnt/user-data paths are the agent's (this kernel does not know its notebook)"
+    try:
+        done = backend.notebook_edits(result.thread_id, "localize", path=path, sources=code)
+    except UserError as exc:
+        return code, f"its /mnt/user-data paths are the agent's ({exc})"
+    return list(done["sources"]), str(done.get("files") or "")

@@ -97,6 +97,9 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
     assert not errors and "into a new cell below" in out
     [payload] = [p for p in payloads if p.get("source") == "set_next_input"]
     assert payload["replace"] is False and CODE in payload["text"]
+    assert "/mnt/user-data" not in payload["text"] and "1 file(s) copied there" in out  # as for insert below
+    out, errors, _ = kernel.run(payload["text"])  # the new cell, as the frontend would run it
+    assert not errors and out.split("\n")[:2] == ["the answer is 42", "read 42"], (out, errors)
 
     # The view's insert button posts from the browser (the kernel may be busy): its target, then the same POST.
     out, errors, _ = kernel.run(

@@ -7,6 +7,9 @@
     POST /deerflow/api/threads/{id}/notebook-edits/insert     {"path", "operations", "run_id"?, "number"?}
          the user's "insert as a new cell" of the agent's code: written at once, undoable like an edit;
          ``number`` (the agent cell's place in its run) keeps several inserts in the agent's order
+    POST /deerflow/api/threads/{id}/notebook-edits/localize   {"path", "sources"}
+         agent cells rewritten for the user's kernel (``/mnt/user-data`` → ``deerflow_files/…``
+         beside the notebook, the files they name copied there): ``{"sources", "files"}``
 
 Without an id, the latest pending proposal (or the latest run with applied
 edits) is meant.  A target cell changed since the proposal is a 409 and
@@ -25,7 +28,7 @@ from deerflow.notebooks.access import NotebookError
 from deerflow.notebooks.host import notebook_action
 from deerflow_jupyter.handlers.base import DeerFlowHandler, one_line
 
-ACTION = r"(?P<action>apply|discard|undo|insert)"
+ACTION = r"(?P<action>apply|discard|undo|insert|localize)"
 _STATUS = {"conflict": 409, "not_found": 404, "unavailable": 409}
 
 
@@ -37,6 +40,7 @@ class EditTarget(BaseModel):
     path: str | None = None  # insert: the notebook, and the operations written to it
     operations: list[dict[str, Any]] | None = None
     number: int | None = Field(None, ge=1, le=100_000)  # insert: the agent cell's place in its run
+    sources: list[str] | None = Field(None, max_length=200)  # localize: agent cells to rewrite for the kernel
 
 
 class _NotebookEditsHandler(DeerFlowHandler):
@@ -65,6 +69,9 @@ class NotebookEditActionHandler(_NotebookEditsHandler):
         if action == "insert":
             await self.act(thread_id, action, body.run_id, path=body.path, operations=body.operations,
                            number=body.number)
+            return
+        if action == "localize":
+            await self.act(thread_id, action, path=body.path, sources=body.sources)
             return
         await self.act(thread_id, action, body.run_id if action == "undo" else body.proposal_id)
 

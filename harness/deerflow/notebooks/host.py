@@ -11,7 +11,13 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from deerflow.notebooks.access import NOTEBOOKS_SERVICE, NotebookAccess, NotebookError
+from deerflow.notebooks.access import (
+    NOTEBOOKS_SERVICE,
+    NotebookAccess,
+    NotebookError,
+    check_notebook_path,
+)
+from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import (
     apply_proposal,
@@ -26,7 +32,8 @@ CONTEXT_OPTION = "notebook_context"
 """Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
 (``"cell_ids": [...]`` instead: only those cells, as attached to a chat message)."""
 MAX_CELL_IDS = 200
-ACTIONS = ("apply", "discard", "undo", "list", "insert")
+ACTIONS = ("apply", "discard", "undo", "list", "insert", "localize")
+MAX_SOURCES = 200
 
 
 def notebook_access(services: Mapping[str, Any]) -> NotebookAccess:
@@ -64,8 +71,12 @@ def with_context(prompt: str, context: str) -> str:
 
 async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action: str,
                           target: str | None = None, path: str | None = None,
-                          operations: Any = None, number: int | None = None) -> dict[str, Any]:
+                          operations: Any = None, number: int | None = None,
+                          sources: Any = None) -> dict[str, Any]:
     """``apply``/``discard`` a proposal, ``undo`` a run's edits, or ``list`` proposals of a user's thread.
+
+    ``localize`` rewrites ``sources`` (agent cells) for the user's kernel and copies the files they
+    name beside notebook ``path`` (:func:`~deerflow.notebooks.handover.localize`), writing no cell.
 
     ``insert`` is the user's own hand-over (issue 22's "insert as a new cell"): ``operations``
     written to ``path`` at once with the same undo record as an applied agent edit, attributed
@@ -93,4 +104,12 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
         vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))  # the agent's files, read safely
         return await insert_handover(access, records, path, operations, run_id=target or "user", number=number,
                                      vfs=vfs, thread_id=thread.thread_id)
+    if action == "localize":  # %deerflow cells: the same rewrite and copies, for a cell the kernel inserts
+        if not path or not isinstance(sources, list) or not all(isinstance(s, str) for s in sources) \
+                or len(sources) > MAX_SOURCES:
+            raise NotebookError(f"localize: name the notebook (path) and up to {MAX_SOURCES} sources",
+                                code="invalid_operation")
+        vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))
+        moved = await localize(access, vfs, check_notebook_path(path), thread.thread_id, sources)
+        return {"sources": moved.sources, "files": moved.note()}
     raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")
