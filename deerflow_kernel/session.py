@@ -128,7 +128,7 @@ class KernelSession:
         self._settle_waiting(thread_id, prompt, where="by a later prompt on this thread")
         self.thread_id = thread_id
         self._thread_options[thread_id] = run_options
-        return self._follow_foreground(handle)
+        return self._follow_foreground(handle, prompt)
 
     def continue_run(self, thread_id: str | None = None, extra: str | None = None) -> RunResult:
         """``%deerflow continue``: resume the thread's interrupted run (like ``deerflow run --continue``)."""
@@ -210,8 +210,10 @@ class KernelSession:
             return None
         return str(result.clarification.get("request_id"))
 
-    def _follow_foreground(self, handle: RunHandle) -> RunResult:
+    def _follow_foreground(self, handle: RunHandle, prompt: str | None = None) -> RunResult:
         view = self.last_view = self.make_view()
+        if prompt and hasattr(view, "show_prompt"):
+            view.show_prompt(prompt)
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result

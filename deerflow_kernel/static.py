@@ -67,6 +67,7 @@ class Snapshot:
 
     events: list[Any]
     status: str
+    prompt: str = ""
     thread_id: str | None = None
     model: str = ""
     error: str | None = None
@@ -110,7 +111,7 @@ def render_markdown(text: str) -> str:
 # -- the page ---------------------------------------------------------------------------------------
 def static_html(snap: Snapshot) -> str:
     """The whole run as one self-contained HTML fragment."""
-    parts = [_header(snap), _notices(snap.events), _todos(snap.events)]
+    parts = [_header(snap), prompt_html(snap.prompt), _notices(snap.events), _todos(snap.events)]
     if snap.subagents_html:
         parts.append(f"<div><b>Subagents</b>{snap.subagents_html}</div>")
     parts.append(_transcript(snap))
@@ -130,6 +131,33 @@ def _header(snap: Snapshot) -> str:
     model = f" · model {esc(snap.model)}" if snap.model else ""
     problem = f" <span style='color:#c00'>{esc(snap.error)}</span>" if snap.error else ""
     return f"<div><b>DeerFlow</b>{thread}{model} · <b>{esc(status)}</b>{problem}</div>"
+
+
+def receipt_html(receipt: dict[str, Any] | None) -> str:
+    """The delivery receipt: were the run's new outputs presented to you?"""
+    if not receipt or receipt.get("status") in (None, "nothing_produced"):
+        return ""
+    produced, unpresented = receipt.get("produced") or [], receipt.get("unpresented") or []
+    shown = len(produced) - len(unpresented)
+    line = f"<b>Delivery:</b> {esc(receipt['status'])} — {shown} of {len(produced)} new outputs presented"
+    if unpresented:
+        names = ", ".join(f"<code>{esc(p)}</code>" for p in unpresented)
+        line += f"<div style='color:#b36b00'>⚠ produced but not presented: {names}</div>"
+    return line
+
+
+MAX_PROMPT_CHARS = 20_000
+
+
+def prompt_html(prompt: str) -> str:
+    """The prompt a run was sent, folded, as plain text (a prompt is prose, not Python: the cell's
+    editor highlights it as the kernel's language, which JupyterLab offers no way to change per cell)."""
+    if not prompt:
+        return ""
+    shown = prompt if len(prompt) <= MAX_PROMPT_CHARS else prompt[:MAX_PROMPT_CHARS] + "\n…"
+    return (f"<details class='deerflow-prompt' style='color:#555;font-size:90%'><summary>prompt sent</summary>"
+            f"<div style='white-space:pre-wrap;font-family:inherit;margin:2px 0 4px 1em'>{esc(shown)}</div>"
+            "</details>")
 
 
 def _notices(events: list[Any]) -> str:

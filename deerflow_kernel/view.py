@@ -56,6 +56,8 @@ from deerflow_kernel.static import (
     Snapshot,
     StaticRun,
     args_html,
+    prompt_html,
+    receipt_html,
     result_mark,
     short_args,
     static_html,
@@ -122,6 +124,7 @@ class RunView(widgets.VBox):
         self._blocks: dict[str, _TextBlock] = {}
         self._tools: dict[str, tuple[widgets.Accordion, int, widgets.HTML]] = {}
         self._noticed: set[str] = set()
+        self._prompt = ""
         self._python_calls: dict[str, int] = {}  # run id -> python calls so far (the agent cell numbers)
         self._group: widgets.Accordion | None = None
         self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
@@ -193,8 +196,15 @@ class RunView(widgets.VBox):
         """The view as static HTML / markdown (what a saved notebook keeps)."""
         return StaticRun(static_html(self.snapshot()), self.summary_markdown())
 
+    def show_prompt(self, prompt: str) -> None:
+        """The prompt as sent ({name} values filled in, uploads named), as plain text: what left the notebook."""
+        self._prompt = prompt
+        self.notices.value = prompt_html(prompt) + self.notices.value
+        hidden(self.notices, False)
+
     def snapshot(self) -> Snapshot:
         return Snapshot(events=list(self.events), status=self.status, thread_id=self.thread_id, model=self._model,
+                        prompt=self._prompt,
                         error=self._error, artifacts=dict(self._artifact_data), answers=dict(self.answers),
                         subagents_html=self._subagents.html(), changes_html=self.changes.value,
                         receipt_html=self.receipt.value, artifact_url=self._url, handover=self.handover)
@@ -480,19 +490,6 @@ def changes_html(changes: dict[str, Any]) -> str:
         rows.append(f"<div>{line}</div>")
     more = f"<div>… and {len(entries) - 30} more</div>" if len(entries) > 30 else ""
     return f"<b>Files changed</b> <span style='color:#777'>({head})</span>{''.join(rows)}{more}"
-
-
-def receipt_html(receipt: dict[str, Any] | None) -> str:
-    """The delivery receipt: were the run's new outputs presented to you?"""
-    if not receipt or receipt.get("status") in (None, "nothing_produced"):
-        return ""
-    produced, unpresented = receipt.get("produced") or [], receipt.get("unpresented") or []
-    shown = len(produced) - len(unpresented)
-    line = f"<b>Delivery:</b> {esc(receipt['status'])} — {shown} of {len(produced)} new outputs presented"
-    if unpresented:
-        names = ", ".join(f"<code>{esc(p)}</code>" for p in unpresented)
-        line += f"<div style='color:#b36b00'>⚠ produced but not presented: {names}</div>"
-    return line
 
 
 def transcript_markdown(events: list[Any]) -> str:

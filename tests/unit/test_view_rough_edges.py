@@ -113,3 +113,21 @@ def test_the_twelve_characters_a_view_shows_are_accepted_back_as_the_thread():
     assert KernelSession.check_thread(backend, THREAD) == THREAD
     with pytest.raises(Exception, match="unknown thread 't1234567'; recent threads: t1234567890a, t1234567890z"):
         KernelSession.check_thread(backend, "t1234567")  # two threads start so: ambiguous
+
+
+def test_the_prompt_sent_is_shown_as_plain_text_not_as_python():
+    prompt = "Why do deer <b>migrate</b> in {winter}? for x in herds: print(x)"
+    view = RunView(read_artifact=lambda *a: PNG)
+    view.show_prompt(prompt)
+    for page in (view.notices.value, settled_with(view).static().html):
+        folded = page[page.index("<details class='deerflow-prompt'"):]
+        folded = folded[:folded.index("</details>")]
+        assert "<summary>prompt sent</summary>" in folded and "&lt;b&gt;migrate&lt;/b&gt; in {winter}" in folded
+        assert "<span style=" not in folded and "language-python" not in folded  # prose, not highlighted code
+
+
+def settled_with(view: RunView) -> RunView:
+    view._handle = SimpleNamespace(update=lambda obj: None)
+    for event in (ev.RunStarted(**BASE, model="m"), ev.RunFinished(**BASE, status="success")):
+        view.render(event)
+    return view
