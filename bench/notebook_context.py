@@ -5,7 +5,10 @@
   output; every tenth an error with a 60-line traceback; every fifth a 200 kB PNG), as
   a ``%%deerflow`` run at the bottom of it builds it: read through the notebook root,
   bounded to 8k tokens, fenced.  Goal: under 20 ms added to a run (issue 26).
-  Also shown: the same without the read (``render only``) and the file's size.
+  Shown: the first run in the notebook (a fresh host: the file is parsed), a rerun in the
+  unchanged notebook (the host's context cache, keyed on the file's signature: one SafeDir
+  stat), the same through jupyter_server's ContentsManager, the rendering alone, and the
+  file's size.
 * ``--collab``: jupyter server start-up to ready (``/api/status``) with and without the
   jupyter-collaboration extensions (jupyter_server_ydoc + fileid), interleaved, and their
   import time beyond jupyter_server's.  Needs jupyter-collaboration importable
@@ -31,9 +34,9 @@ from pathlib import Path
 import nbformat
 from timing import summary, timings
 
-from deerflow.notebooks.access import FileNotebookAccess
+from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookAccess
 from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells
-from deerflow.notebooks.service import CONTEXT_TOKENS, notebook_context
+from deerflow.notebooks.service import CONTEXT_TOKENS, NotebookContext, notebook_context
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,21 +62,34 @@ def big_notebook(cells: int = 500, *, output_kb: int = 40, png_kb: int = 200) ->
 
 
 def bench_context(n: int, output_kb: int, png_kb: int) -> None:
+    from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
+
     with tempfile.TemporaryDirectory() as tmp:
         nbformat.write(big_notebook(output_kb=output_kb, png_kb=png_kb), Path(tmp) / "big.ipynb")
         size = (Path(tmp) / "big.ipynb").stat().st_size
-        access = FileNotebookAccess(tmp)
         loop = asyncio.new_event_loop()
+
+        def build(access: NotebookAccess) -> NotebookContext:
+            return loop.run_until_complete(notebook_context(access, "big.ipynb", cell_id="magic"))
+
         try:
-            found = loop.run_until_complete(notebook_context(access, "big.ipynb", cell_id="magic"))
-            total = timings(lambda: loop.run_until_complete(notebook_context(access, "big.ipynb", cell_id="magic")), n)
+            found = build(FileNotebookAccess(tmp))
+            cold = timings(lambda: build(FileNotebookAccess(tmp)), max(3, n // 5))  # a fresh host: parses
+            warm_access = FileNotebookAccess(tmp)
+            build(warm_access)
+            warm = timings(lambda: build(warm_access), n)  # the same file again: the cache
+            server_access = ContentsNotebookAccess(AsyncFileContentsManager(root_dir=tmp))
+            build(server_access)
+            server = timings(lambda: build(server_access), n)
         finally:
             loop.close()
         nb = nbformat.read(Path(tmp) / "big.ipynb", as_version=4)
         render = timings(lambda: bounded_cells(nb.cells[:-1], max_chars=CONTEXT_TOKENS * CHARS_PER_TOKEN), n)
     print(f"notebook: 500 cells, {output_kb} kB text output each, {png_kb} kB PNG every 5th, {size / 1e6:.1f} MB; context: {found.note}, {len(found.text)} chars")
-    print(f"context 500 cells (read + bound + fence)  {summary(total)}")
-    print(f"render only (bound + fence, no read)      {summary(render)}")
+    print(f"context, first run in the notebook (read + parse + bound + fence)  {summary(cold)}")
+    print(f"context, rerun, notebook unchanged (signature stat, cached)        {summary(warm)}")
+    print(f"context, rerun, through a ContentsManager (stat, cached)           {summary(server)}")
+    print(f"render only (bound + fence, no read)                               {summary(render)}")
 
 
 def startup(extra_args: list[str], workdir: Path) -> float:

@@ -96,7 +96,9 @@ def _body(name: str, data: bytes, hint: str | None) -> widgets.Widget:
     if len(data) > MAX_INLINE_BYTES:
         return widgets.HTML(f"<i>too big to show inline ({human_size(len(data))}).</i>" + _hint(hint))
     if ext in IMAGE_TYPES:
-        return widgets.Image(value=data, format=IMAGE_TYPES[ext], layout=widgets.Layout(max_width="100%"))
+        # A VBox is a flex column that stretches its children: the image keeps its own size (up to the width).
+        return widgets.Image(value=data, format=IMAGE_TYPES[ext], layout=widgets.Layout(
+            max_width="100%", width="auto", height="auto", align_self="flex-start", object_fit="contain"))
     text = data.decode("utf-8", errors="replace") if ext in TEXT_SUFFIXES else None
     if ext in {".md", ".markdown"} and text is not None:
         out = widgets.Output()

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from deerflow.errors import UserError
+from deerflow.runtime.events import short_id
 from deerflow_kernel.controls import XSRF_JS
 from deerflow_kernel.markup import esc
 
@@ -41,11 +42,11 @@ _INSERT_JS = (
     + XSRF_JS
     + "try{const r=await fetch(d.api+'threads/'+encodeURIComponent(d.thread)+'/notebook-edits/insert',"
     "{method:'POST',credentials:'same-origin',headers:{'Content-Type':'application/json','X-XSRFToken':x},"
-    "body:JSON.stringify({path:d.path,run_id:d.run,operations:[{op:'insert',after:d.after,cell_type:'code',"
+    "body:JSON.stringify({path:d.path,run_id:d.run,number:d.cell?+d.cell:undefined,operations:[{op:'insert',after:d.after,cell_type:'code',"
     "source:b.closest('.deerflow-code-block').querySelector('pre').innerText.replace(/\\n$/,'')}]})});"
     "const j=await r.json().catch(()=>({}));"
     "s.textContent=r.ok?'inserted below the %%deerflow cell of '+d.path+': if the notebook does not show it, "
-    "use File \u2192 Reload Notebook from Disk before saving (%deerflow undo removes it)'"
+    "use File \u2192 Reload Notebook from Disk before saving (%deerflow undo removes it)'+(j.files?'; '+j.files:'')"
     ":(r.status===422&&/unknown cell id/.test(j.message||'')?'save the notebook (Ctrl+S), then click again'"
     ":(j.message||('insert failed ('+r.status+')')));}catch(e){s.textContent='insert failed: '+e}"
     "b.disabled=false})(this)")
@@ -74,10 +75,12 @@ def highlight(code: str) -> str:
 def code_html(code: str, *, copy: bool = True, insert: Mapping[str, str] | None = None) -> str:
     """Highlighted code with copy (and, given ``insert``, insert-below) buttons.
 
-    ``insert`` (``api``, ``thread``, ``run``, ``path``, ``after``) makes the
-    button POST the code to ``notebook-edits/insert`` from the browser itself
-    (same-origin, Jupyter's XSRF cookie): it works while the kernel is busy
-    with the run, and in the settled static view.  Where HTML is sanitized the
+    ``insert`` (``api``, ``thread``, ``run``, ``path``, ``after``, and ``cell``:
+    the call's place among its run's python cells) makes the button POST the
+    code to ``notebook-edits/insert`` from the browser itself (same-origin,
+    Jupyter's XSRF cookie): it works while the kernel is busy with the run, and
+    in the settled static view.  The server puts it below the cells already
+    inserted there in the agent's order, whatever order the clicks come in.  Where HTML is sanitized the
     buttons are dropped and the code stays selectable text.
     """
     button = (f"<button class='deerflow-copy' title='Copy the code to the clipboard' style='float:right;"
@@ -115,8 +118,13 @@ def python_call_widget(code: str, rest_html: str, on_insert: Callable[[str], str
     return detail, widgets.VBox([detail, widgets.HBox([button, status])])
 
 
+def numbered(target: Mapping[str, str] | None, number: int) -> dict[str, str] | None:
+    """An insert target for the run's ``number``-th python cell (1-based)."""
+    return None if target is None else {**target, "cell": str(number)}
+
+
 class CellInserter:
-    """Inserts code below the ``%%deerflow`` cell that ran (successive inserts keep their order)."""
+    """Inserts code below the ``%%deerflow`` cell that ran (the server keeps several in the agent's order)."""
 
     def __init__(self, session: Any, path: str | None, cell_id: str | None, api: str | None = None) -> None:
         self.session, self.path, self.anchor, self.api = session, path, cell_id, api
@@ -127,7 +135,8 @@ class CellInserter:
             return None
         return {"api": self.api, "thread": thread_id, "run": run_id, "path": self.path, "after": self.anchor}
 
-    def __call__(self, code: str, *, thread_id: str | None = None, run_id: str | None = None) -> str:
+    def __call__(self, code: str, *, thread_id: str | None = None, run_id: str | None = None,
+                 number: int | None = None) -> str:
         if self.path is None:
             raise UserError("this kernel does not know its notebook (no JPY_SESSION_NAME): "
                             "run %deerflow cells to put the code into a new cell, or copy it")
@@ -137,18 +146,16 @@ class CellInserter:
         op = {"op": "insert", "after": self.anchor, "cell_type": "code", "source": code}
         try:
             done = self.session.backend().notebook_edits(thread_id, "insert", run_id, path=self.path,
-                                                         operations=[op])
+                                                         operations=[op], number=number)
         except UserError as exc:
             if f"unknown cell id {self.anchor!r}" in str(exc):
                 raise UserError(f"the %%deerflow cell is not in the saved {self.path} yet: save the notebook "
                                 "(Ctrl+S), then click again") from None
             raise
-        cells = done.get("cells") or []
-        if cells:
-            self.anchor = cells[-1]  # the next insert goes below this one
+        files = f" ({done['files']})" if done.get("files") else ""
         return (f"inserted below the %%deerflow cell of {self.path} ({done.get('note', 'saved')}). If the open "
                 "notebook does not show it, use File → Reload Notebook from Disk before saving. "
-                "%deerflow undo removes it.")
+                f"%deerflow undo removes it.{files}")
 
 
 def cells_command(session: Any, rest: str) -> list[str]:
@@ -166,13 +173,35 @@ def cells_command(session: Any, rest: str) -> list[str]:
     result = session.find_run(run_id)
     code = agent_code(result.events)
     if not code:
-        raise UserError(f"run {result.run_id[:12]} ran no python cells")
-    text = "\n\n".join(f"# --- agent cell {i} of run {result.run_id[:12]} ---\n{c.rstrip()}"
-                       for i, c in enumerate(code, 1))
+        raise UserError(f"run {short_id(result.run_id)} ran no python cells")
     if printing or not hasattr(session.shell, "set_next_input"):
-        print(text)
+        print(_one_cell(result.run_id, code))
         return code
-    session.shell.set_next_input(text, replace=False)
-    print(f"put the {len(code)} python cell(s) of run {result.run_id[:12]} into a new cell below "
-          "(--print prints them instead)")
+    code, moved = _for_this_kernel(session, result, code)
+    session.shell.set_next_input(_one_cell(result.run_id, code), replace=False)
+    print(f"put the {len(code)} python cell(s) of run {short_id(result.run_id)} into a new cell below "
+          "(--print prints them instead)" + (f"; {moved}" if moved else ""))
     return code
+
+
+def _one_cell(run_id: str, code: list[str]) -> str:
+    return "\n\n".join(f"# --- agent cell {i} of run {short_id(run_id)} ---\n{c.rstrip()}"
+                         for i, c in enumerate(code, 1))
+
+
+def _for_this_kernel(session: Any, result: Any, code: list[str]) -> tuple[list[str], str]:
+    """The cells with their ``/mnt/user-data`` paths pointing beside the notebook (the files copied
+    there by the host, as for "insert as a new cell below"); unchanged, with why, when that cannot be."""
+    from deerflow_kernel.notebook import notebook_path
+
+    if not any("/mnt/user-data" in c for c in code):
+        return code, ""
+    backend = session.backend()
+    path = notebook_path(backend.kind)
+    if path is None:
+        return code, "its /mnt/user-data paths are the agent's (this kernel does not know its notebook)"
+    try:
+        done = backend.notebook_edits(result.thread_id, "localize", path=path, sources=code)
+    except UserError as exc:
+        return code, f"its /mnt/user-data paths are the agent's ({exc})"
+    return list(done["sources"]), str(done.get("files") or "")

@@ -150,7 +150,7 @@ class DeerFlowMagics(Magics):
             raise UsageError("%deerflow artifacts: no current thread yet (give a thread id, or run %%deerflow)")
         backend = self.session.backend()
         if args:
-            self.session.check_thread(backend, thread_id)
+            thread_id = self.session.check_thread(backend, thread_id)
         paths = backend.artifacts(thread_id)
         if not paths:
             print(f"thread {thread_id} has presented no artifacts yet")

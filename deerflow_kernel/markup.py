@@ -72,3 +72,7 @@ def first_line(text: str, limit: int = 100) -> str:
 def hidden(widget: Any, hide: bool) -> None:
     """Show or hide a widget without removing it (empty sections take no space)."""
     widget.layout.display = "none" if hide else None
+
+
+RECEIPT_KINDS = frozenset({"undelivered", "partial"})
+"""Notice kinds the delivery receipt already shows (with its files): views do not repeat them as notices."""

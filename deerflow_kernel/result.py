@@ -14,6 +14,7 @@ from typing import Any
 
 from deerflow.client import RunResult as HarnessRunResult
 from deerflow.errors import UserError
+from deerflow.runtime.events import short_id
 from deerflow_kernel.artifacts import decode
 from deerflow_kernel.backend import ArtifactNotFound
 
@@ -61,7 +62,7 @@ class RunResult(HarnessRunResult):
         try:
             return backend.read_artifact(self.thread_id, path)
         except ArtifactNotFound:
-            raise UserError(f"load({name!r}): no such file in thread {self.thread_id[:12]}'s outputs; "
+            raise UserError(f"load({name!r}): no such file in thread {short_id(self.thread_id)}'s outputs; "
                             f"{self._existing()}") from None
 
     def _existing(self) -> str:
@@ -91,7 +92,7 @@ class RunResult(HarnessRunResult):
     def __repr__(self) -> str:
         names = [PurePosixPath(p).name for p in self.artifacts]
         shown = ", ".join(names[:4]) + (f", +{len(names) - 4}" if len(names) > 4 else "")
-        parts = [self.status, f"thread {self.thread_id[:12]}"]
+        parts = [self.status, f"thread {short_id(self.thread_id)}"]
         if names:
             parts.append(f"{len(names)} artifact{'s' * (len(names) != 1)}: {shown}")
         if self.waiting:

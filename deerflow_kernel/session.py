@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
+from deerflow.runtime.events import short_id
 from deerflow_kernel.backend import Backend, RunHandle, UploadInfo, backend_key, select_backend
 from deerflow_kernel.notebook import context_option, show_proposals
 from deerflow_kernel.options import RunOptions
@@ -112,9 +113,8 @@ class KernelSession:
         attachments = [make_attachment(spec, namespace) for spec in options.with_vars]
         backend = self.backend()
         self._check_model(backend, options.model)
-        if options.thread:
-            self.check_thread(backend, options.thread)
-        thread_id = options.thread or (None if options.new else self.thread_id)
+        chosen = self.check_thread(backend, options.thread) if options.thread else None
+        thread_id = chosen or (None if options.new else self.thread_id)
         if thread_id is None:
             thread_id = backend.create_thread()
         uploaded = [(a, backend.upload(thread_id, a.name, a.data).virtual_path) for a in attachments]
@@ -128,7 +128,7 @@ class KernelSession:
         self._settle_waiting(thread_id, prompt, where="by a later prompt on this thread")
         self.thread_id = thread_id
         self._thread_options[thread_id] = run_options
-        return self._follow_foreground(handle)
+        return self._follow_foreground(handle, prompt)
 
     def continue_run(self, thread_id: str | None = None, extra: str | None = None) -> RunResult:
         """``%deerflow continue``: resume the thread's interrupted run (like ``deerflow run --continue``)."""
@@ -137,7 +137,7 @@ class KernelSession:
             raise UserError("%deerflow continue: no current thread (give --thread T, see %deerflow threads)")
         backend = self.backend()
         if thread_id != self.thread_id:
-            self.check_thread(backend, thread_id)
+            thread_id = self.check_thread(backend, thread_id)
         handle = backend.start(backend.continue_prompt(thread_id, extra), thread_id,
                                self._thread_options.get(thread_id, {}))
         self.thread_id = thread_id
@@ -157,12 +157,16 @@ class KernelSession:
                         f"{', '.join(known) or '(none)'}" + model_hint("unknown model"))
 
     @staticmethod
-    def check_thread(backend: Backend, thread_id: str) -> None:
-        """``--thread`` must name one of the user's threads; the error lists the recent ones."""
+    def check_thread(backend: Backend, thread_id: str) -> str:
+        """``--thread`` must name one of the user's threads, whole or by a unique prefix (views show
+        the first 12 characters); the thread's full id, or an error listing the recent ones."""
         threads = backend.threads()
         if any(t.thread_id == thread_id for t in threads):
-            return
-        recent = ", ".join(t.thread_id[:12] for t in threads[:5])
+            return thread_id
+        found = [t.thread_id for t in threads if t.thread_id.startswith(thread_id)] if len(thread_id) >= 6 else []
+        if len(found) == 1:
+            return found[0]
+        recent = ", ".join(short_id(t.thread_id) for t in threads[:5])
         raise UserError(f"unknown thread {thread_id!r}" + (f"; recent threads: {recent} "
                         "(%deerflow threads lists them all)" if recent else "; you have no threads yet"))
 
@@ -206,8 +210,10 @@ class KernelSession:
             return None
         return str(result.clarification.get("request_id"))
 
-    def _follow_foreground(self, handle: RunHandle) -> RunResult:
+    def _follow_foreground(self, handle: RunHandle, prompt: str | None = None) -> RunResult:
         view = self.last_view = self.make_view()
+        if prompt and hasattr(view, "show_prompt"):
+            view.show_prompt(prompt)
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result
@@ -267,7 +273,7 @@ class KernelSession:
             return self.last_result
         found = [r for rid, r in self.runs.items() if rid.startswith(run_id)]
         if len(found) != 1:
-            known = ", ".join(rid[:12] for rid in list(self.runs)[-5:]) or "(none yet)"
+            known = ", ".join(short_id(rid) for rid in list(self.runs)[-5:]) or "(none yet)"
             raise UserError(f"{'ambiguous' if found else 'unknown'} run {run_id!r}; runs of this kernel: {known}")
         return found[0]
 

@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from deerflow.runtime import events as ev
+from deerflow.runtime.events import short_id
 from deerflow_kernel.artifacts import (
     IMAGE_TYPES,
     MAX_INLINE_BYTES,
@@ -33,7 +34,7 @@ from deerflow_kernel.artifacts import (
     TEXT_SUFFIXES,
     suffix,
 )
-from deerflow_kernel.markup import esc, first_line, human_size, sandboxed_iframe
+from deerflow_kernel.markup import RECEIPT_KINDS, esc, first_line, human_size, sandboxed_iframe
 from deerflow_kernel.text_view import reply_hint_lines
 
 MAX_ARG_CHARS = 4000
@@ -66,6 +67,7 @@ class Snapshot:
 
     events: list[Any]
     status: str
+    prompt: str = ""
     thread_id: str | None = None
     model: str = ""
     error: str | None = None
@@ -109,7 +111,7 @@ def render_markdown(text: str) -> str:
 # -- the page ---------------------------------------------------------------------------------------
 def static_html(snap: Snapshot) -> str:
     """The whole run as one self-contained HTML fragment."""
-    parts = [_header(snap), _notices(snap.events), _todos(snap.events)]
+    parts = [_header(snap), prompt_html(snap.prompt), _notices(snap.events), _todos(snap.events)]
     if snap.subagents_html:
         parts.append(f"<div><b>Subagents</b>{snap.subagents_html}</div>")
     parts.append(_transcript(snap))
@@ -125,15 +127,42 @@ def _header(snap: Snapshot) -> str:
     status = STATUS_TEXT.get(snap.status, snap.status)
     if snap.status == "interrupted" and snap.answers:
         status = "✓ answered"
-    thread = f" · thread <code>{esc(snap.thread_id[:12])}</code>" if snap.thread_id else ""
+    thread = f" · thread <code>{esc(short_id(snap.thread_id))}</code>" if snap.thread_id else ""
     model = f" · model {esc(snap.model)}" if snap.model else ""
     problem = f" <span style='color:#c00'>{esc(snap.error)}</span>" if snap.error else ""
     return f"<div><b>DeerFlow</b>{thread}{model} · <b>{esc(status)}</b>{problem}</div>"
 
 
+def receipt_html(receipt: dict[str, Any] | None) -> str:
+    """The delivery receipt: were the run's new outputs presented to you?"""
+    if not receipt or receipt.get("status") in (None, "nothing_produced"):
+        return ""
+    produced, unpresented = receipt.get("produced") or [], receipt.get("unpresented") or []
+    shown = len(produced) - len(unpresented)
+    line = f"<b>Delivery:</b> {esc(receipt['status'])} — {shown} of {len(produced)} new outputs presented"
+    if unpresented:
+        names = ", ".join(f"<code>{esc(p)}</code>" for p in unpresented)
+        line += f"<div style='color:#b36b00'>⚠ produced but not presented: {names}</div>"
+    return line
+
+
+MAX_PROMPT_CHARS = 20_000
+
+
+def prompt_html(prompt: str) -> str:
+    """The prompt a run was sent, folded, as plain text (a prompt is prose, not Python: the cell's
+    editor highlights it as the kernel's language, which JupyterLab offers no way to change per cell)."""
+    if not prompt:
+        return ""
+    shown = prompt if len(prompt) <= MAX_PROMPT_CHARS else prompt[:MAX_PROMPT_CHARS] + "\n…"
+    return (f"<details class='deerflow-prompt' style='color:#555;font-size:90%'><summary>prompt sent</summary>"
+            f"<div style='white-space:pre-wrap;font-family:inherit;margin:2px 0 4px 1em'>{esc(shown)}</div>"
+            "</details>")
+
+
 def _notices(events: list[Any]) -> str:
     lines = [e.notice for e in events if isinstance(e, ev.RunStarted) and e.notice]
-    lines += [ev.notice_line(e) for e in events if isinstance(e, ev.Notice)]
+    lines += [ev.notice_line(e) for e in events if isinstance(e, ev.Notice) and e.kind not in RECEIPT_KINDS]
     return "".join(f"<div style='color:#777;font-size:90%'>{esc(line)}</div>" for line in dict.fromkeys(lines))
 
 
@@ -168,35 +197,50 @@ def _transcript(snap: Snapshot) -> str:
         elif isinstance(e, ev.Clarification | ev.Error | Note | Answered):
             order.append(("event", e))
     settled = snap.status not in ("running", "starting")
+    python_calls: dict[str, int] = {}  # run id -> the agent cell numbers (insert keeps the agent's order)
     for kind, item in order:
         if kind == "text":
             out.append(f"<div>{render_markdown(texts[item])}</div>" if texts[item].strip() else "")
         elif kind == "tool":
-            out.append(_tool(*tools[item], settled=settled, handover=snap.handover))
+            call = tools[item][0]
+            if call.name == "python" and isinstance(call.args.get("code"), str):
+                python_calls[call.run_id] = python_calls.get(call.run_id, 0) + 1
+            out.append(_tool(*tools[item], settled=settled, handover=snap.handover,
+                             number=python_calls.get(call.run_id, 0)))
         else:
             out.append(_event(snap, item))
     return "<div>" + "".join(out) + "</div>"
 
 
 def _tool(call: ev.ToolCall, result: ev.ToolResult | None, *, settled: bool = True,
-          handover: Callable[[str, str], dict[str, str] | None] | None = None) -> str:
+          handover: Callable[[str, str], dict[str, str] | None] | None = None, number: int = 0) -> str:
     if result is None:
         mark = "■" if settled else "⋯"  # a call the run's end cut short (cancelled, failed)
         title = f"{mark} {call.name}  {short_args(call.args)}" + (" (no result)" if settled else "")
     else:
-        title = f"{'✓' if result.status == 'success' else '✗'} {call.name}: {first_line(result.text, 90)}"
+        title = f"{result_mark(result)} {call.name}: {first_line(result.text, 90)}"
     body = args_html(call.args)
     if call.name == "python" and isinstance(call.args.get("code"), str):  # the hand-over, once the view is static
-        from deerflow_kernel.cells import code_html
+        from deerflow_kernel.cells import code_html, numbered
 
         rest = {k: v for k, v in call.args.items() if k != "code"}
-        target = handover(call.thread_id, call.run_id) if handover is not None else None
+        target = numbered(handover(call.thread_id, call.run_id), number) if handover is not None else None
         body = code_html(call.args["code"], insert=target) + (args_html(rest) if rest else "") + (
             f"<div style='color:#777;font-size:90%'>into your notebook: <code>%deerflow cells --run "
-            f"{esc(call.run_id[:12])}</code> puts this run's cells in a new cell below</div>")
+            f"{esc(short_id(call.run_id))}</code> puts this run's cells in a new cell below</div>")
     if result is not None:
         body += f"<div style='color:#555'><b>result</b></div><pre style='{_PRE}'>{esc(result.text[:MAX_ARG_CHARS])}</pre>"
     return f"<details style='margin:2px 0'><summary>{esc(title)}</summary>{body}</details>"
+
+
+def result_mark(result: ev.ToolResult) -> str:
+    """✓ or ✗ by the tool's status; ⚠ for a delegation that ended without meeting its criteria
+    (the ``task`` tool succeeds then: the lead reads the verdict, the user should see it too)."""
+    if result.status != "success":
+        return "✗"
+    from deerflow.subagents.outcome import unmet_in
+
+    return "⚠" if result.name == "task" and unmet_in(result.text) else "✓"
 
 
 def args_html(args: Mapping[str, Any]) -> str:
@@ -361,7 +405,7 @@ def transcript_markdown(events: list[Any], answers: Mapping[str, Answered] | Non
         elif isinstance(e, ev.ToolCall):
             lines.append(f"- → `{e.name}` {short_args(e.args)}")
         elif isinstance(e, ev.ToolResult):
-            lines.append(f"  - {'✓' if e.status == 'success' else '✗'} {first_line(e.text, 100)}")
+            lines.append(f"  - {result_mark(e)} {first_line(e.text, 100)}")
         elif isinstance(e, ev.Clarification):
             lines.append(f"**Question:** {e.request.get('question', '')}")
             answered = answers.get(str(e.request.get("request_id", e.call_id)))
@@ -376,7 +420,7 @@ def transcript_markdown(events: list[Any], answers: Mapping[str, Answered] | Non
         elif isinstance(e, Note):
             lines.append(f"*{e.text}*")
         elif isinstance(e, ev.RunFinished):
-            lines.append(f"*DeerFlow run: {STATUS_TEXT.get(e.status, e.status)}* (thread `{e.thread_id}`)")
+            lines.append(f"*DeerFlow run: {STATUS_TEXT.get(e.status, e.status)}* (thread `{short_id(e.thread_id)}`)")
             receipt = e.receipt or {}
             if receipt.get("status") not in (None, "nothing_produced"):
                 lines.append(f"*Delivery: {receipt['status']}*")

@@ -35,18 +35,30 @@ from IPython.display import display
 
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
+from deerflow.runtime.events import short_id
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
-from deerflow_kernel.cells import PYTHON_TOOL, code_html, python_call_widget
+from deerflow_kernel.cells import PYTHON_TOOL, code_html, numbered, python_call_widget
 from deerflow_kernel.controls import clock_text, stop_button_html
 from deerflow_kernel.form import Answer, ClarificationForm
-from deerflow_kernel.markup import esc, first_line, hidden, human_size, icon, markdown_bundle
+from deerflow_kernel.markup import (
+    RECEIPT_KINDS,
+    esc,
+    first_line,
+    hidden,
+    human_size,
+    icon,
+    markdown_bundle,
+)
 from deerflow_kernel.static import (
     Answered,
     Note,
     Snapshot,
     StaticRun,
     args_html,
+    prompt_html,
+    receipt_html,
+    result_mark,
     short_args,
     static_html,
 )
@@ -111,6 +123,9 @@ class RunView(widgets.VBox):
         self.status = "starting"
         self._blocks: dict[str, _TextBlock] = {}
         self._tools: dict[str, tuple[widgets.Accordion, int, widgets.HTML]] = {}
+        self._noticed: set[str] = set()
+        self._prompt = ""
+        self._python_calls: dict[str, int] = {}  # run id -> python calls so far (the agent cell numbers)
         self._group: widgets.Accordion | None = None
         self._subagents = SubagentBoard()  # one row per subagent/batch (deerflow.subagents.board)
         self._cards: dict[str, widgets.Widget] = {}
@@ -181,8 +196,15 @@ class RunView(widgets.VBox):
         """The view as static HTML / markdown (what a saved notebook keeps)."""
         return StaticRun(static_html(self.snapshot()), self.summary_markdown())
 
+    def show_prompt(self, prompt: str) -> None:
+        """The prompt as sent ({name} values filled in, uploads named), as plain text: what left the notebook."""
+        self._prompt = prompt
+        self.notices.value = prompt_html(prompt) + self.notices.value
+        hidden(self.notices, False)
+
     def snapshot(self) -> Snapshot:
         return Snapshot(events=list(self.events), status=self.status, thread_id=self.thread_id, model=self._model,
+                        prompt=self._prompt,
                         error=self._error, artifacts=dict(self._artifact_data), answers=dict(self.answers),
                         subagents_html=self._subagents.html(), changes_html=self.changes.value,
                         receipt_html=self.receipt.value, artifact_url=self._url, handover=self.handover)
@@ -320,10 +342,12 @@ class RunView(widgets.VBox):
         code = e.args.get("code") if e.name == PYTHON_TOOL else None
         if isinstance(code, str):  # the agent's cell: highlighted, copy, insert as a new cell below
             rest = args_html({k: v for k, v in e.args.items() if k != "code"}) if len(e.args) > 1 else ""
-            target = self.handover(e.thread_id, e.run_id)
+            number = self._python_calls[e.run_id] = self._python_calls.get(e.run_id, 0) + 1
+            target = numbered(self.handover(e.thread_id, e.run_id), number)
             insert = None
             if target is None and self._on_insert is not None:  # no server: the kernel writes it (when idle)
-                insert = lambda source, e=e: self._on_insert(source, thread_id=e.thread_id, run_id=e.run_id)  # noqa: E731
+                insert = lambda source, e=e, n=number: self._on_insert(  # noqa: E731
+                    source, thread_id=e.thread_id, run_id=e.run_id, number=n)
             if target is not None:  # the browser posts it: works while the kernel is busy, and once static
                 detail = shown = widgets.HTML(code_html(code, insert=target) + rest)
             else:
@@ -340,7 +364,7 @@ class RunView(widgets.VBox):
         if found is None:
             return
         group, index, detail = found
-        mark = "✓" if e.status == "success" else "✗"
+        mark = result_mark(e)
         group.set_title(index, f"{mark} {e.name}: {first_line(e.text, 90)}")
         detail.value += f"<div style='color:#555'><b>result</b></div><pre style='max-height:240px;overflow:auto;" \
                         f"margin:0'>{esc(e.text[:4000])}</pre>"
@@ -389,6 +413,8 @@ class RunView(widgets.VBox):
         hidden(self.changes, not self.changes.value)
 
     def _on_notice(self, e: ev.Notice) -> None:
+        if e.kind in RECEIPT_KINDS:  # the receipt box below says it, with the files
+            return
         self._notice(ev.notice_line(e))
 
     def _on_error(self, e: ev.Error) -> None:
@@ -416,13 +442,17 @@ class RunView(widgets.VBox):
         self.transcript.children = (*self.transcript.children, widget)
 
     def _notice(self, text: str) -> None:
+        """A notice line, once per view (a continued run starts again with the same offline notice)."""
+        if text in self._noticed:
+            return
+        self._noticed.add(text)
         self.notices.value += f"<div style='color:#777;font-size:90%'>{icon('info-circle')} {esc(text)}</div>"
         hidden(self.notices, False)
 
     def _set_header(self, error: str | None = None) -> None:
         label = _STATUS.get(self.status, f"{self.status}…")
         status = f"{_STATUS_ICONS.get(self.status, icon('circle-o-notch fa-spin'))} {label}"
-        thread = f" · thread <code>{esc(self.thread_id[:12])}</code>" if self.thread_id else ""
+        thread = f" · thread <code>{esc(short_id(self.thread_id))}</code>" if self.thread_id else ""
         model = f" · model {esc(self._model)}" if self._model else ""
         problem = f" <span style='color:#c00'>{esc(error)}</span>" if error else ""
         self.header.value = f"<b>DeerFlow</b>{thread}{model} · <b>{status}</b>{problem}"
@@ -460,19 +490,6 @@ def changes_html(changes: dict[str, Any]) -> str:
         rows.append(f"<div>{line}</div>")
     more = f"<div>… and {len(entries) - 30} more</div>" if len(entries) > 30 else ""
     return f"<b>Files changed</b> <span style='color:#777'>({head})</span>{''.join(rows)}{more}"
-
-
-def receipt_html(receipt: dict[str, Any] | None) -> str:
-    """The delivery receipt: were the run's new outputs presented to you?"""
-    if not receipt or receipt.get("status") in (None, "nothing_produced"):
-        return ""
-    produced, unpresented = receipt.get("produced") or [], receipt.get("unpresented") or []
-    shown = len(produced) - len(unpresented)
-    line = f"<b>Delivery:</b> {esc(receipt['status'])} — {shown} of {len(produced)} new outputs presented"
-    if unpresented:
-        names = ", ".join(f"<code>{esc(p)}</code>" for p in unpresented)
-        line += f"<div style='color:#b36b00'>⚠ produced but not presented: {names}</div>"
-    return line
 
 
 def transcript_markdown(events: list[Any]) -> str:

@@ -426,7 +426,9 @@ class TerminalRenderer:
         self.out.write(text + "\n")
 
     def _on_run_started(self, e: ev.RunStarted) -> None:
-        self._line(f"● run {e.run_id[:8]} on thread {e.thread_id} with model {e.model}")
+        from deerflow.runtime.events import short_id  # loaded already: the event came from there
+
+        self._line(f"● run {short_id(e.run_id)} on thread {e.thread_id} with model {e.model}")
         if e.notice:
             self._line(f"  note: {e.notice}")
 

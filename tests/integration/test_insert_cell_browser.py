@@ -1,8 +1,8 @@
 """JupyterLab in a real browser: "insert as a new cell below" hands the agent's code to the user (issue #22).
 
-The scripted agent runs one python cell and then works on (a slow tool), so its
-live view shows the call with its highlighted code, **copy** and **insert as a
-new cell below**.  The button writes the cell below the ``%%deerflow`` cell
+The scripted agent runs two python cells and then works on (a slow tool), so its
+live view shows the calls with their highlighted code, **copy** and **insert as a
+new cell below**; inserted one after the other, they land in the agent's order.  The button writes the cell below the ``%%deerflow`` cell
 through the notebook edit mechanism (issue #26, the server's ContentsManager);
 without jupyter-collaboration the open notebook picks it up on File → Reload
 Notebook from Disk, as the view says.  The inserted cell then runs in the
@@ -34,6 +34,10 @@ models:
                 code: |
                   answer = 6 * 7
                   print('the answer is', answer)
+            - name: python
+              args:
+                code: |
+                  print('twice', answer * 2)
         - tool_calls: [{name: wait, args: {seconds: 120}}]
         - text: unreachable
 tools:
@@ -68,12 +72,19 @@ def test_insert_as_cell_creates_a_cell_with_the_agents_code_that_runs(lab_workdi
         magic.locator("button", has_text="Stop").wait_for(state="visible")
         title = magic.get_by_text(re.compile(r"✓ python: the answer is 42"))
         title.wait_for()
+        second = magic.get_by_text(re.compile(r"✓ python: twice 84"))
+        second.wait_for()
+        # Insert the agent's cells one after the other: the second must land below the first, not above it.
         title.click()  # open the call: its code, copy, insert
-        magic.locator(".deerflow-copy").wait_for(state="visible")
-        assert "answer = 6 * 7" in magic.locator(".deerflow-code").first.inner_text()
-        magic.locator("button.deerflow-insert").first.click()  # the kernel is busy: the browser posts it
-        magic.locator(".deerflow-insert-status", has_text="inserted below the %%deerflow cell of insert.ipynb"
-                      ).first.wait_for()
+        block = magic.locator(".deerflow-code-block", has_text="answer = 6 * 7")
+        block.locator(".deerflow-copy").wait_for(state="visible")
+        block.locator("button.deerflow-insert").click()  # the kernel is busy: the browser posts it
+        block.locator(".deerflow-insert-status", has_text="inserted below the %%deerflow cell of insert.ipynb"
+                      ).wait_for()
+        second.click()
+        block = magic.locator(".deerflow-code-block", has_text="answer * 2")
+        block.locator("button.deerflow-insert").click()
+        block.locator(".deerflow-insert-status", has_text="inserted below the %%deerflow cell").wait_for()
         magic.get_by_text(re.compile("running in the background|· \\d+ s")).first.wait_for()
         page.screenshot(path=str(OUTPUT / "notebook-insert-cell-clicked.png"), full_page=True)
 
@@ -86,7 +97,8 @@ def test_insert_as_cell_creates_a_cell_with_the_agents_code_that_runs(lab_workdi
         dialog.wait_for(state="hidden")
         inserted = cells.nth(2)
         inserted.get_by_text("answer = 6 * 7").wait_for()
-        assert "print('below')" in cells.nth(3).inner_text()
+        assert "answer * 2" in cells.nth(3).inner_text()  # the agent's order, not the clicks'
+        assert "print('below')" in cells.nth(4).inner_text()
 
         wait_for_notebook_kernel(page)
         run_cell(page, inserted, wait_for_count=False)

@@ -25,6 +25,7 @@ from fixtures.session_kernel import open_session_kernel
 pytestmark = pytest.mark.integration
 
 CODE = "answer = 6 * 7\nprint('the answer is', answer)"
+READ = "print('read', open('/mnt/user-data/outputs/answer.txt').read())"
 CONFIG = """
 models:
   - name: coder
@@ -39,7 +40,9 @@ models:
                   answer = 6 * 7
                   print('the answer is', answer)
             - {name: write_file, args: {path: /mnt/user-data/outputs/answer.txt, content: "42"}}
-        - tool_calls: [{name: present_files, args: {filepaths: [/mnt/user-data/outputs/answer.txt]}}]
+        - tool_calls:
+            - {name: present_files, args: {filepaths: [/mnt/user-data/outputs/answer.txt]}}
+            - {name: python, args: {code: "print('read', open('/mnt/user-data/outputs/answer.txt').read())"}}
         - text: The answer is 42.
   - name: plain
     use: deerflow.models.scripted:ScriptedChatModel
@@ -94,6 +97,9 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
     assert not errors and "into a new cell below" in out
     [payload] = [p for p in payloads if p.get("source") == "set_next_input"]
     assert payload["replace"] is False and CODE in payload["text"]
+    assert "/mnt/user-data" not in payload["text"] and "1 file(s) copied there" in out  # as for insert below
+    out, errors, _ = kernel.run(payload["text"])  # the new cell, as the frontend would run it
+    assert not errors and out.split("\n")[:2] == ["the answer is 42", "read 42"], (out, errors)
 
     # The view's insert button posts from the browser (the kernel may be busy): its target, then the same POST.
     out, errors, _ = kernel.run(
@@ -107,20 +113,30 @@ def test_the_agents_cell_is_printed_inserted_by_the_magic_and_by_the_views_butto
     assert shown == "True True True", shown
     assert target["path"] == "work.ipynb" and target["after"] == "magic"
     assert target["api"] == "/deerflow/api/"
-    done = http.post(f"deerflow/api/threads/{target['thread']}/notebook-edits/insert", json={
-        "path": target["path"], "run_id": target["run"],
-        "operations": [{"op": "insert", "after": target["after"], "cell_type": "code", "source": CODE}]})
-    assert done.status_code == 200, done.text
+    def insert(source: str, number: int) -> None:
+        done = http.post(f"deerflow/api/threads/{target['thread']}/notebook-edits/insert", json={
+            "path": target["path"], "run_id": target["run"], "number": number,
+            "operations": [{"op": "insert", "after": target["after"], "cell_type": "code", "source": source}]})
+        assert done.status_code == 200, done.text
+
+    insert(READ, 2)  # clicked first, but the agent's second cell: it ends up second
+    insert(CODE, 1)
     ids = [cid for cid, _ in cells(http)]
-    assert ids[0] == "magic" and ids[2] == "below" and len(ids) == 3
-    inserted = dict(cells(http))[ids[1]]
+    assert ids[0] == "magic" and ids[3] == "below" and len(ids) == 4
+    inserted, reads = (dict(cells(http))[i] for i in ids[1:3])
     assert inserted == CODE
+    # The agent's virtual path now names a copy beside the notebook, in the user's Jupyter root.
+    folder = f"deerflow_files/{target['thread'][:12]}"
+    assert reads == READ.replace("/mnt/user-data", folder)
+    assert http.get(f"api/contents/{folder}/outputs/answer.txt").raise_for_status().json()["content"] == "42"
+    out, errors, _ = kernel.run(reads, ids[2])  # the agent's read runs in the user's kernel
+    assert not errors and out.strip() == "read 42", (out, errors)
 
     out, errors, _ = kernel.run(inserted, ids[1])  # the inserted cell runs in the user's kernel
     assert not errors and out.strip() == "the answer is 42"
 
     out, errors, _ = kernel.run("%deerflow undo")
-    assert not errors and "restored 1 cell(s) of work.ipynb" in out
+    assert not errors and "restored 2 cell(s) of work.ipynb" in out
     assert [cid for cid, _ in cells(http)] == ["magic", "below"]
 
 

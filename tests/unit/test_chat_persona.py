@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -373,6 +374,7 @@ async def test_new_starts_a_fresh_thread_for_the_chat_and_keeps_the_old_one(tmp_
     said = (await rig.until_said("New thread"))[-1]
     second = rig.chat.get_metadata()[THREAD_KEY]
     assert second != first and f"`{second}`" in said and f"`{first}`, is kept" in said
+    assert re.fullmatch(rf"{re.escape(first)}-[0-9a-f]{{12}}", second)  # 12 characters, as ids are shown
     await rig.idle()
     rig.send("/new Start over please")  # a new thread, and the rest of the message is its first prompt
     await rig.until_said("Run finished", count=2)

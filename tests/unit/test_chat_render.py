@@ -104,6 +104,19 @@ def test_tool_lines_turn_from_running_to_done_or_failed_in_place():
                              "✗ **bash** `ls` — permission denied"]
 
 
+def test_a_delegation_that_missed_its_criteria_is_a_warning_line_not_a_check():
+    chat = RecordingChat()
+    view = renderer(chat)
+    view.handle(ev.ToolCall(**RUN, call_id="k1", name="task", args={"description": "Write the glossary"}))
+    view.handle(ev.ToolResult(**RUN, call_id="k1", name="task", text=(
+        "Subagent 'general': COMPLETED\n\nAcceptance (checked by the harness): UNMET\n  - file: UNMET")))
+    view.handle(ev.Subagent(**RUN, task_id="s1", status="completed", label="Write the glossary",
+                            detail={"receipts": 1, "acceptance": "UNMET"}))
+    [body] = chat.bodies()
+    assert "⚠ **task**" in body and "acceptance not met" in body and "✓" not in body
+    assert "↳ subagent ⚠ Write the glossary — completed, 0 turns, 0 tokens, 1 receipt," in body
+
+
 def test_an_artifact_closes_the_segment_and_later_text_comes_below_it():
     chat = RecordingChat()
     png = b"\x89PNG\r\n\x1a\n" + b"0" * 20

@@ -89,7 +89,7 @@ def test_a_python_call_in_the_view_has_copy_and_insert_and_the_insert_reports_ba
     button = python_box.children[1].children[0]
     assert button.description == "insert as a new cell below"
     button.click()
-    assert inserted == [("x = 1", {"thread_id": "t1", "run_id": BASE["run_id"]})]
+    assert inserted == [("x = 1", {"thread_id": "t1", "run_id": BASE["run_id"], "number": 1})]
     assert "ok" in python_box.children[1].children[1].value
     assert "done" in python_box.children[0].value  # the result lands under the code
 
@@ -119,6 +119,19 @@ def test_the_browser_insert_button_carries_its_target_escaped():
     assert "class='deerflow-insert'" in html and "data-api='/base/deerflow/api/'" in html
     assert "<script>" not in html and "data-path='a&#x27;&gt;&lt;script&gt;" in html
     assert "notebook-edits/insert" in html and "X-XSRFToken" in html  # same-origin POST with Jupyter's XSRF
+
+
+def test_each_python_call_posts_its_place_in_the_run_so_inserts_keep_the_agents_order():
+    target = {"api": "/deerflow/api/", "thread": "t1", "run": BASE["run_id"], "path": "w.ipynb", "after": "magic"}
+    view = RunView(read_artifact=lambda *a: b"", on_insert=SimpleNamespace(target=lambda t, r: target))
+    view.render(ev.RunStarted(**BASE, model="m"))
+    for call in _calls():
+        view.render(call)
+    for html in (view._group.children[0].value + view._group.children[2].value, view.static().html):
+        assert html.count("class='deerflow-insert'") == 2
+        assert html.index("data-cell='1'") < html.index("data-cell='2'") and "data-cell='3'" not in html
+    script = unescape(html.split("class='deerflow-insert'", 1)[1].split('onclick="', 1)[1].split('"', 1)[0])
+    assert "number:d.cell?+d.cell:undefined" in script
 
 
 def test_a_live_server_run_gets_a_browser_stop_that_posts_the_cancel_route():

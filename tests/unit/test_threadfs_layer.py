@@ -87,6 +87,7 @@ ALLOWED = {
     "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",
     "deerflow/subagents/batches/sql.py": _HOST_ONLY,
     "deerflow/subagents/cli.py": "files the user names on the command line",
+    "deerflow_jupyter/handlers/quickstart.py": "reads the packaged quickstart template (package data)",
     "deerflow_jupyter/handlers/skills.py": "an uploaded archive into a private temp file",
     "deerflow_kernel/demo.py": "the user's demo output folder",
     "deerflow_kernel/prompt.py": "the user's own files (--with), in the user's kernel",

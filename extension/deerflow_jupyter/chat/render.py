@@ -30,6 +30,7 @@ from typing import Any
 from deerflow.runtime import events as ev
 from deerflow.sandbox.virtual_paths import OUTPUTS
 from deerflow.subagents.board import SubagentBoard
+from deerflow.subagents.outcome import unmet_in
 from deerflow_jupyter.chat.artifacts import ArtifactView
 from deerflow_jupyter.chat.clarify import describe, md_escape
 from deerflow_jupyter.chat.surface import ChatSurface
@@ -186,6 +187,8 @@ class RunRenderer:
         if e.status == "error":
             first = (e.text.strip().splitlines() or [""])[0][:160]
             self._put(f"tool:{e.call_id}", "line", f"✗ {line} — {md_escape(first)}")
+        elif e.name == "task" and unmet_in(e.text):  # the delegation ran but missed its criteria
+            self._put(f"tool:{e.call_id}", "line", f"⚠ {line} — acceptance not met")
         else:
             self._put(f"tool:{e.call_id}", "line", f"✓ {line}")
         self.surface.set_status("is thinking…")

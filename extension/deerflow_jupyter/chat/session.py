@@ -47,6 +47,7 @@ from functools import partial
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
 from deerflow.run_options import RunOptions
+from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.uploads import UploadError, save_upload
@@ -208,7 +209,7 @@ class ChatSession:
     async def new_thread(self, manager: RunManager) -> str:
         """Start a fresh thread for this chat (``/new``); the previous one stays, listed by ``deerflow threads``."""
         previous = self.surface.load_setting(THREAD_KEY)
-        thread_id = f"{derived_thread_id(self.surface.chat_id)[:100]}-{uuid.uuid4().hex[:8]}"
+        thread_id = f"{derived_thread_id(self.surface.chat_id)[:100]}-{uuid.uuid4().hex[:SHORT_ID_CHARS]}"
         await manager.acreate_thread(self.server.user_id, thread_id=thread_id, metadata={
             "source": "jupyter-chat", "chat_path": self.surface.chat_path})
         self.surface.store_setting(THREAD_KEY, thread_id)

@@ -11,6 +11,7 @@ from deerflow_jupyter.handlers import (
     memory,
     notebooks,
     plugins,
+    quickstart,
     runs,
     schedules,
     skills,
@@ -48,6 +49,7 @@ ROUTES = [
     (rf"/threads/{_T}/browser/frame", browser.BrowserFrameHandler),
     (rf"/threads/{_T}/browser/live", browser.BrowserLiveHandler),
     (r"/models", runs.ModelsHandler),
+    (rf"/{quickstart.PATH}", quickstart.QuickstartHandler),
     (r"/skills", skills.SkillsHandler),
     (r"/skills/install", skills.SkillInstallHandler),  # before /skills/{name}: first match wins
     (rf"/skills/{skills.NAME_PATTERN}", skills.SkillHandler),

@@ -4,8 +4,12 @@
     POST /deerflow/api/threads/{id}/notebook-edits/apply      {"proposal_id"?}  write a proposal
     POST /deerflow/api/threads/{id}/notebook-edits/discard    {"proposal_id"?}  drop it
     POST /deerflow/api/threads/{id}/notebook-edits/undo       {"run_id"?}       restore a run's cells
-    POST /deerflow/api/threads/{id}/notebook-edits/insert     {"path", "operations", "run_id"?}
-         the user's "insert as a new cell" of the agent's code: written at once, undoable like an edit
+    POST /deerflow/api/threads/{id}/notebook-edits/insert     {"path", "operations", "run_id"?, "number"?}
+         the user's "insert as a new cell" of the agent's code: written at once, undoable like an edit;
+         ``number`` (the agent cell's place in its run) keeps several inserts in the agent's order
+    POST /deerflow/api/threads/{id}/notebook-edits/localize   {"path", "sources"}
+         agent cells rewritten for the user's kernel (``/mnt/user-data`` → ``deerflow_files/…``
+         beside the notebook, the files they name copied there): ``{"sources", "files"}``
 
 Without an id, the latest pending proposal (or the latest run with applied
 edits) is meant.  A target cell changed since the proposal is a 409 and
@@ -17,14 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
 from deerflow.notebooks.access import NotebookError
 from deerflow.notebooks.host import notebook_action
 from deerflow_jupyter.handlers.base import DeerFlowHandler, one_line
 
-ACTION = r"(?P<action>apply|discard|undo|insert)"
+ACTION = r"(?P<action>apply|discard|undo|insert|localize)"
 _STATUS = {"conflict": 409, "not_found": 404, "unavailable": 409}
 
 
@@ -35,6 +39,8 @@ class EditTarget(BaseModel):
     run_id: str | None = None
     path: str | None = None  # insert: the notebook, and the operations written to it
     operations: list[dict[str, Any]] | None = None
+    number: int | None = Field(None, ge=1, le=100_000)  # insert: the agent cell's place in its run
+    sources: list[str] | None = Field(None, max_length=200)  # localize: agent cells to rewrite for the kernel
 
 
 class _NotebookEditsHandler(DeerFlowHandler):
@@ -61,7 +67,11 @@ class NotebookEditActionHandler(_NotebookEditsHandler):
         await (await self.manager()).athread(thread_id, self.user_id)  # another user's thread: 404 before the body
         body = self.body(EditTarget)
         if action == "insert":
-            await self.act(thread_id, action, body.run_id, path=body.path, operations=body.operations)
+            await self.act(thread_id, action, body.run_id, path=body.path, operations=body.operations,
+                           number=body.number)
+            return
+        if action == "localize":
+            await self.act(thread_id, action, path=body.path, sources=body.sources)
             return
         await self.act(thread_id, action, body.run_id if action == "undo" else body.proposal_id)
 

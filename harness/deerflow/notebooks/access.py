@@ -25,10 +25,13 @@ backend: relative, no ``..``, no hidden segment, ends in ``.ipynb``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import os
+import stat
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -72,6 +75,21 @@ def check_notebook_path(path: Any) -> str:
     if not isinstance(path, str) or not path.strip():
         raise NotebookError("give the notebook's path relative to the Jupyter root, e.g. 'work.ipynb'",
                             code="invalid_path")
+    parts = _root_parts(path)
+    if not parts or not parts[-1].endswith(".ipynb"):
+        raise NotebookError(f"{path.strip()!r} is not a notebook (.ipynb)", code="not_a_notebook")
+    return "/".join(parts)
+
+
+def check_root_path(path: str) -> str:
+    """Any root-relative path (a file or folder the hand-over writes), by the same rules."""
+    parts = _root_parts(path)
+    if not parts:
+        raise NotebookError("an empty path names the Jupyter root itself", code="invalid_path")
+    return "/".join(parts)
+
+
+def _root_parts(path: str) -> list[str]:
     raw = path.strip()
     if "\x00" in raw or "\\" in raw or raw.startswith(("/", "~")) or (len(raw) > 1 and raw[1] == ":"):
         raise NotebookError(f"{raw!r} is not a path relative to the Jupyter root: use e.g. 'work.ipynb' or "
@@ -81,9 +99,7 @@ def check_notebook_path(path: Any) -> str:
         raise NotebookError(f"{raw!r} leaves the Jupyter root ('..' is not allowed)", code="path_outside_root")
     if any(p.startswith(".") for p in parts):
         raise NotebookError(f"{raw!r} is a hidden path; hidden files are not reachable", code="not_found")
-    if not parts or not parts[-1].endswith(".ipynb"):
-        raise NotebookError(f"{raw!r} is not a notebook (.ipynb)", code="not_a_notebook")
-    return "/".join(parts)
+    return parts
 
 
 def ensure_cell_ids(nb: NotebookNode) -> NotebookNode:
@@ -103,11 +119,65 @@ def ensure_cell_ids(nb: NotebookNode) -> NotebookNode:
     return nb
 
 
+Signature = tuple[int, int, int, int, int]
+"""A notebook file's identity and version: device, inode, size, mtime and ctime in nanoseconds."""
+
+
+def file_signature(root: Path | str, path: str) -> Signature | None:
+    """The signature of the regular file ``path`` under ``root``, by :class:`SafeDir`'s rules (no link
+    followed on the way or at the end); None for anything else (a link, a FIFO, nothing there).
+
+    Blocking (it opens the root): call it off the event loop.
+    """
+    try:
+        with SafeDir.open(root, label="notebook root") as opened:
+            st = opened.lstat(path)
+    except (UnsafePath, OSError):
+        return None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class ContextCache:
+    """The last few notebook contexts built, by (path, file signature, what was asked): a run in the
+    same unchanged notebook does not parse it again.  Any write changes the signature (a new inode,
+    size or mtime), so an entry is never stale; it lives on the host's access, on its event loop."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+    def get(self, key: tuple[Any, ...]) -> Any | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+
 class NotebookAccess(ABC):
     """Where the user's notebooks live (see the module docstring)."""
 
     live_note: str = ""
     _locks: dict[str, asyncio.Lock] | None = None
+    _contexts: ContextCache | None = None
+
+    @property
+    def contexts(self) -> ContextCache:
+        """This host's cache of built notebook contexts (see :class:`ContextCache`)."""
+        if self._contexts is None:
+            self._contexts = ContextCache()
+        return self._contexts
+
+    async def signature(self, path: str) -> Signature | None:
+        """The notebook file's signature (None: not a plain file on this machine, or live: no caching)."""
+        return None
 
     def note_for(self, path: str) -> str:
         """What the user is told after a write to ``path`` (live, saved, or "reload")."""
@@ -127,6 +197,14 @@ class NotebookAccess(ABC):
     async def write(self, path: str, nb: NotebookNode) -> None:
         """Replace the notebook at ``path`` with ``nb`` (validated first: never a partial write)."""
 
+    async def make_dirs(self, path: str) -> None:
+        """Create the folder ``path`` (root-relative) and its parents (the hand-over's copies)."""
+        raise NotebookError("this host cannot write files beside the notebook", code="unavailable")
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        """Create or replace the file ``path`` (root-relative, its folder existing) with ``data``."""
+        raise NotebookError("this host cannot write files beside the notebook", code="unavailable")
+
 
 class FileNotebookAccess(NotebookAccess):
     """Notebooks under ``root`` on this machine (no Jupyter server)."""
@@ -144,6 +222,9 @@ class FileNotebookAccess(NotebookAccess):
 
     async def read(self, path: str) -> NotebookFile:
         return await asyncio.to_thread(self._read, path)
+
+    async def signature(self, path: str) -> Signature | None:
+        return await asyncio.to_thread(file_signature, self.root, path)
 
     def _read(self, path: str) -> NotebookFile:
         with self._open_root() as root:
@@ -182,6 +263,32 @@ class FileNotebookAccess(NotebookAccess):
             except UnsafePath as exc:
                 raise self._refused(root, path, exc) from None
 
+    async def make_dirs(self, path: str) -> None:
+        await asyncio.to_thread(self._safely, "makedirs", check_root_path(path))
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        await asyncio.to_thread(self._safely, "write_bytes", check_root_path(path), data)
+
+    def check_plain(self, path: str) -> None:
+        """Refuse ``path`` if a link (or a FIFO, a device...) is on it; a missing last part is fine."""
+        with self._open_root() as root:
+            try:
+                st = root.lstat(path)
+            except UnsafePath as exc:
+                raise self._refused(root, path, exc) from None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise self._refused(root, path, UnsafePath("symlink", path, f"{path} is a link"))
+            if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise self._refused(root, path, UnsafePath("not_regular", path, f"{path} is not a regular file"))
+
+    def _safely(self, method: str, path: str, *args: Any) -> None:
+        """A SafeDir write under the root: a planted link or FIFO is refused, never written through."""
+        with self._open_root() as root:
+            try:
+                getattr(root, method)(path, *args)
+            except UnsafePath as exc:
+                raise self._refused(root, path, exc) from None
+
     def _open_root(self) -> SafeDir:
         """The root, opened once per call; every path below it is opened without following links,
         so nothing planted under the root (a link, a FIFO, a swap between check and use) redirects
@@ -209,13 +316,31 @@ def _parse_v4(text: str) -> NotebookNode:
 
     nbformat's validation is most of a read's cost (2.5x the parse on a 500-cell notebook),
     and reading for context or a diff needs only the cells; other versions are converted.
+    The nodes are made as deep as code reaches with attributes (notebook, cells, outputs and
+    their metadata, as nbformat's writer does): ``from_dict`` would also walk every line of
+    every output, 10x the cost of this on a 59 MB notebook.
     """
     import nbformat
 
     data = json.loads(text)
-    if isinstance(data, dict) and data.get("nbformat") == 4 and isinstance(data.get("cells"), list):
-        return nbformat.from_dict(data)
+    if isinstance(data, dict) and data.get("nbformat") == 4 and isinstance(data.get("cells"), list) \
+            and all(isinstance(c, dict) for c in data["cells"]):
+        return _nodes(data)
     return nbformat.reads(text, as_version=4)
+
+
+def _nodes(data: dict[str, Any]) -> NotebookNode:
+    nb = NotebookNode(data)
+    nb["metadata"] = NotebookNode(data.get("metadata") or {})
+    cells = []
+    for raw in data["cells"]:
+        cell = NotebookNode(raw)
+        cell["metadata"] = NotebookNode(raw.get("metadata") or {})
+        if isinstance(raw.get("outputs"), list):
+            cell["outputs"] = [NotebookNode(o) if isinstance(o, dict) else o for o in raw["outputs"]]
+        cells.append(cell)
+    nb["cells"] = cells
+    return nb
 
 
 def _nearby(root: SafeDir, path: str) -> str:
@@ -244,6 +369,9 @@ class ContentsNotebookAccess(NotebookAccess):
         self.cm = contents_manager
         self.live = live
         self._written_live: set[str] = set()
+        root = getattr(contents_manager, "root_dir", None)
+        local = bool(root) and getattr(contents_manager, "_get_os_path", None) is not None
+        self._files = FileNotebookAccess(root) if local else None  # a file-backed manager's files, by SafeDir
 
     def note_for(self, path: str) -> str:
         return self.live_doc_note if path in self._written_live else self.live_note
@@ -258,27 +386,31 @@ class ContentsNotebookAccess(NotebookAccess):
         result = getattr(self.cm, method)(*args, **kwargs)
         return await result if inspect.isawaitable(result) else result
 
-    def _check_real_path(self, path: str) -> None:
-        """File-backed managers follow symlinks; refuse one that leads out of the root."""
-        locate = getattr(self.cm, "_get_os_path", None)
-        root = getattr(self.cm, "root_dir", None)
-        if locate is None or not root:
-            return
-        try:
-            real = Path(locate(path)).resolve()
-        except Exception as exc:
-            raise NotebookError(f"{path!r} is outside the Jupyter root", code="path_outside_root") from exc
-        if not real.is_relative_to(Path(root).resolve()):
-            raise NotebookError(f"{path!r} leads outside the Jupyter root (a link pointing out is not followed)",
-                                code="path_outside_root")
+    async def _check_local(self, path: str) -> None:
+        """A file-backed manager follows links: refuse a path with a link anywhere on it (or a FIFO...).
+
+        Reads then go through SafeDir themselves (no check-then-use); writes go through the
+        manager (its trust signing and save hooks) right after this check.
+        """
+        if self._files is not None:
+            await asyncio.to_thread(self._files.check_plain, path)
+
+    async def signature(self, path: str) -> Signature | None:
+        """A file-backed manager's file, stat'ed by SafeDir's rules under its root; None for an open
+        live document (its content is not the file's) or a manager without local files."""
+        if self._files is None or (self.live is not None and await self.live.document(path) is not None):
+            return None
+        return await self._files.signature(path)
 
     async def read(self, path: str) -> NotebookFile:
         import nbformat
 
-        self._check_real_path(path)
+        await self._check_local(path)
         document = await self.live.document(path) if self.live else None
         if document is not None:  # what the user sees, unsaved edits included
             return NotebookFile(path, ensure_cell_ids(nbformat.from_dict(document.get())), "live")
+        if self._files is not None:  # opened without following a link: nothing to swap in between
+            return await self._files.read(path)
         try:
             model = await self._call("get", path, content=True, type="notebook")
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
@@ -291,7 +423,7 @@ class ContentsNotebookAccess(NotebookAccess):
     async def write(self, path: str, nb: NotebookNode) -> None:
         import nbformat
 
-        self._check_real_path(path)
+        await self._check_local(path)
         nbformat.validate(nb)
         document = await self.live.document(path) if self.live else None
         if document is not None:
@@ -301,6 +433,26 @@ class ContentsNotebookAccess(NotebookAccess):
         self._written_live.discard(path)
         try:
             await self._call("save", {"type": "notebook", "format": "json", "content": nb}, path)
+        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+            raise self._translate(path, exc) from None
+
+    async def make_dirs(self, path: str) -> None:
+        parts = check_root_path(path).split("/")
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            await self._check_local(folder)
+            try:
+                if not await self._call("dir_exists", folder):
+                    await self._call("save", {"type": "directory"}, folder)
+            except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+                raise self._translate(folder, exc) from None
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        path = check_root_path(path)
+        await self._check_local(path)
+        model = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode("ascii")}
+        try:
+            await self._call("save", model, path)
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
             raise self._translate(path, exc) from None
 

@@ -121,10 +121,55 @@ def parse_ops(operations: Any) -> list[CellOp]:
 
 
 def plan_edits(nb: NotebookNode, ops: list[CellOp]) -> tuple[NotebookNode, list[CellChange]]:
-    """Apply ``ops`` in order to a copy of ``nb``; the new notebook and one change per op."""
+    """Apply ``ops`` in order to a copy of ``nb``; the new notebook and one change per op.
+
+    Inserts of one call aimed at the same place (the same ``after``, or the top)
+    land in the order given: the second goes below the first, not above it, as
+    anyone listing cells top to bottom means.
+    """
     work = copy.deepcopy(nb)
-    changes = [_plan_one(work, op, n) for n, op in enumerate(ops, 1)]
+    placed: dict[str, str] = {}  # where an insert was aimed -> the last cell inserted there
+    changes = []
+    for n, op in enumerate(ops, 1):
+        aimed = op.after
+        if op.op == "insert" and aimed is not None and placed.get(aimed) in _index(work):
+            op = op.model_copy(update={"after": placed[aimed]})
+        change = _plan_one(work, op, n)
+        if op.op == "insert" and aimed is not None:
+            placed[aimed] = change.cell_id
+        changes.append(change)
     return work, changes
+
+
+HANDOVER_KEY = "deerflow"
+
+
+def handover_mark(cell: dict[str, Any]) -> dict[str, Any] | None:
+    """The hand-over mark of a cell the user inserted from a run view, if any."""
+    mark = (cell.get("metadata") or {}).get(HANDOVER_KEY)
+    return mark.get("handover") if isinstance(mark, dict) and isinstance(mark.get("handover"), dict) else None
+
+
+def handover_slot(nb: NotebookNode, below: str, *, run_id: str, number: int | None) -> str:
+    """The cell a handed-over agent cell goes after: ``below`` (the ``%%deerflow`` cell), past the
+    cells already handed over there, stopping before a later cell of the same run.
+
+    So cells inserted one click at a time (in any order) read in the agent's order, and
+    a later run's cells come after an earlier run's.
+    """
+    where = _index(nb)
+    if below not in where:
+        raise _unknown(below, nb)
+    slot = below
+    for cell in nb.cells[where[below] + 1:]:
+        mark = handover_mark(cell)
+        if mark is None or mark.get("below") != below:
+            break
+        later = isinstance(mark.get("cell"), int) and number is not None and mark["cell"] > number
+        if mark.get("run") == run_id and later:
+            break
+        slot = cell["id"]
+    return slot
 
 
 def _plan_one(nb: NotebookNode, op: CellOp, n: int) -> CellChange:

@@ -11,21 +11,29 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from deerflow.notebooks.access import NOTEBOOKS_SERVICE, NotebookAccess, NotebookError
+from deerflow.notebooks.access import (
+    NOTEBOOKS_SERVICE,
+    NotebookAccess,
+    NotebookError,
+    check_notebook_path,
+)
+from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import (
     apply_proposal,
     discard_proposal,
-    edit_cells,
+    insert_handover,
     notebook_context,
     undo_run,
 )
+from deerflow.sandbox.virtual_paths import VirtualFS
 
 CONTEXT_OPTION = "notebook_context"
 """Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
 (``"cell_ids": [...]`` instead: only those cells, as attached to a chat message)."""
 MAX_CELL_IDS = 200
-ACTIONS = ("apply", "discard", "undo", "list", "insert")
+ACTIONS = ("apply", "discard", "undo", "list", "insert", "localize")
+MAX_SOURCES = 200
 
 
 def notebook_access(services: Mapping[str, Any]) -> NotebookAccess:
@@ -63,12 +71,17 @@ def with_context(prompt: str, context: str) -> str:
 
 async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action: str,
                           target: str | None = None, path: str | None = None,
-                          operations: Any = None) -> dict[str, Any]:
+                          operations: Any = None, number: int | None = None,
+                          sources: Any = None) -> dict[str, Any]:
     """``apply``/``discard`` a proposal, ``undo`` a run's edits, or ``list`` proposals of a user's thread.
+
+    ``localize`` rewrites ``sources`` (agent cells) for the user's kernel and copies the files they
+    name beside notebook ``path`` (:func:`~deerflow.notebooks.handover.localize`), writing no cell.
 
     ``insert`` is the user's own hand-over (issue 22's "insert as a new cell"): ``operations``
     written to ``path`` at once with the same undo record as an applied agent edit, attributed
-    to run ``target`` (so ``%deerflow undo`` takes it back).
+    to run ``target`` (so ``%deerflow undo`` takes it back); ``number`` is the agent cell's
+    place in its run (1 = its first python cell), which keeps inserted cells in the agent's order.
 
     Raises:
         NotFoundError: unknown thread (or another user's).
@@ -88,6 +101,15 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
     if action == "insert":
         if not path:
             raise NotebookError("insert: name the notebook (path)", code="invalid_operation")
-        _, done = await edit_cells(access, records, path, operations, run_id=target or "user", mode="apply")
-        return {**done, "note": access.live_note}
+        vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))  # the agent's files, read safely
+        return await insert_handover(access, records, path, operations, run_id=target or "user", number=number,
+                                     vfs=vfs, thread_id=thread.thread_id)
+    if action == "localize":  # %deerflow cells: the same rewrite and copies, for a cell the kernel inserts
+        if not path or not isinstance(sources, list) or not all(isinstance(s, str) for s in sources) \
+                or len(sources) > MAX_SOURCES:
+            raise NotebookError(f"localize: name the notebook (path) and up to {MAX_SOURCES} sources",
+                                code="invalid_operation")
+        vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))
+        moved = await localize(access, vfs, check_notebook_path(path), thread.thread_id, sources)
+        return {"sources": moved.sources, "files": moved.note()}
     raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")

@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
-from deerflow.notebooks.edits import CellChange, cell_diff, invert, parse_ops, plan_edits, replay
+from deerflow.notebooks.edits import (
+    HANDOVER_KEY,
+    CellChange,
+    cell_diff,
+    handover_slot,
+    invert,
+    parse_ops,
+    plan_edits,
+    replay,
+)
+from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecord, EditRecords
 from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells, cell_text, fence
 
@@ -66,6 +76,47 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
     await asyncio.to_thread(records.save_applied, record)
     text = f"Applied {len(changes)} cell edit(s) to {path} ({access.note_for(path)}).\n\n{diff}"
     return text, {**record.summary(), "status": "applied"}
+
+
+async def insert_handover(access: NotebookAccess, records: EditRecords, path: str, operations: Any, *,
+                          run_id: str, number: int | None = None, vfs: Any = None,
+                          thread_id: str = "") -> dict[str, Any]:
+    """The user's hand-over: the agent's cells inserted below the ``%%deerflow`` cell, in the agent's order.
+
+    Every operation is an insert ``after`` that cell.  They go below it *and* below the
+    cells already handed over there (:func:`~deerflow.notebooks.edits.handover_slot`),
+    each marked in its metadata (``deerflow.handover``: the cell it was inserted below, the
+    run, the agent cell's ``number``) so the next click finds its place.  Read, place and
+    write happen under the notebook's lock: two quick clicks cannot take the same slot.
+
+    Given the thread's ``vfs``, the cells' ``/mnt/user-data`` paths are rewritten to a folder
+    beside the notebook and the files they name copied there
+    (:func:`~deerflow.notebooks.handover.localize`), so the cell runs in the user's kernel.
+    """
+    path = check_notebook_path(path)
+    ops = parse_ops(operations)
+    below = {op.after for op in ops}
+    if any(op.op != "insert" for op in ops) or len(below) != 1 or not next(iter(below)):
+        raise NotebookError("insert: every operation inserts after the same cell (the %%deerflow cell)",
+                            code="invalid_operation")
+    anchor = str(next(iter(below)))
+    async with access.lock(path):
+        current = await access.read(path)
+        slot = handover_slot(current.nb, anchor, run_id=run_id, number=number)
+        moved = None
+        if vfs is not None:
+            moved = await localize(access, vfs, path, thread_id, [op.source or "" for op in ops])
+            ops = [op.model_copy(update={"source": src}) for op, src in zip(ops, moved.sources, strict=True)]
+        _, changes = plan_edits(current.nb, [op.model_copy(update={"after": slot}) for op in ops])
+        for i, change in enumerate(changes):
+            mark = {"below": anchor, "run": run_id, **({"cell": number + i} if number is not None else {})}
+            change.after.setdefault("metadata", {})[HANDOVER_KEY] = {"handover": mark}
+        await access.write(path, replay(current.nb, changes))
+    record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes,
+                        diff="".join(cell_diff(c, path) for c in changes))
+    await asyncio.to_thread(records.save_applied, record)
+    files = moved.note() if moved is not None else ""
+    return {**record.summary(), "status": "applied", "note": access.note_for(path), "files": files}
 
 
 async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellChange] | None = None) -> None:
@@ -132,9 +183,23 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
     """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced.
 
     ``cell_ids`` (cells attached to a chat message) gives those cells instead, in notebook order;
-    ids the notebook no longer has are skipped (the user may have deleted them since).
+    ids the notebook no longer has are skipped (the user may have deleted them since).  A context
+    built from the same file (same signature, see :func:`~deerflow.notebooks.access.file_signature`)
+    is reused.
     """
     path = check_notebook_path(path)
+    signature = await access.signature(path)
+    key = (path, signature, cell_id, tuple(cell_ids or ()), max_tokens)
+    if signature is not None and (cached := access.contexts.get(key)) is not None:
+        return cached  # the same file as last time: no parse (issue 26's 20 ms goal)
+    built = await _build_context(access, path, cell_id=cell_id, cell_ids=cell_ids, max_tokens=max_tokens)
+    if signature is not None:
+        access.contexts.put(key, built)
+    return built
+
+
+async def _build_context(access: NotebookAccess, path: str, *, cell_id: str | None, cell_ids: list[str] | None,
+                         max_tokens: int) -> NotebookContext:
     nb = (await access.read(path)).nb
     ids = [c["id"] for c in nb.cells]
     if cell_ids:

@@ -115,6 +115,15 @@ NOTICE_LABELS = {"loop_detected": "Loop detected", "context_summarized": "Contex
 text that says what it is, so it is shown alone."""
 
 
+SHORT_ID_CHARS = 12
+"""How many characters of a thread or run id every view shows (notebook, chat, terminal)."""
+
+
+def short_id(value: str) -> str:
+    """A thread or run id as views show it; ``%deerflow`` accepts it back as a unique prefix."""
+    return value[:SHORT_ID_CHARS]
+
+
 def notice_line(notice: Notice) -> str:
     """How a notice reads to a user: ``"Label: text"``, or the text alone (never the raw ``kind``)."""
     label = NOTICE_LABELS.get(notice.kind)

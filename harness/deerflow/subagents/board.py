@@ -44,10 +44,16 @@ class BoardRow:
             return f"{self.batch.get('finished', 0)}/{self.batch.get('items', 0)} items"
         return f"{_count(self.turns, 'turn')}, {_count(self.tokens, 'token')}, {_count(self.receipts, 'receipt')}"
 
+    def mark(self) -> str:
+        """The status mark; a delegation that completed without meeting its criteria is ⚠, not ✓."""
+        if self.status == "completed" and str(self.acceptance).upper() == "UNMET":
+            return "⚠"
+        return MARKS.get(self.status, "•")
+
     def line(self) -> str:
         """One line: mark, label, status, progress, acceptance, note."""
         note = f" ({self.note})" if self.note else ""
-        return f"{MARKS.get(self.status, '•')} {self.label} — {self.status}, {self.progress()}, " \
+        return f"{self.mark()} {self.label} — {self.status}, {self.progress()}, " \
                f"acceptance {self.verdict()}{note}"
 
     def verdict(self) -> str:
@@ -83,7 +89,7 @@ class SubagentBoard:
                        for h in ("", "Task", "Type", "Status", "Progress", "Acceptance", "Note"))
         body = "".join(
             "<tr>" + "".join(f"<td style='padding:2px 8px'>{html.escape(str(c))}</td>" for c in (
-                MARKS.get(r.status, "•"), r.label, r.subagent_type or ("batch" if r.batch else ""), r.status,
+                r.mark(), r.label, r.subagent_type or ("batch" if r.batch else ""), r.status,
                 r.progress(), r.verdict(), r.note)) + "</tr>"
             for r in self.rows.values())
         return f"<table class='deerflow-subagents'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

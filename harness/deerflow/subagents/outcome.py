@@ -45,6 +45,15 @@ def label_for(description: str | None, prompt: str, *, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+
+ACCEPTANCE_LINE = "Acceptance (checked by the harness): "
+
+
+def unmet_in(result_text: str) -> bool:
+    """Whether a ``task`` result says its delegation missed its criteria (the tool still succeeds:
+    the lead reads the verdict; views mark the call ⚠ rather than ✓)."""
+    return f"\n{ACCEPTANCE_LINE}UNMET" in result_text
+
 @dataclass
 class SubagentOutcome:
     """The settled result of one delegation."""
@@ -116,7 +125,7 @@ class SubagentOutcome:
                   _bounded(self.report) or "(no report)", "</report>", ""]
         lines += self._evidence_lines()
         if self.acceptance.results:
-            lines += ["", f"Acceptance (checked by the harness): {self.acceptance.overall}", *self.acceptance.lines()]
+            lines += ["", f"{ACCEPTANCE_LINE}{self.acceptance.overall}", *self.acceptance.lines()]
         return "\n".join(lines)
 
     def _evidence_lines(self) -> list[str]:
