@@ -330,6 +330,8 @@ def _parse_v4(text: str) -> NotebookNode:
 
 
 def _nodes(data: dict[str, Any]) -> NotebookNode:
+    from nbformat import NotebookNode  # loaded by the caller already: on first read, not on import
+
     nb = NotebookNode(data)
     nb["metadata"] = NotebookNode(data.get("metadata") or {})
     cells = []
