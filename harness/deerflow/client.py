@@ -107,8 +107,8 @@ class AsyncDeerFlowClient:
     def __init__(self, *, config_path: str | Path | None = None, home: str | Path | None = None,
                  user_id: str | None = None) -> None:
         self._loaded = load_config(config_path)
-        self.home = HomePaths(Path(home).expanduser() if home else default_home()).with_files_root(
-            self._loaded.config.storage.thread_files_root)
+        self.home = HomePaths(Path(home).expanduser() if home else default_home()).with_storage(
+            self._loaded.config.storage)
         self.user_id = user_id or default_user()
         self._manager: RunManager | None = None
         self._opening: asyncio.Future[RunManager] | None = None

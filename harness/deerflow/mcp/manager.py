@@ -292,7 +292,7 @@ class McpManager:
                 config = self.server_config(server)
                 return config.tasks if config is not None else None
 
-            self._tasks = TaskService(TaskStore(self.home.home / "mcp-tasks.db"), self._task_remote, config_for,
+            self._tasks = TaskService(TaskStore(self.home.store(self.home.home / "mcp-tasks.db")), self._task_remote, config_for,
                                       redact=self.redact)
         return self._tasks
 
