@@ -86,8 +86,12 @@ async def test_a_run_is_read_back_by_another_process_sharing_only_the_storage_ur
     seen = peer("history", str(config), str(other_home), thread.thread_id)
     assert seen["messages"] == [["human", "one"], ["ai", "first answer"], ["human", "two"], ["ai", "second answer"]]
     if storage_url.startswith("postgresql://"):  # nothing of it was written to the local SQLite files
+        assert (seen["owner"], seen["runs"]) == ("local", ["success", "success"])
         assert not (deerflow_home / "checkpoints.db").exists()
         assert not (deerflow_home / "memory.db").exists()
+        assert not (deerflow_home / "deerflow.db").exists()
+    else:  # the other machine has its own metadata file
+        assert seen["owner"] is None
 
 
 def test_two_processes_set_the_schema_up_at_once(storage_url: str, tmp_path: Path) -> None:
