@@ -21,8 +21,11 @@ recorded version is newer than this DeerFlow knows is refused with one line (upg
 **Connections.**  One ``psycopg_pool`` pool per URL per process, shared by every store on
 that URL (a server opens several stores; each must not hold connections of its own).  Each
 connection is checked on checkout, so after a database restart the dead ones are replaced
-and the next call succeeds; a call whose connection drops mid-way, or that cannot get a
-connection within :data:`CONNECT_SECONDS`, raises
+and the next call succeeds (a pool stops re-connecting after :data:`RECONNECT_SECONDS`, so
+the first request after a long outage connects at once instead of waiting out a backoff
+that doubled all along); a call whose connection drops mid-way, or that cannot get a
+connection within :data:`CONNECT_SECONDS` (one second while the database is known
+to be down), raises
 :class:`~deerflow.persistence.aio.StoreUnavailable` (HTTP 503, CLI exit 75), never a hang.
 The URL may hold a password: no message here repeats it.
 """
@@ -50,6 +53,11 @@ SCHEMA_TABLE = "deerflow_schema"
 SCHEMA_LOCK_KEY = zlib.crc32(b"deerflow.store-schema")
 CONNECT_SECONDS = 10.0
 """How long a call waits for a pooled connection before it answers "unavailable" (below the ``.aio`` deadline)."""
+DOWN_WAIT_SECONDS = 1.0
+DOWN_MEMORY_SECONDS = 30.0
+"""After a failure to connect, calls wait only :data:`DOWN_WAIT_SECONDS` for this long (then the full wait again)."""
+RECONNECT_SECONDS = 5.0
+"""A pool gives up re-connecting after this long; the next request starts afresh (no growing backoff)."""
 POOL_MAX_SIZE = 8
 STATEMENT_TIMEOUT_MS = 12_000
 """A statement the server has not finished by then is cancelled: a stuck lock answers "unavailable", not a hang."""
@@ -126,20 +134,26 @@ class PostgresDatabase:
         self._pool: Any = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
+        self._down_since: float | None = None  # monotonic time of the first failure to connect, if failing
 
     def _get_pool(self) -> Any:
         with self._lock:
             if self._pool is None:
-                from psycopg.rows import dict_row
-                from psycopg_pool import ConnectionPool
-
-                self._pool = ConnectionPool(
-                    self.url, min_size=1, max_size=POOL_MAX_SIZE, timeout=CONNECT_SECONDS, max_idle=300,
-                    kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": int(CONNECT_SECONDS),
-                            "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"},
-                    check=ConnectionPool.check_connection, open=False, name="deerflow-metadata")
-                self._pool.open(wait=False)
+                self._pool = self._new_pool()
             return self._pool
+
+    def _new_pool(self) -> Any:
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        pool = ConnectionPool(
+            self.url, min_size=1, max_size=POOL_MAX_SIZE, timeout=CONNECT_SECONDS, max_idle=300,
+            reconnect_timeout=RECONNECT_SECONDS,
+            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": int(CONNECT_SECONDS),
+                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"},
+            check=ConnectionPool.check_connection, open=False, name="deerflow-metadata")
+        pool.open(wait=False)
+        return pool
 
     @contextmanager
     def transaction(self) -> Iterator[PgConnection]:
@@ -153,15 +167,29 @@ class PostgresDatabase:
 
         from deerflow.persistence.aio import StoreUnavailable
 
+        wait = self._connect_wait()
         try:
-            with self._get_pool().connection() as conn, conn.transaction():
-                yield PgConnection(conn)
+            with self._get_pool().connection(timeout=wait) as conn:
+                self._down_since = None
+                with conn.transaction():
+                    yield PgConnection(conn)
         except PoolTimeout:
-            raise StoreUnavailable(WHERE, f"no connection within {CONNECT_SECONDS:g} s (is the server "
+            self._down_since = self._down_since or time.monotonic()
+            raise StoreUnavailable(WHERE, f"no connection within {wait:g} s (is the server "
                                    "running and reachable?)") from None
         except psycopg.OperationalError as exc:  # connection lost, server restarting, statement timeout
             raise StoreUnavailable(WHERE, f"the database did not answer ({type(exc).__name__}: "
                                    f"{_first_line(exc)})") from None
+
+    def _connect_wait(self) -> float:
+        """How long to wait for a connection: briefly while the database is known to be down.
+
+        A run that ends during an outage records its end in several calls; each waiting the
+        full :data:`CONNECT_SECONDS` would keep its watchers waiting for half a minute.
+        """
+        down = self._down_since
+        return DOWN_WAIT_SECONDS if down is not None and time.monotonic() - down < DOWN_MEMORY_SECONDS \
+            else CONNECT_SECONDS
 
     def ensure(self, part: SchemaPart) -> None:
         """Create or migrate ``part`` once per process, serialised across processes.
