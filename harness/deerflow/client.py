@@ -308,7 +308,7 @@ class AsyncDeerFlowClient:
         None for every value removes it."""
         values = (token, refresh_token, headers, env)
         credential = None if not any(values) else UserCredential(token, refresh_token, headers or {}, env or {})
-        (await self.mcp()).set_user_credential(self.user_id, server, credential)
+        await (await self.mcp()).set_user_credential(self.user_id, server, credential)
 
     async def threads(self) -> list[ThreadRecord]:
         return await (await self.manager()).store.aio.list_threads(self.user_id)

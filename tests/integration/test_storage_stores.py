@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from deerflow.config.paths import HomePaths
 from deerflow.errors import ThreadBusy
+from deerflow.mcp.credentials import UserCredential, UserCredentialStore
 from deerflow.mcp.tasks import TaskRecord, TaskStore
 from deerflow.persistence import pgsql
 from deerflow.persistence.aio import StoreUnavailable
@@ -231,6 +233,25 @@ def test_mcp_task_records_round_trip(tmp_path: Path, target: Path | str) -> None
     (task,) = store.undelivered("alice", "t1")
     assert (task.status, task.result, task.cancel_requested, task.delivered) == ("completed", "42", 1, 0)
     assert store.get("k1", "bob") is None and store.running() == []
+
+
+async def test_mcp_credentials_are_the_users_own_and_reach_their_other_server(
+        tmp_path: Path, target: Path | str) -> None:
+    on_postgres = isinstance(target, str)
+    here = HomePaths(tmp_path / "machine-a").with_database(target if on_postgres else None)
+    there = HomePaths(tmp_path / "machine-b").with_database(target) if on_postgres else here  # SQLite: one machine
+    await UserCredentialStore(here).aset("alice", "search", UserCredential(token="tok-a", headers={"X-Team": "t"}))
+    other = UserCredentialStore(there)
+    await other.load("alice")
+    await other.load("bob")
+    assert other.get("alice", "search") == UserCredential(token="tok-a", headers={"X-Team": "t"})
+    assert other.get("bob", "search") is None
+    if on_postgres:
+        assert not (tmp_path / "machine-a" / "users").exists()  # no file holds the secret
+    await other.aset("alice", "search", None)
+    mine = UserCredentialStore(here)
+    await mine.load("alice")
+    assert mine.get("alice", "search") is None
 
 
 async def test_async_code_reaches_every_store_through_aio(target: Path | str) -> None:
