@@ -9,6 +9,11 @@ an operator's problem, not a crash: every failure to use it is a
 (``deerflow doctor --repair`` moves it aside and starts an empty store).  The
 schema is created on first use rather than in the constructor, so a process
 (the Jupyter extension) still starts with a broken file and reports it.
+
+The same store classes run on PostgreSQL when they are given a
+``postgresql://`` URL (``storage.url``) instead of a path: their SQL is written
+once, and :mod:`deerflow.persistence.pgsql` supplies the connection, the
+dialect differences and the versioned schema.
 """
 
 from __future__ import annotations
