@@ -228,3 +228,12 @@ async def test_connections_the_database_dropped_are_replaced(postgres_url: str, 
         state = await agent.aget_state(config)
     assert [m.content for m in state.values["messages"] if m.type == "human"] == ["one", "two"]
     assert state.values["messages"][-1].id == result["messages"][-1].id
+
+
+def test_the_storage_url_decides_where_the_metadata_stores_live(tmp_path: Path) -> None:
+    url = "postgresql://deerflow@db.lab.example/deerflow"
+    team = HomePaths(tmp_path).with_storage(StorageConfig(url=url, thread_files_root="shared"))
+    assert team.metadata == url and team.store(tmp_path / "mcp-tasks.db") == url
+    assert team.user_dir("ann") == tmp_path / "shared" / "ann"
+    alone = HomePaths(tmp_path).with_storage(StorageConfig(url=f"sqlite:///{tmp_path / 'cp.db'}"))
+    assert alone.metadata == tmp_path / "deerflow.db"  # SQLite: the metadata file stays in the home
