@@ -3,9 +3,10 @@
 1. **Checkpoints** — one thread grown with ``create_agent`` + ``ThreadState`` (the
    ``DeltaChannel`` message channel) and a zero-latency scripted model calling a tool that
    returns 200 characters, one message per graph step (``durability="sync"``), to the
-   largest size; once on LangGraph's ``SqliteSaver`` (a file in a temporary directory),
-   once on its ``PostgresSaver`` (a throwaway local cluster: ``tests/fixtures/postgres.py``,
-   unix socket).  For a window of steps around each size: the whole step and the
+   largest size: one thread on LangGraph's ``SqliteSaver`` (a file in a temporary directory)
+   and one on its ``PostgresSaver`` (a throwaway local cluster: ``tests/fixtures/postgres.py``,
+   unix socket), grown in lockstep — a step of one, then a step of the other — so a change in
+   the machine's load during the run hits both alike.  For a window of steps around each size: the whole step and the
    checkpoint write alone (``put`` + ``put_writes``), p50 / p99, ms.  The ratio column is
    PostgreSQL's step p50 over SQLite's (goal: within 1.5x, flat in thread length).
 2. **Run bookkeeping** — what DeerFlow's metadata store adds to every run on each backend:
@@ -14,9 +15,10 @@
 
     .venv/bin/python bench/storage_backends.py [--sizes 10,100,1000,2000] [--runs 200]
 
-Absolute figures move with the machine's load; the two backends run back to back in one
-process, so their ratio is the figure to read.  The throwaway cluster runs with
-``fsync=off`` (as the tests' does); SQLite runs with LangGraph's defaults (WAL).
+Absolute figures move with the machine's load; the two backends run interleaved in one
+process, so their ratio is the figure to read.  The throwaway cluster's durability
+(``fsync``, ``synchronous_commit``, ``full_page_writes``; off for the tests) is turned back
+on first, so both backends wait for the disk on commit; SQLite runs with LangGraph's defaults.
 """
 
 from __future__ import annotations
@@ -88,31 +90,53 @@ def postgres_saver(url: str) -> Iterator[Any]:
         yield timed(saver)
 
 
-def grow(saver: Any, sizes: list[int], budget: float) -> tuple[Samples, Samples, int]:
-    """Grow one thread past the largest size; step and write seconds per size, and messages reached."""
-    sampled = windows(sizes)
-    target = max(r.stop for r in sampled.values())
+def steps(saver: Any, target: int) -> Iterator[tuple[int, float, float]]:
+    """Grow one thread on ``saver``: per graph step, (messages so far, step seconds, write seconds)."""
     agent = create_agent(ToolLoopModel(rounds=target // 2), [fetch], state_schema=ThreadState, checkpointer=saver)
     config = {"configurable": {"thread_id": "bench"}, "recursion_limit": 4 * target}
-    steps: Samples = {size: [] for size in sizes}
-    writes: Samples = {size: [] for size in sizes}
-    count, start = 0, time.perf_counter()
-    last = start
     stream = agent.stream({"messages": [HumanMessage("go", id="h")]}, config, stream_mode="updates",
                           durability="sync")
-    for update in stream:
-        now = time.perf_counter()
+    count = 0
+    while True:
+        started = time.perf_counter()
+        try:
+            update = next(stream)
+        except StopIteration:
+            return
+        step = time.perf_counter() - started
         count += sum(len(node.get("messages", [])) for node in update.values() if node)
         written, saver.spent = saver.spent, 0.0
-        for size, window in sampled.items():
-            if count in window:
-                steps[size].append(now - last)
-                writes[size].append(written)
-        if now - start > budget:
-            stream.close()
-            break
-        last = time.perf_counter()
-    return steps, writes, count
+        yield count, step, written
+
+
+Grown = tuple[Samples, Samples, int]
+
+
+def grow_together(savers: list[Any], sizes: list[int], budget: float) -> list[Grown]:
+    """Grow one thread per saver in lockstep (a step on each in turn), so load drift hits both alike.
+
+    Returns, per saver, the step and write seconds sampled around each size and the messages reached.
+    """
+    sampled = windows(sizes)
+    target = max(r.stop for r in sampled.values())
+    runs = [steps(saver, target) for saver in savers]
+    grown: list[Grown] = [({s: [] for s in sizes}, {s: [] for s in sizes}, 0) for _ in savers]
+    started = time.perf_counter()
+    live = True
+    while live and time.perf_counter() - started < budget:
+        for i, run in enumerate(runs):
+            found = next(run, None)
+            if found is None:
+                live = False
+                break
+            count, step, written = found
+            step_samples, write_samples, _ = grown[i]
+            for size, window in sampled.items():
+                if count in window:
+                    step_samples[size].append(step)
+                    write_samples[size].append(written)
+            grown[i] = (step_samples, write_samples, count)
+    return grown
 
 
 def bookkeeping(store: MetadataStore, runs: int) -> list[float]:
@@ -133,6 +157,20 @@ def bookkeeping(store: MetadataStore, runs: int) -> list[float]:
     return samples
 
 
+def durable(url: str) -> None:
+    """Turn the throwaway cluster's durability back on (the tests run it without fsync).
+
+    SQLite commits here wait for the disk (WAL, ``synchronous=FULL`` for the metadata store);
+    a PostgreSQL that skipped its fsyncs would look cheaper than it is in production.
+    """
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {name} = on")
+        conn.execute("SELECT pg_reload_conf()")
+
+
 def ms(samples: list[float], q: float | None = None) -> str:
     if not samples:
         return f"{'-':>7}"
@@ -140,7 +178,7 @@ def ms(samples: list[float], q: float | None = None) -> str:
     return f"{value * 1000:7.2f}"
 
 
-def report(sizes: list[int], sqlite: tuple[Samples, Samples, int], pg: tuple[Samples, Samples, int]) -> str:
+def report(sizes: list[int], sqlite: Grown, pg: Grown) -> str:
     head = f"{'step50':>7} {'step99':>7} {'write50':>7} {'write99':>7}"
     lines = ["checkpoints (ThreadState, one message per step, durability=sync), ms",
              f"{'':>9} | {'SQLite (SqliteSaver)':^31} | {'PostgreSQL (PostgresSaver)':^31} | PG/SQLite",
@@ -170,11 +208,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"PostgreSQL unavailable here: {exc}")
         return 1
     try:
+        durable(cluster.url())
         with tempfile.TemporaryDirectory() as tmp:
-            with sqlite_saver(Path(tmp) / "checkpoints.db") as saver:
-                on_sqlite = grow(saver, sizes, args.budget)
-            with postgres_saver(cluster.create_database()) as saver:
-                on_pg = grow(saver, sizes, args.budget)
+            with sqlite_saver(Path(tmp) / "checkpoints.db") as lite, \
+                    postgres_saver(cluster.create_database()) as pg:
+                on_sqlite, on_pg = grow_together([lite, pg], sizes, args.budget)
             print(report(sizes, on_sqlite, on_pg))
             url = cluster.create_database()
             per_run = {"SQLite": bookkeeping(MetadataStore(Path(tmp) / "deerflow.db"), args.runs),
