@@ -54,7 +54,7 @@ class HarnessHost:
         """The validated config (raises ConfigError, reported by the handlers)."""
         if self._loaded is None:
             self._loaded = load_config(self.config_path)
-            self.home = self.home.with_files_root(self._loaded.config.storage.thread_files_root)
+            self.home = self.home.with_storage(self._loaded.config.storage)
         return self._loaded
 
     async def manager(self) -> RunManager:

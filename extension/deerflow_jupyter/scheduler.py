@@ -3,8 +3,8 @@
 Every ``scheduler_interval`` seconds the loop claims the due schedules of every
 user of this server's ``$DEERFLOW_HOME`` and starts them as unattended
 ``scheduled`` runs on the server's run manager (see
-:mod:`deerflow.scheduling.runner`).  Claims are leases in SQLite, so two servers
-on one home never run a schedule twice at once, and a server that was down runs
+:mod:`deerflow.scheduling.runner`).  Claims are leases in the database (SQLite, or
+PostgreSQL with ``storage.url``), so two servers on one home (or one database) never run a schedule twice at once, and a server that was down runs
 each overdue schedule once when it comes back.  A broken configuration or a
 database hiccup is logged and retried at the next tick: the loop never takes
 the server down.
@@ -38,9 +38,17 @@ class ServerScheduler:
         self.host = host
         self.interval = interval
         self.user_id = user_id
-        self.store = ScheduleStore(host.home.database)
+        self._store: ScheduleStore | None = None
         self._scheduler: Scheduler | None = None
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def store(self) -> ScheduleStore:
+        """The schedules where ``storage.url`` puts them (read once the config is loaded; ConfigError if broken)."""
+        if self._store is None:
+            self.host.loaded()
+            self._store = ScheduleStore(self.host.home.metadata)
+        return self._store
 
     async def scheduler(self) -> Scheduler:
         """The scheduler on the host's run manager (created on first use)."""

@@ -322,7 +322,7 @@ def _store(client: Any) -> Any:
     """The run records of the client's home, read without starting the runtime's services."""
     from deerflow.persistence.store import MetadataStore
 
-    return MetadataStore(client._async.home.database)
+    return MetadataStore(client._async.home.metadata)
 
 
 def _usage(client: Any, args: argparse.Namespace) -> int:

@@ -107,8 +107,8 @@ class AsyncDeerFlowClient:
     def __init__(self, *, config_path: str | Path | None = None, home: str | Path | None = None,
                  user_id: str | None = None) -> None:
         self._loaded = load_config(config_path)
-        self.home = HomePaths(Path(home).expanduser() if home else default_home()).with_files_root(
-            self._loaded.config.storage.thread_files_root)
+        self.home = HomePaths(Path(home).expanduser() if home else default_home()).with_storage(
+            self._loaded.config.storage)
         self.user_id = user_id or default_user()
         self._manager: RunManager | None = None
         self._opening: asyncio.Future[RunManager] | None = None
@@ -308,7 +308,7 @@ class AsyncDeerFlowClient:
         None for every value removes it."""
         values = (token, refresh_token, headers, env)
         credential = None if not any(values) else UserCredential(token, refresh_token, headers or {}, env or {})
-        (await self.mcp()).set_user_credential(self.user_id, server, credential)
+        await (await self.mcp()).set_user_credential(self.user_id, server, credential)
 
     async def threads(self) -> list[ThreadRecord]:
         return await (await self.manager()).store.aio.list_threads(self.user_id)

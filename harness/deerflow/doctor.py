@@ -2,7 +2,8 @@
 
 Checks the configuration, the storage files of ``$DEERFLOW_HOME`` (SQLite
 databases: corrupt, truncated, unreadable, or something else where the file
-should be) and whether the configured sandbox provider can run here.  The
+should be), the PostgreSQL database when ``storage.url`` names one (reachable,
+schema versions) and whether the configured sandbox provider can run here.  The
 same storage findings back the server's ``GET /deerflow/api/health``.
 
 :func:`repair` never deletes anything: a broken store file (with its
@@ -22,12 +23,12 @@ from typing import Any, Literal
 
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths
-from deerflow.config.schema import AppConfig
+from deerflow.config.schema import AppConfig, StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.persistence.checkpointer import sqlite_checkpoint_path
 from deerflow.persistence.sqlite import check_database
 
-Check = Literal["config", "storage", "sandbox"]
+Check = Literal["config", "storage", "database", "sandbox"]
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,11 @@ class StoreFile:
 
 
 def store_files(home: HomePaths, config: AppConfig | None) -> list[StoreFile]:
-    """The SQLite files of ``home`` (the checkpointer's only when it is SQLite)."""
-    files = [StoreFile("threads, runs and schedules", home.database)]
+    """The SQLite files of ``home`` (none of those ``storage.url`` moved to PostgreSQL)."""
     storage = config.storage if config is not None else None
+    if storage is not None and storage.checkpointer == "postgres":  # threads, runs, tasks: in PostgreSQL
+        return [StoreFile("batches", home.home / "batches.db")]
+    files = [StoreFile("threads, runs and schedules", home.database)]
     if storage is None or storage.checkpointer == "sqlite":
         default = home.home / "checkpoints.db"
         files.append(StoreFile("conversation checkpoints",
@@ -92,6 +95,58 @@ def check_storage(files: Sequence[StoreFile], *, deep: bool = True) -> list[Find
                 "storage", str(store.path), False, f"{store.name}: {problem}",
                 "move it aside and start an empty store: deerflow doctor --repair (renames it, deletes nothing)"))
     return findings
+
+
+def check_storage_url(storage: StorageConfig) -> Finding | None:
+    """Whether the PostgreSQL of ``storage.url`` answers, and its schema versions (None: SQLite).
+
+    A connection of its own (no pool), bounded by ``storage.connect_timeout``; the message
+    never repeats the URL (it may hold a password).
+    """
+    if storage.checkpointer != "postgres" or not storage.postgres_url:
+        return None
+    from deerflow.persistence.pgsql import WHERE
+
+    subject = str(WHERE)
+    try:
+        import psycopg
+    except ModuleNotFoundError:
+        return Finding("database", subject, False, "the psycopg driver is not installed",
+                       "pip install 'deerflow-notebook[postgres]'")
+    try:
+        with psycopg.connect(storage.postgres_url, autocommit=True,
+                             connect_timeout=max(2, int(storage.connect_timeout + 0.999))) as conn:
+            server = conn.execute("SHOW server_version").fetchone()[0]
+            parts, checkpoints = _schema_state(conn)
+    except psycopg.Error as exc:
+        return Finding("database", subject, False, f"not reachable within {storage.connect_timeout:g}s "
+                       f"({type(exc).__name__})", "check storage.url, the network and that the server is running")
+    newer = [f"{name} v{found} (this DeerFlow knows v{known})" for name, found, known in parts
+             if known is not None and found > known]
+    if newer:
+        return Finding("database", subject, False, f"schema newer than this DeerFlow: {', '.join(newer)}",
+                       "upgrade DeerFlow on this machine to the version the other servers run")
+    schema = ", ".join(f"{name} v{found}" for name, found, _ in parts) or "not set up yet (created on first start)"
+    return Finding("database", subject, True, f"reachable (PostgreSQL {server.split()[0]}); schema: {schema}"
+                   + (f"; checkpoints: {checkpoints}" if checkpoints else ""))
+
+
+def _schema_state(conn: Any) -> tuple[list[tuple[str, int, int | None]], str | None]:
+    """(part, recorded version, this code's version) per part, and LangGraph's checkpoint migrations."""
+    from deerflow.persistence.pgsql import SCHEMA_TABLE
+    from deerflow.persistence.store import MetadataStore
+    from deerflow.scheduling.store import ScheduleStore
+
+    known = {cls.schema_part: 1 + len(cls.migrations) for cls in (MetadataStore, ScheduleStore)}
+    parts: list[tuple[str, int, int | None]] = []
+    if conn.execute("SELECT to_regclass(%s)", (SCHEMA_TABLE,)).fetchone()[0] is not None:
+        rows = conn.execute(f"SELECT part, version FROM {SCHEMA_TABLE} ORDER BY part").fetchall()
+        parts = [(part, version, known.get(part)) for part, version in rows]
+    checkpoints = None
+    if conn.execute("SELECT to_regclass('checkpoint_migrations')").fetchone()[0] is not None:
+        done = conn.execute("SELECT count(*) FROM checkpoint_migrations").fetchone()[0]
+        checkpoints = f"{done} migration(s) applied"
+    return parts, checkpoints
 
 
 def check_config(config_path: str | None) -> tuple[Finding, LoadedConfig | None]:
@@ -136,6 +191,8 @@ def diagnose(config_path: str | None, home: HomePaths) -> list[Finding]:
     config = loaded.config if loaded is not None else None
     findings = [config_finding, *check_storage(store_files(home, config))]
     if config is not None:
+        database = check_storage_url(config.storage)
+        findings += [database] if database is not None else []
         findings.append(check_sandbox(config))
     return findings
 
@@ -184,5 +241,6 @@ def repair_broken(findings: Sequence[Finding]) -> list[Repair]:
     return [repair(Path(f.subject)) for f in findings if f.check == "storage" and not f.ok]
 
 
-__all__ = ["Finding", "Repair", "StoreFile", "check_config", "check_sandbox", "check_storage", "diagnose",
+__all__ = ["Finding", "Repair", "StoreFile", "check_config", "check_sandbox", "check_storage",
+           "check_storage_url", "diagnose",
            "repair", "repair_broken", "store_files"]

@@ -86,8 +86,12 @@ async def test_a_run_is_read_back_by_another_process_sharing_only_the_storage_ur
     seen = peer("history", str(config), str(other_home), thread.thread_id)
     assert seen["messages"] == [["human", "one"], ["ai", "first answer"], ["human", "two"], ["ai", "second answer"]]
     if storage_url.startswith("postgresql://"):  # nothing of it was written to the local SQLite files
+        assert (seen["owner"], seen["runs"]) == ("local", ["success", "success"])
         assert not (deerflow_home / "checkpoints.db").exists()
         assert not (deerflow_home / "memory.db").exists()
+        assert not (deerflow_home / "deerflow.db").exists()
+    else:  # the other machine has its own metadata file
+        assert seen["owner"] is None
 
 
 def test_two_processes_set_the_schema_up_at_once(storage_url: str, tmp_path: Path) -> None:
@@ -224,3 +228,12 @@ async def test_connections_the_database_dropped_are_replaced(postgres_url: str, 
         state = await agent.aget_state(config)
     assert [m.content for m in state.values["messages"] if m.type == "human"] == ["one", "two"]
     assert state.values["messages"][-1].id == result["messages"][-1].id
+
+
+def test_the_storage_url_decides_where_the_metadata_stores_live(tmp_path: Path) -> None:
+    url = "postgresql://deerflow@db.lab.example/deerflow"
+    team = HomePaths(tmp_path).with_storage(StorageConfig(url=url, thread_files_root="shared"))
+    assert team.metadata == url and team.store(tmp_path / "mcp-tasks.db") == url
+    assert team.user_dir("ann") == tmp_path / "shared" / "ann"
+    alone = HomePaths(tmp_path).with_storage(StorageConfig(url=f"sqlite:///{tmp_path / 'cp.db'}"))
+    assert alone.metadata == tmp_path / "deerflow.db"  # SQLite: the metadata file stays in the home

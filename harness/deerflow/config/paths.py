@@ -23,6 +23,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deerflow.config.schema import StorageConfig
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")
 
@@ -126,6 +130,8 @@ class HomePaths:
     home: Path
     files_root: Path | None = None
     """Root of the per-user folders when ``storage.thread_files_root`` moves them (a shared volume)."""
+    database_url: str | None = None
+    """``storage.url`` when it is PostgreSQL: the threads, runs and schedules live there, not in :attr:`database`."""
 
     @classmethod
     def from_env(cls) -> HomePaths:
@@ -142,6 +148,24 @@ class HomePaths:
             return self
         path = Path(root).expanduser()
         return replace(self, files_root=path if path.is_absolute() else self.home / path)
+
+    def with_storage(self, storage: StorageConfig) -> HomePaths:
+        """These paths as ``storage`` places them: the per-user folders' root and, on PostgreSQL, the stores."""
+        url = storage.postgres_url if storage.checkpointer == "postgres" else None
+        return self.with_files_root(storage.thread_files_root).with_database(url)
+
+    def with_database(self, url: str | None) -> HomePaths:
+        """These paths with the metadata stores in the PostgreSQL database ``url`` (None: SQLite files)."""
+        return self if url is None else replace(self, database_url=url)
+
+    def store(self, sqlite_file: Path) -> Path | str:
+        """Where a store lives: the PostgreSQL URL when one is set, else ``sqlite_file`` under the home."""
+        return self.database_url or sqlite_file
+
+    @property
+    def metadata(self) -> Path | str:
+        """Where threads, runs and schedules live (:attr:`database`, or the PostgreSQL URL)."""
+        return self.store(self.database)
 
     @property
     def users_root(self) -> Path:

@@ -5,7 +5,7 @@ Authority crosses into an MCP server along one explicit path, resolved per
 
 * the server's own ``headers`` / ``env`` from the config (its shared identity);
 * with ``credentials.scope: user``, the user's own entry from their
-  :class:`UserCredentialStore` — and **no fallback**: a user without one gets
+  :class:`UserCredentialStore` (files, or the team's PostgreSQL) — and **no fallback**: a user without one gets
   :class:`CredentialMissing`, never the shared identity;
 * with ``oauth``, a :class:`TokenProvider` that fetches a token from the token
   endpoint (client credentials, or a refresh token — the user's own under
@@ -32,6 +32,7 @@ import httpx2
 from deerflow.config.paths import HomePaths
 from deerflow.mcp.config import McpServerConfig, OAuthConfig, check_header
 from deerflow.persistence.files import atomic_write_text
+from deerflow.persistence.sqlite import SqliteStore
 
 CREDENTIALS_FILE = "mcp-credentials.json"
 
@@ -58,10 +59,20 @@ class UserCredential:
 
 
 class UserCredentialStore:
-    """Per-user credentials in ``$DEERFLOW_HOME/users/<user>/mcp-credentials.json`` (mode 0600)."""
+    """Per-user credentials: files under the user's folder, or a table when ``storage.url`` is PostgreSQL.
+
+    On SQLite (one machine) each user's credentials are
+    ``{users_root}/<user>/mcp-credentials.json`` (mode 0600).  With a team database they are
+    rows of ``mcp_credentials`` (:class:`CredentialTable`), so a user's second server, on
+    another machine, uses the same credentials.  Database rows are read off the event loop:
+    :meth:`load` (awaited when a run starts) caches the user's rows, and :meth:`get` answers
+    from that cache; :meth:`aset` writes through.
+    """
 
     def __init__(self, home: HomePaths) -> None:
         self.home = home
+        self.table = CredentialTable(home.database_url) if home.database_url else None
+        self._cache: dict[str, dict[str, UserCredential]] = {}
 
     def _path(self, user_id: str) -> Path:
         return self.home.user_dir(user_id) / CREDENTIALS_FILE
@@ -76,25 +87,77 @@ class UserCredentialStore:
                 from None
         return data if isinstance(data, dict) else {}
 
+    async def load(self, user_id: str) -> None:
+        """Read the user's credentials from the database (off the loop); a no-op for files."""
+        if self.table is not None:
+            self._cache[user_id] = await self.table.aio.for_user(user_id)
+
     def get(self, user_id: str, server: str) -> UserCredential | None:
-        entry = self._read(user_id).get(server)
-        if not isinstance(entry, dict):
-            return None
-        return UserCredential(token=entry.get("token"), refresh_token=entry.get("refresh_token"),
-                              headers=dict(entry.get("headers") or {}), env=dict(entry.get("env") or {}))
+        if self.table is not None:
+            return self._cache.get(user_id, {}).get(server)
+        return _credential(self._read(user_id).get(server))
+
+    async def aset(self, user_id: str, server: str, credential: UserCredential | None) -> None:
+        """Store (or, with None, remove) a user's credential for a server, off the event loop."""
+        if credential is not None:
+            for name, value in credential.headers.items():
+                check_header(name, value)
+        if self.table is None:
+            await asyncio.to_thread(self.set, user_id, server, credential)
+            return
+        await self.table.aio.put(user_id, server, None if credential is None else json.dumps(_entry(credential)))
+        await self.load(user_id)
 
     def set(self, user_id: str, server: str, credential: UserCredential | None) -> None:
-        """Store (or, with None, remove) a user's credential for a server."""
+        """Store (or, with None, remove) a user's credential for a server (sync callers: the CLI, files)."""
+        if self.table is not None:
+            self.table.put(user_id, server, None if credential is None else json.dumps(_entry(credential)))
+            self._cache.pop(user_id, None)
+            return
         data = self._read(user_id)
         if credential is None:
             data.pop(server, None)
         else:
             for name, value in credential.headers.items():
                 check_header(name, value)
-            data[server] = {k: v for k, v in {
-                "token": credential.token, "refresh_token": credential.refresh_token,
-                "headers": credential.headers, "env": credential.env}.items() if v}
+            data[server] = _entry(credential)
         atomic_write_text(self._path(user_id), json.dumps(data, indent=2), mode=0o600)
+
+
+class CredentialTable(SqliteStore):
+    """``mcp_credentials`` in the team's PostgreSQL (one JSON entry per user and server)."""
+
+    schema = ("CREATE TABLE IF NOT EXISTS mcp_credentials (user_id TEXT NOT NULL, server TEXT NOT NULL, "
+              "entry TEXT NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (user_id, server));")
+    schema_part = "mcp_credentials"
+    loop_guarded = True  # async code uses ``.aio``
+
+    def for_user(self, user_id: str) -> dict[str, UserCredential]:
+        with self._connect() as db:
+            rows = db.execute("SELECT server, entry FROM mcp_credentials WHERE user_id=?", (user_id,)).fetchall()
+        found = {row["server"]: _credential(json.loads(row["entry"])) for row in rows}
+        return {server: credential for server, credential in found.items() if credential is not None}
+
+    def put(self, user_id: str, server: str, entry: str | None) -> None:
+        with self._connect() as db:
+            if entry is None:
+                db.execute("DELETE FROM mcp_credentials WHERE user_id=? AND server=?", (user_id, server))
+            else:
+                db.execute("INSERT INTO mcp_credentials (user_id, server, entry, updated_at) VALUES (?,?,?,?)"
+                           " ON CONFLICT (user_id, server) DO UPDATE SET entry=excluded.entry,"
+                           " updated_at=excluded.updated_at", (user_id, server, entry, time.time()))
+
+
+def _entry(credential: UserCredential) -> dict[str, Any]:
+    return {k: v for k, v in {"token": credential.token, "refresh_token": credential.refresh_token,
+                              "headers": credential.headers, "env": credential.env}.items() if v}
+
+
+def _credential(entry: Any) -> UserCredential | None:
+    if not isinstance(entry, dict):
+        return None
+    return UserCredential(token=entry.get("token"), refresh_token=entry.get("refresh_token"),
+                          headers=dict(entry.get("headers") or {}), env=dict(entry.get("env") or {}))
 
 
 class TokenProvider:

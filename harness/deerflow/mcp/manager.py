@@ -147,6 +147,8 @@ class McpManager:
     async def prepare_run(self, *, user_id: str, thread_id: str | None) -> McpRunTools:
         """Discover what is still unknown and return the run's MCP tools and notices."""
         catalog = self.catalog()
+        if any(s.config is not None and s.config.credentials.scope == "user" for s in catalog.servers.values()):
+            await self.credentials.load(user_id)  # the user's own credentials, read off the loop once per run
         notices: list[dict[str, Any]] = []
         if catalog.snapshot.file_error:
             notices.append(_notice("mcp_config_error", f"MCP servers skipped: {catalog.snapshot.file_error}"))
@@ -300,7 +302,7 @@ class McpManager:
                 config = self.server_config(server)
                 return config.tasks if config is not None else None
 
-            self._tasks = TaskService(TaskStore(self.home.home / "mcp-tasks.db"), self._task_remote, config_for,
+            self._tasks = TaskService(TaskStore(self.home.store(self.home.home / "mcp-tasks.db")), self._task_remote, config_for,
                                       redact=self.redact)
         return self._tasks
 
@@ -347,9 +349,9 @@ class McpManager:
                  "description": spec.description}
                 for state in self.catalog().servers.values() if state.status == "ok" for spec in state.specs]
 
-    def set_user_credential(self, user_id: str, server: str, credential: UserCredential | None) -> None:
+    async def set_user_credential(self, user_id: str, server: str, credential: UserCredential | None) -> None:
         """Store a user's own credential for a server; their sessions to it reopen with it."""
-        self.credentials.set(user_id, server, credential)
+        await self.credentials.aset(user_id, server, credential)
         if credential is not None:
             self.redact.add(*credential.secrets())
         self._providers.pop((server, user_id), None)

@@ -68,11 +68,12 @@ class TaskRecord:
 
 
 class TaskStore(SqliteStore):
-    """Task records in SQLite (one small table); async code awaits the same methods on ``.aio``."""
+    """Task records in SQLite or PostgreSQL (one small table); async code awaits the same methods on ``.aio``."""
 
     schema = ("CREATE TABLE IF NOT EXISTS mcp_tasks (id TEXT PRIMARY KEY, server TEXT, tool TEXT, user_id TEXT, "
               "thread_id TEXT, remote_handle TEXT, status TEXT, result TEXT, error TEXT, "
               "cancel_requested INTEGER, delivered INTEGER, submitted_at REAL, updated_at REAL);")
+    schema_part = "mcp_tasks"
     loop_guarded = True  # see deerflow.persistence.aio
     _COLUMNS = tuple(f.name for f in fields(TaskRecord))
 
@@ -92,7 +93,7 @@ class TaskStore(SqliteStore):
         with self._connect() as db:
             rows = db.execute(f"SELECT {','.join(self._COLUMNS)} FROM mcp_tasks WHERE {where} "
                               "ORDER BY submitted_at", args).fetchall()
-        return [TaskRecord(*row) for row in rows]
+        return [TaskRecord(**dict(row)) for row in rows]
 
     def get(self, task_id: str, user_id: str) -> TaskRecord | None:
         found = self._select("id=? AND user_id=?", (task_id, user_id))

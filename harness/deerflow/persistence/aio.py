@@ -1,4 +1,4 @@
-"""The SQLite stores from async code: every call off the event loop, with a deadline.
+"""The metadata stores from async code: every call off the event loop, with a deadline.
 
 A SQLite call blocks its thread: on a busy or locked database (another process
 holding a write lock, a slow disk) for up to the store's busy timeout.  On the
@@ -17,7 +17,9 @@ A call that timed out may still finish in its thread; every write is one
 transaction, so it either lands whole or not at all.
 
 The connections themselves are short-lived, one per call (see
-:mod:`deerflow.persistence.sqlite`), so any executor thread may run any call.
+:mod:`deerflow.persistence.sqlite`), or taken from the URL's pool for the call
+on PostgreSQL (:mod:`deerflow.persistence.pgsql`, whose failures to reach the
+server are :class:`StoreUnavailable` too), so any executor thread may run any call.
 
 **The guard.**  With ``DEERFLOW_LOOP_GUARD=1`` (the test suite sets it) a sync
 store method called from a thread that runs an asyncio loop raises
@@ -130,8 +132,10 @@ class AsyncStore:
             return await asyncio.wait_for(future, self.deadline)
         except TimeoutError:
             name = getattr(fn, "__name__", "a store call")
+            why = ("the database server did not answer" if getattr(self._store, "backend", "") == "postgres"
+                   else "the database is locked or the disk is slow")
             raise StoreUnavailable(self._store.path, f"{name} did not finish within {self.deadline:g} s "
-                                   "(the database is locked or the disk is slow)") from None
+                                   f"({why})") from None
         except sqlite3.OperationalError as exc:
             if not _is_locked(exc):
                 raise

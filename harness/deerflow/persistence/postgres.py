@@ -6,7 +6,9 @@ three things an operator of several servers needs around them:
 
 * **a pool** (``psycopg_pool``), each connection checked on checkout, so a connection
   the server dropped (restart, failover, idle timeout) is replaced instead of failing
-  the next run;
+  the next run; its reconnection gives up after a few seconds
+  (:data:`~deerflow.persistence.pgsql.RECONNECT_SECONDS`) so the next request tries at
+  once, rather than after a backoff that doubles for as long as an outage lasted;
 * **a deadline** on connecting: an unreachable database is one clear error at start
   (:class:`DatabaseUnavailable`), never a hang;
 * **serialised schema setup**: LangGraph's ``setup()`` is idempotent but not safe when
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from deerflow.config.schema import StorageConfig
 from deerflow.errors import ConfigError, UserError
+from deerflow.persistence.pgsql import RECONNECT_SECONDS
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -99,7 +102,8 @@ async def open_checkpointer_pg(storage: StorageConfig, stack: AsyncExitStack) ->
         raise ConfigError(f"PostgreSQL storage needs: {INSTALL_HINT}", key="storage.url") from None
     pool = AsyncConnectionPool(
         url, min_size=1, max_size=storage.pool_max_size, kwargs=_connection_kwargs(), open=False,
-        timeout=storage.connect_timeout, check=AsyncConnectionPool.check_connection, name="deerflow-checkpoints")
+        timeout=storage.connect_timeout, check=AsyncConnectionPool.check_connection, name="deerflow-checkpoints",
+        reconnect_timeout=RECONNECT_SECONDS)
     await _open_async(storage, pool.open(wait=True, timeout=storage.connect_timeout))
     stack.push_async_callback(pool.close)
     saver = AsyncPostgresSaver(pool)
@@ -158,7 +162,7 @@ def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack) -> 
 
     pool = ConnectionPool(url, min_size=1, max_size=max(2, storage.pool_max_size // 2), kwargs=_connection_kwargs(),
                           open=False, timeout=storage.connect_timeout, check=ConnectionPool.check_connection,
-                          name="deerflow-memory")
+                          name="deerflow-memory", reconnect_timeout=RECONNECT_SECONDS)
     try:
         pool.open(wait=True, timeout=storage.connect_timeout)
     except (PoolTimeout, psycopg.OperationalError) as exc:

@@ -9,6 +9,11 @@ an operator's problem, not a crash: every failure to use it is a
 (``deerflow doctor --repair`` moves it aside and starts an empty store).  The
 schema is created on first use rather than in the constructor, so a process
 (the Jupyter extension) still starts with a broken file and reports it.
+
+The same store classes run on PostgreSQL when they are given a
+``postgresql://`` URL (``storage.url``) instead of a path: their SQL is written
+once, and :mod:`deerflow.persistence.pgsql` supplies the connection, the
+dialect differences and the versioned schema.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
 
@@ -141,13 +146,24 @@ class SqliteStore:
     """
 
     schema: str = ""
+    schema_part: str = ""  # its name in PostgreSQL's ``deerflow_schema`` (the version table)
+    migrations: tuple[str, ...] = ()  # PostgreSQL: ``migrations[i]`` moves schema version i + 1 to i + 2
     busy_timeout_seconds: float = 30.0  # how long one statement waits for another writer's lock
     loop_guarded: bool = False  # DEERFLOW_LOOP_GUARD=1: refuse sync calls on an event loop's thread
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path | str) -> None:
+        """Open (lazily) the store at ``path``: a SQLite file, or a ``postgresql://`` URL (``storage.url``)."""
+        from deerflow.persistence.pgsql import WHERE, database, is_postgres_url
+
+        self._pg = database(path) if is_postgres_url(path) else None  # type: ignore[arg-type]
+        self.path = WHERE if self._pg is not None else Path(path)
         self._ready = False
         self._ready_lock = threading.Lock()
+
+    @property
+    def backend(self) -> str:
+        """``postgres`` or ``sqlite``: where this store's rows live."""
+        return "postgres" if self._pg is not None else "sqlite"
 
     def _ensure_schema(self) -> None:
         with self._ready_lock:
@@ -192,6 +208,9 @@ class SqliteStore:
             from deerflow.persistence.aio import guard_loop
 
             guard_loop(type(self).__name__)
+        if self._pg is not None:
+            yield from self._connect_pg()
+            return
         if not self._ready:
             self._ensure_schema()
         db = self._open()
@@ -204,6 +223,18 @@ class SqliteStore:
             raise
         finally:
             db.close()
+
+
+    def _connect_pg(self) -> Iterator[Any]:
+        """One PostgreSQL transaction (the schema part created or migrated on first use)."""
+        from deerflow.persistence.pgsql import SchemaPart
+
+        assert self._pg is not None
+        if not self._ready:
+            self._pg.ensure(SchemaPart(self.schema_part or type(self).__name__.lower(), self.schema, self.migrations))
+            self._ready = True
+        with self._pg.transaction() as db:
+            yield db
 
 
 def as_storage_error(path: Path, exc: sqlite3.DatabaseError) -> Exception:

@@ -1,4 +1,4 @@
-"""Thread metadata, run records and run events in SQLite.
+"""Thread metadata, run records and run events in SQLite or PostgreSQL (``storage.url``).
 
 LangGraph's checkpointer keeps the conversation state; this store keeps what
 the product needs around it: who owns a thread and its title, each run's
@@ -20,7 +20,9 @@ transaction that records the run's end.  A holder that dies stops renewing; once
 the lease has expired the next run takes it over and, in that transaction,
 marks the dead holder's run as interrupted.  The SQL is plain (``INSERT ... ON
 CONFLICT ... DO UPDATE ... WHERE``, no SQLite-only syntax) so the same contract
-holds on PostgreSQL.
+holds on PostgreSQL, where the conflicting row's lock serialises the upserts and
+the loser re-checks the ``WHERE`` against the winner's committed row
+(:mod:`deerflow.persistence.pgsql` holds the few dialect differences).
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class MetadataStore(SqliteStore):
     """
 
     schema = _SCHEMA
+    schema_part = "metadata"
     busy_timeout_seconds = 10.0  # below the async deadline: a locked database answers "unavailable", not a hang
     loop_guarded = True
 
@@ -198,7 +201,7 @@ class MetadataStore(SqliteStore):
         with self._connect() as db:
             cur = db.execute("DELETE FROM threads WHERE thread_id=? AND user_id=?", (thread_id, user_id))
             if cur.rowcount:
-                runs = [r[0] for r in db.execute("SELECT run_id FROM runs WHERE thread_id=?", (thread_id,))]
+                runs = [r["run_id"] for r in db.execute("SELECT run_id FROM runs WHERE thread_id=?", (thread_id,))]
                 db.executemany("DELETE FROM run_events WHERE run_id=?", [(r,) for r in runs])
                 db.execute("DELETE FROM runs WHERE thread_id=?", (thread_id,))
                 db.execute("DELETE FROM thread_leases WHERE thread_id=?", (thread_id,))
@@ -275,11 +278,10 @@ class MetadataStore(SqliteStore):
 
     def runs_since(self, since: float | None = None, *, user_id: str | None = None) -> list[RunRecord]:
         """Runs created at or after ``since`` (all when None), of ``user_id`` (every user when None), oldest first."""
+        mine = " AND user_id=?" if user_id is not None else ""  # no untyped NULL parameter (PostgreSQL)
         with self._connect() as db:
-            rows = db.execute(
-                "SELECT * FROM runs WHERE created_at>=? AND (? IS NULL OR user_id=?) ORDER BY created_at",
-                (since or 0.0, user_id, user_id),
-            ).fetchall()
+            rows = db.execute(f"SELECT * FROM runs WHERE created_at>=?{mine} ORDER BY created_at",
+                              (since or 0.0, *([user_id] if user_id is not None else []))).fetchall()
         return [_run(r) for r in rows]
 
     def mark_interrupted_runs(self) -> int:
@@ -299,13 +301,14 @@ class MetadataStore(SqliteStore):
     # -- events ------------------------------------------------------------------
     def add_events(self, run_id: str, events: Sequence[tuple[int, str]]) -> None:
         with self._connect() as db:
-            db.executemany("INSERT OR REPLACE INTO run_events (run_id, seq, event) VALUES (?,?,?)",
+            db.executemany("INSERT INTO run_events (run_id, seq, event) VALUES (?,?,?)"
+                           " ON CONFLICT (run_id, seq) DO UPDATE SET event=excluded.event",
                            [(run_id, seq, data) for seq, data in events])
 
     def events(self, run_id: str, *, after: int = 0) -> list[str]:
         with self._connect() as db:
             rows = db.execute("SELECT event FROM run_events WHERE run_id=? AND seq>? ORDER BY seq", (run_id, after))
-            return [r[0] for r in rows]
+            return [r["event"] for r in rows]
 
 
 def _thread(row: sqlite3.Row) -> ThreadRecord:

@@ -122,11 +122,11 @@ class RunManager:
     async def open(cls, *, loaded: LoadedConfig, home: HomePaths, plugins: PluginSet | None = None) -> RunManager:
         """Open the host's services; ``plugins`` already loaded by the host (else loaded here, once)."""
         install_inline_trace_bookkeeping()
-        home = home.with_files_root(loaded.config.storage.thread_files_root)  # a shared volume, when set
+        home = home.with_storage(loaded.config.storage)  # a shared volume, a team database, when set
         stack = AsyncExitStack()
         try:
             browsing = await open_browsing_services(loaded.config, stack, config_file=_str(loaded.path))  # fails fast
-            store = MetadataStore(home.database)
+            store = MetadataStore(home.metadata)
             await store.aio.mark_interrupted_runs()
             stack.callback(store.aio.close)  # its executor's threads end with the host
             saver = await open_checkpointer(loaded.config.storage, default_path=home.home / "checkpoints.db", stack=stack)

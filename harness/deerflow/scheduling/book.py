@@ -36,8 +36,8 @@ class ScheduleBook:
                  store: ScheduleStore | None = None) -> None:
         self.home = home
         self.user_id = check_id(user_id, kind="user")
-        self.metadata = metadata or MetadataStore(home.database)
-        self.store = store or ScheduleStore(home.database)
+        self.metadata = metadata or MetadataStore(home.metadata)
+        self.store = store or ScheduleStore(home.metadata)
 
     def add(self, *, cron: str, prompt: str, agent_name: str | None = None, thread_id: str | None = None,
             timezone: str = "UTC") -> Schedule:

@@ -1,13 +1,14 @@
-"""Schedules, their leases and their run records, in SQLite.
+"""Schedules, their leases and their run records, in SQLite or PostgreSQL (``storage.url``).
 
-Two tables beside the thread metadata in ``$DEERFLOW_HOME/deerflow.db``:
+Two tables beside the thread metadata (``$DEERFLOW_HOME/deerflow.db``, or the team's database):
 ``schedules`` (what to run, when next, who holds it now) and ``schedule_runs``
 (one row per execution: run id, status, text, receipt, a ``BLOCKED`` decision).
 
 **One schedule never runs twice at once**, even with two servers on one
 database: a scheduler *claims* a schedule with a single conditional
 ``UPDATE ... WHERE lease_until IS NULL OR lease_until < now``; SQLite serialises
-writers, so exactly one claimer sees ``rowcount == 1``.  The holder renews its
+writers, and PostgreSQL makes the second updater wait on the row lock and re-check
+the ``WHERE`` against the committed row, so exactly one claimer sees ``rowcount == 1``.  The holder renews its
 lease while the run lasts and clears it when done.  A scheduler that dies
 mid-run leaves a lease that expires, after which the schedule is due again.
 
@@ -114,6 +115,7 @@ class ScheduleStore(SqliteStore):
     """Schedules of one ``$DEERFLOW_HOME`` database (safe across threads and processes)."""
 
     schema = _SCHEMA
+    schema_part = "schedules"
     loop_guarded = True  # async code uses ``store.aio`` (see deerflow.persistence.aio)
 
     # -- schedules ----------------------------------------------------------------
@@ -191,10 +193,11 @@ class ScheduleStore(SqliteStore):
     def start_record(self, schedule: Schedule, owner: str, *, slot_at: float, missed_slots: int,
                      started_at: float) -> int:
         with self._connect() as db:
-            cur = db.execute("INSERT INTO schedule_runs (schedule_id, user_id, claimed_by, slot_at, missed_slots,"
-                             " started_at, status) VALUES (?,?,?,?,?,?, 'running')",
-                             (schedule.schedule_id, schedule.user_id, owner, slot_at, missed_slots, started_at))
-        return int(cur.lastrowid or 0)
+            row = db.execute("INSERT INTO schedule_runs (schedule_id, user_id, claimed_by, slot_at, missed_slots,"
+                             " started_at, status) VALUES (?,?,?,?,?,?, 'running') RETURNING record_id",
+                             (schedule.schedule_id, schedule.user_id, owner, slot_at, missed_slots,
+                              started_at)).fetchone()
+        return int(row["record_id"])
 
     def finish_record(self, record_id: int, *, status: str, run_id: str | None = None, thread_id: str | None = None,
                       text: str | None = None, error: str | None = None, receipt: dict[str, Any] | None = None,

@@ -59,8 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
         return exc.exit_code
-    home = HomePaths(Path(args.home).expanduser() if args.home else default_home()).with_files_root(
-        loaded.config.storage.thread_files_root)  # the thread folders the servers use
+    home = HomePaths(Path(args.home).expanduser() if args.home else default_home()).with_storage(
+        loaded.config.storage)  # the thread folders the servers use
     try:
         stats = asyncio.run(run_worker(loaded, home, concurrency=args.concurrency, lease_seconds=args.lease,
                                        until_idle=args.until_idle))
