@@ -17,8 +17,9 @@ live view has a Stop button.
 
 One truth per question: however a question is answered (its form, ``%deerflow
 reply``, ``result.reply``, a later prompt on the thread), every view showing it
-turns read-only with the answer, and a run continued from a form updates the
-waiting cell's :class:`RunResult` in place to the run's final state.
+turns read-only with the answer, and a run continued from a form (or by a
+view's Continue button) updates the cell's :class:`RunResult` in place to the
+run's final state: its ``_`` and ``Out[n]`` are the continued run.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import os
 import signal
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +80,8 @@ class KernelSession:
         self._thread_options: dict[str, dict[str, Any]] = {}
         self._continuations: dict[str, _Continuation] = {}
         self._waiting: dict[str, tuple[Any, RunResult]] = {}  # request id -> (view, the cell's result)
+        # view -> its cell's result, which the Continue button updates in place
+        self._cell_results: weakref.WeakKeyDictionary[Any, RunResult] = weakref.WeakKeyDictionary()
         self._background: set[Any] = set()  # views a form's run streams into
         self._idle_sigint: Any = None
         self._sigint_armed = False
@@ -211,6 +215,7 @@ class KernelSession:
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result
+        self._cell_results[view] = result  # the Continue button updates it in place
         show_proposals(self, result)  # the run's notebook edit proposals: diff, Apply / Discard
         self._remember_waiting(view, result)
         return result
@@ -304,7 +309,14 @@ class KernelSession:
             view.begin_continue()
             self._background.add(view)
             try:
-                self.last_result = self.follow(handle, view, interruptible=False)
+                result = self.follow(handle, view, interruptible=False)
+                cell = self._cell_results.get(view)
+                if cell is not None:  # the cell's result (its ``_``, ``Out[n]``) now holds the continued run
+                    adopt(cell, result)
+                    self.runs[cell.run_id or ""] = cell
+                    result = cell
+                self.last_result = result
+                self._remember_waiting(view, result)
             finally:
                 self._background.discard(view)
 

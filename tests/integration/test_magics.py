@@ -292,6 +292,12 @@ def test_the_continue_button_resumes_an_interrupted_run_in_the_same_view(shell, 
     while view.status != "success" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert view.status == "success" and session.last_result.text == "Picked up where I stopped."
+    while stopped.status != "success" and time.monotonic() < deadline:  # adopted just after the view ends
+        time.sleep(0.05)
+    # the cell's own result (its ``_`` and ``Out[n]``) now holds the continued run's final state
+    assert stopped.status == "success" and stopped.text == "Picked up where I stopped."
+    assert session.last_result is stopped and shell.user_ns["_"] is stopped
+    assert session.find_run(stopped.run_id) is stopped
     assert view.resume.layout.display == "none"
     assert any("Continued" in getattr(w, "value", "") for w in view.transcript.children)
 
