@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,6 +178,42 @@ def test_metrics_show_sandbox_starts_guard_refusals_and_the_batch_queue(deerflow
     assert samples['deerflow_sandbox_starts_total{kind="kernel",provider="local"}'] == 1
     assert samples['deerflow_tool_calls_total{status="success",tool="python"}'] == 1
     assert samples['deerflow_batch_queue_depth'] == 0  # exported before any batch, so a dashboard has a series
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_metrics_count_the_connections_the_sandbox_egress_proxy_refuses(deerflow_home, tmp_path):
+    """A sandboxed ``curl`` to the cloud metadata address is refused by the proxy; ``/metrics`` counts it."""
+    command = "curl -sS --max-time 5 http://169.254.169.254/latest/meta-data/"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{{name: bash, id: c1, args: {{command: "{command}"}}}}]
+        - Could not reach it.
+sandbox:
+  use: bwrap
+  network: allowlist
+  allowed_hosts: [allowed.test]
+""")
+    env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config)}
+    proc, url, headers, _ = start_headless_server(tmp_path, env)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
+            done = http.post("/deerflow/api/threads/m-egress/runs/wait", json={
+                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "fetch it"}]},
+                "if_not_exists": "create"})
+            assert done.status_code == 200, done.text
+            metrics = http.get("/metrics")
+    finally:
+        stop_process(proc, grace=5)
+    (tool,) = [m for m in done.json()["messages"] if m["type"] == "tool"]
+    assert "deerflow egress proxy: 169.254.169.254:80 refused" in tool["content"]
+    samples = parse_samples(metrics.text)
+    assert samples['deerflow_guard_refusals_total{guard="sandbox_egress"}'] == 1
+    assert samples['deerflow_tool_calls_total{status="success",tool="bash"}'] == 1  # curl failed, the tool ran
 
 
 def parse_samples(text: str) -> dict[str, float]:
