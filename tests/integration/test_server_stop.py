@@ -216,6 +216,51 @@ sandbox:
     assert samples['deerflow_tool_calls_total{status="success",tool="bash"}'] == 1  # curl failed, the tool ran
 
 
+def test_json_logs_one_object_per_line_with_the_run_fields_and_no_secret(deerflow_home, tmp_path):
+    """``logging.format: json``: the server's DeerFlow lines parse as JSON; a key code logged is ``***``."""
+    key, token = "lab-key-0123456789", "tok-987654321"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{{name: leak, id: c1, args: {{text: "401 for key {key} and token {token}"}}}}]
+        - Done.
+  - name: paid
+    use: langchain_openai:ChatOpenAI
+    api_key: {key}
+tools:
+  - {{name: leak, group: test, use: "fixtures.leaky_tools:leak"}}
+logging:
+  format: json
+""")
+    env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config), "DEERFLOW_USER": "alice",
+           "LAB_SERVICE_TOKEN": token}
+    proc, url, headers, log = start_headless_server(tmp_path, env)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
+            done = http.post("/deerflow/api/threads/t-log/runs/wait", json={
+                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "go"}]},
+                "if_not_exists": "create"})
+            assert done.status_code == 200, done.text
+    finally:
+        stop_process(proc, grace=5)
+    text = log.read_text()
+    assert key not in text and token not in text
+    ours = [json.loads(line) for line in text.splitlines() if line.startswith('{"ts"')]
+    (finished,) = [line for line in ours if line["message"] == "run finished"]
+    assert finished["logger"] == "deerflow.runs" and finished["level"] == "info"
+    assert finished["user"] == "alice" and finished["thread"] == "t-log" and finished["status"] == "success"
+    assert finished["run"] and finished["duration_s"] >= 0 and finished["tool_calls"] == 1
+    (warned,) = [line for line in ours if line["logger"] == "deerflow.tests.leaky" and line["level"] == "warning"]
+    assert warned["upstream"] == "401 for key *** and token ***"
+    (failed,) = [line for line in ours if line["message"] == "leak tool failed"]
+    assert failed["error"] == "RuntimeError: request failed with 401 for key *** and token ***"
+    assert not [line for line in text.splitlines() if "deerflow.runs" in line and not line.startswith("{")]
+
+
 def parse_samples(text: str) -> dict[str, float]:
     """``name{labels} value`` lines of the Prometheus text format (labels as printed, sorted by name)."""
     samples = {}

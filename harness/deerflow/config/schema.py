@@ -457,6 +457,18 @@ class UsageConfig(_Section):
                     "calls whose model reports no usage cannot be counted.")
 
 
+class LoggingConfig(_Section):
+    """How the server and the CLI write their logs (docs/OPERATIONS.md)."""
+
+    format: Literal["text", "json"] = Field(
+        default="text", description="json: one JSON object per line (the per-run line's user, thread, run, "
+        "status and duration as keys; other lines with their fields), for a log shipper. Secrets from the config "
+        "and the environment are redacted in either format.")
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="The least severe DeerFlow record a server writes (the CLI shows warnings "
+        "unless --debug).")
+
+
 class AppConfig(_Section):
     """The whole of ``config.yaml``."""
 
@@ -484,6 +496,7 @@ class AppConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     notebook_edits: Literal["propose", "apply"] = Field(
         default="propose", description="What edit_notebook does with the user's notebooks: `propose` a diff "

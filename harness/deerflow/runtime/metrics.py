@@ -98,7 +98,9 @@ def run_finished(*, user_id: str, finished: ev.RunFinished, events: Iterable[Any
         "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
         "tool_calls": sum(tools.values()), "tool_errors": sum(n for (_, s), n in tools.items() if s == "error"),
     }
-    run_log.info("run finished %s", json.dumps(line, sort_keys=True))
+    # text logs: the fields as JSON after the words; JSON logs (logging.format: json): top-level keys
+    run_log.info("run finished %s", json.dumps(line, sort_keys=True),
+                 extra={"fields": line, "short_message": "run finished"})
 
 
 def _known(usage: Mapping[str, Any]) -> bool:
