@@ -5,6 +5,8 @@
     deerflow memory forget ID
     deerflow memory clear
     deerflow memory export [--out FILE]
+    deerflow memory changes [--json]    # what each run taught memory
+    deerflow memory undo [RUN]          # put the facts back as before that run's extraction
     (each takes --agent NAME for a custom agent's memory)
 
 Kept out of :mod:`deerflow.cli`, which only wires it in.  It opens the memory
@@ -35,6 +37,10 @@ def add_parser(sub: Any) -> None:
     actions.add_parser("clear", help="forget everything")
     export = actions.add_parser("export", help="every fact with its source and times, as JSON")
     export.add_argument("--out", help="write to this file instead of stdout")
+    changes = actions.add_parser("changes", help="what each run taught memory, newest first")
+    changes.add_argument("--json", action="store_true", help="print a JSON list of change records")
+    undo = actions.add_parser("undo", help="undo what a run taught memory (default: the latest change)")
+    undo.add_argument("id", nargs="?", default="", metavar="RUN", help="the run id (or a prefix of it)")
     for action in actions.choices.values():
         action.add_argument("--agent", help="a custom agent's memory (default: the lead agent's)")
 
@@ -56,6 +62,8 @@ def run(client: Any, args: argparse.Namespace) -> int:
                          agent=args.agent)
     if verb == "list" and args.json:
         print(json.dumps(result["facts"], ensure_ascii=False))
+    elif verb == "changes" and args.json:
+        print(json.dumps(result["changes"], ensure_ascii=False))
     elif verb == "export" and args.out:
         Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {len(result['facts'])} facts to {args.out}")

@@ -1,4 +1,4 @@
-"""The memory verbs every surface shares: ``list | add TEXT | forget ID | clear | export``.
+"""The memory verbs every surface shares: ``list | add TEXT | forget ID | clear | export | changes | undo [RUN]``.
 
 The CLI (``deerflow memory``), the notebook magic (``%deerflow memory``), the
 chat (``/memory``) and the HTTP routes all call :func:`memory_action` on the
@@ -17,8 +17,8 @@ from typing import Any
 from deerflow.errors import UserError
 from deerflow.memory.book import MemoryBook
 
-VERBS = ("list", "add", "forget", "clear", "export")
-USAGE = "memory list | add TEXT | forget ID | clear | export"
+VERBS = ("list", "add", "forget", "clear", "export", "changes", "undo")
+USAGE = "memory list | add TEXT | forget ID | clear | export | changes | undo [RUN]"
 
 
 def split_verb(text: str) -> tuple[str, str]:
@@ -28,7 +28,7 @@ def split_verb(text: str) -> tuple[str, str]:
     if verb not in VERBS:
         raise UserError(f"unknown memory command {verb!r}; use: {USAGE}")
     rest = rest.strip()
-    if verb in {"add", "forget"} and len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
+    if verb in {"add", "forget", "undo"} and len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
         rest = " ".join(shlex.split(rest))  # a quoted argument, as typed in a shell
     return verb, rest
 
@@ -65,6 +65,14 @@ def memory_action(book: MemoryBook, verb: str, argument: str = "") -> dict[str, 
         return {"removed": book.clear()}
     if verb == "export":
         return book.export()
+    if verb == "changes":
+        from deerflow.memory.changes import recent_changes
+
+        return {"changes": [r.to_dict() for r in recent_changes(book)]}
+    if verb == "undo":
+        from deerflow.memory.changes import undo_change
+
+        return {"undone": undo_change(book, argument.strip() or None).to_dict()}
     raise UserError(f"unknown memory command {verb!r}; use: {USAGE}")
 
 
@@ -81,6 +89,14 @@ def render_text(verb: str, result: dict[str, Any]) -> str:
         return f"forgot {result['forgotten']['id']}: {result['forgotten']['text']}"
     if verb == "clear":
         return f"forgot {result['removed']} fact{'s' if result['removed'] != 1 else ''}"
+    if verb == "changes":
+        if not result["changes"]:
+            return "no memory changes yet: they appear after runs that taught memory something"
+        return "\n".join(f"{c['run_id']}  {c['summary']}" for c in result["changes"])
+    if verb == "undo":
+        undone = result["undone"]
+        return (f"undid the memory change of run {undone['run_id']}: {len(undone['added'])} removed, "
+                f"{len(undone['updated']) + len(undone['removed'])} restored")
     import json
 
     return json.dumps(result, indent=2, ensure_ascii=False)
