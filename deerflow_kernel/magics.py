@@ -12,7 +12,7 @@
     %deerflow cells [--run R] [--print]   (the agent's python cells into a new cell below)
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
-    %deerflow memory [list | add TEXT | forget ID | clear | export]
+    %deerflow memory [list | add TEXT | forget ID | clear | export | changes | undo [RUN]]
     %deerflow apply [PROPOSAL] | discard [PROPOSAL] | undo [RUN]   (the agent's notebook edits)
 
 User mistakes (bad options, unknown variables, unknown threads, a reply
@@ -69,6 +69,7 @@ Subcommands
   %deerflow skills disable data-analysis             skills enable NAME, skills disable NAME
   %deerflow mcp tools                              MCP servers and their tools (mcp list | tools | reset)
   %deerflow memory list                            What DeerFlow remembers about you (add TEXT | forget ID | clear | export)
+  %deerflow memory undo RUN                        Forget what a run taught memory (memory changes lists them)
   %deerflow apply                                  Apply the agent's proposed notebook edits (or: apply PROPOSAL)
   %deerflow discard                                Discard them instead (or: discard PROPOSAL)
   %deerflow undo                                   Restore the cells the last run's edits changed (or: undo RUN)
@@ -226,7 +227,7 @@ class DeerFlowMagics(Magics):
         cells_command(self.session, rest)
 
     def _cmd_memory(self, rest: str) -> None:
-        """``memory list | add TEXT | forget ID | clear | export``: what DeerFlow remembers about you."""
+        """``memory list | add TEXT | forget ID | clear | export | changes | undo [RUN]``: what DeerFlow remembers."""
         from deerflow.memory.commands import render_text, split_verb
 
         verb, argument = split_verb(rest)

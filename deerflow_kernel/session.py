@@ -217,8 +217,40 @@ class KernelSession:
         self.last_result = result
         self._cell_results[view] = result  # the Continue button updates it in place
         show_proposals(self, result)  # the run's notebook edit proposals: diff, Apply / Discard
+        self.watch_memory(view, result)
         self._remember_waiting(view, result)
         return result
+
+    def watch_memory(self, view: Any, result: RunResult, *, wait: float = 90.0) -> threading.Thread | None:
+        """Once the run's memory extraction is over, add "🧠 memory: +2 facts" and Undo to its view.
+
+        Only widget views (a plain shell has no place to show a late line: ``%deerflow memory
+        changes`` lists them); the wait is on a daemon thread, never on the cell.
+        """
+        if not hasattr(view, "_append") or result.status != "success" or not result.run_id:
+            return None
+        backend, run_id = self.backend(), result.run_id
+        agent = self._thread_options.get(result.thread_id or "", {}).get("agent_name")
+
+        def work() -> None:
+            try:
+                change = backend.memory_change(run_id, agent=agent, wait=wait)
+            except UserError:  # the server went away, memory is off there...: no line
+                return
+            if change:
+                from deerflow_kernel.memory_line import memory_widget
+
+                view._append(memory_widget(change, self.undo_memory))
+
+        thread = threading.Thread(target=work, name="deerflow-memory", daemon=True)
+        thread.start()
+        return thread
+
+    def undo_memory(self, run_id: str) -> str:
+        """The memory line's Undo: ``%deerflow memory undo RUN``; what to say."""
+        from deerflow.memory.commands import render_text
+
+        return render_text("undo", self.backend().memory("undo", run_id))
 
     def _remember_waiting(self, view: Any, result: RunResult) -> None:
         if result.waiting and result.clarification is not None and hasattr(view, "mark_answered"):
