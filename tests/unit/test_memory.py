@@ -11,7 +11,7 @@ import pytest
 
 from deerflow.config.schema import StorageConfig
 from deerflow.errors import NotFoundError, UserError
-from deerflow.memory.book import Fact, MemoryBook, fit_budget, rank
+from deerflow.memory.book import Fact, MemoryBook, fit_budget, rank, words
 from deerflow.memory.commands import memory_action, split_verb
 from deerflow.memory.extraction import (
     EXTRACTION_MARKER,
@@ -172,3 +172,40 @@ def test_shared_verbs(store):
     with pytest.raises(UserError):
         split_verb("remember everything")
     assert memory_action(book, "clear") == {"removed": 1}
+
+
+# -- semantic search (memory.embedding): LangGraph's store index on a real SqliteStore ---------------
+
+def semantic_store(tmp_path: Path, stack: ExitStack):
+    from deerflow.config.schema import MemoryEmbeddingConfig
+
+    embedding = MemoryEmbeddingConfig(use="fixtures.fake_embeddings:ConceptEmbeddings", dims=8)
+    return open_store(StorageConfig(), home=tmp_path, stack=stack, embedding=embedding)
+
+
+def test_with_an_embedding_model_facts_rank_by_meaning(tmp_path):
+    facts = ["Prefers one-page reports", "Works in Python with pandas", "Studies white-tailed deer",
+             "Lives near a lake"]
+    with ExitStack() as stack:
+        book = MemoryBook(semantic_store(tmp_path, stack), "alice")
+        for text in facts:
+            book.add(text)
+        assert book.semantic and book.store.index_config["fields"] == ["text"]
+        # no word in common with the deer fact: lexical ranking cannot find it, the embeddings do
+        assert words("elk antlers and moose") & words("Studies white-tailed deer") == set()
+        assert [f.text for f in book.relevant("elk antlers and moose", max_tokens=9)] == ["Studies white-tailed deer"]
+        assert book.relevant("a summary writeup", max_tokens=2000)[0].text == "Prefers one-page reports"
+        assert book.relevant("a summary writeup", max_tokens=2000)[1:] != []  # the rest still follow
+    with ExitStack() as stack:  # the same file without the embedding: lexical, and the facts are all there
+        lexical = MemoryBook(open_store(StorageConfig(), home=tmp_path, stack=stack), "alice")
+        assert not lexical.semantic and len(lexical.list()) == 4
+        assert lexical.relevant("elk antlers and moose", max_tokens=9)[0].text != "Studies white-tailed deer"
+
+
+def test_an_embedding_class_that_cannot_load_is_a_config_error(tmp_path):
+    from deerflow.config.schema import MemoryEmbeddingConfig
+    from deerflow.errors import ConfigError
+
+    with ExitStack() as stack, pytest.raises(ConfigError, match=r"memory\.embedding\.use"):
+        open_store(StorageConfig(), home=tmp_path, stack=stack,
+                   embedding=MemoryEmbeddingConfig(use="fixtures.fake_embeddings:Nope", dims=8))

@@ -400,6 +400,24 @@ class UploadsConfig(_Section):
     max_files: int = Field(default=200, ge=1)
 
 
+class MemoryEmbeddingConfig(_Section):
+    """An embedding model for semantic search over facts (LangGraph's store index)."""
+
+    use: str = Field(description="'module:Class' of a langchain Embeddings class (e.g. "
+                     "'langchain_openai:OpenAIEmbeddings').")
+    dims: int = Field(ge=1, le=8192, description="Length of the model's vectors.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class "
+                                   "(model, base_url, api_key...).")
+
+    @field_validator("use")
+    @classmethod
+    def _use_is_import_path(cls, value: str) -> str:
+        module, _, attr = value.partition(":")
+        if not module or not attr:
+            raise ValueError("must look like 'package.module:ClassName'")
+        return value
+
+
 class MemoryConfig(_Section):
     """Long-term memory per user (:mod:`deerflow.memory`): what is remembered across threads."""
 
@@ -414,6 +432,9 @@ class MemoryConfig(_Section):
     extraction_timeout: float = Field(default=60.0, gt=0, description="Deadline of one extraction.")
     shutdown_grace_seconds: float = Field(default=10.0, ge=0,
                                           description="At shutdown, pending extractions run for at most this.")
+    embedding: MemoryEmbeddingConfig | None = Field(
+        default=None, description="Rank facts by meaning with this embedding model (LangGraph's store index); "
+        "without it, facts are ranked by shared words.")
 
 
 class PluginConfig(_Section):

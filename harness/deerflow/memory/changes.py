@@ -123,4 +123,4 @@ def undo_change(book: MemoryBook, run: str | None = None) -> ChangeRecord:
 
 
 def _restore(book: MemoryBook, fact: dict[str, Any]) -> None:
-    book.store.put(book.namespace, fact["id"], {k: v for k, v in fact.items() if k != "id"}, index=False)
+    book.write(fact["id"], {k: v for k, v in fact.items() if k != "id"})

@@ -54,7 +54,8 @@ def run(client: Any, args: argparse.Namespace) -> int:
     verb = args.memory_command
     if verb == "add":
         with ExitStack() as stack:
-            store = open_store(client.config.storage, home=client.home.home, stack=stack)
+            store = open_store(client.config.storage, home=client.home.home, stack=stack,
+                               embedding=client.config.memory.embedding)
             book = MemoryBook(store, client.user_id, agent=args.agent, max_facts=client.config.memory.max_facts)
             print(book.add(args.text, category=args.category).id)
         return 0

@@ -39,7 +39,7 @@ def act_on_home(config: Any, home: Path, user_id: str, verb: str, argument: str 
     from deerflow.memory.store import open_store
 
     with ExitStack() as stack:
-        store = open_store(config.storage, home=home, stack=stack)
+        store = open_store(config.storage, home=home, stack=stack, embedding=config.memory.embedding)
         book = MemoryBook(store, user_id, agent=agent, max_facts=config.memory.max_facts)
         return memory_action(book, verb, argument)
 

@@ -72,7 +72,8 @@ class MemoryService:
     @classmethod
     def open(cls, config: AppConfig, *, home: Path, stack: ExitStack | AsyncExitStack, model_factory: ModelFactory) -> MemoryService:
         """Open the store (``stack`` closes it)."""
-        return cls(open_store(config.storage, home=home, stack=stack), config=config, model_factory=model_factory)
+        store = open_store(config.storage, home=home, stack=stack, embedding=config.memory.embedding)
+        return cls(store, config=config, model_factory=model_factory)
 
     def book(self, user_id: str, agent: str | None = None) -> MemoryBook:
         return MemoryBook(self.store, user_id, agent=agent, max_facts=self.config.memory.max_facts)
