@@ -46,3 +46,22 @@ def memory_widget(change: dict[str, Any], undo: Callable[[str], str]) -> widgets
 
     button.on_click(clicked)
     return widgets.HBox([label, button])
+
+
+class FactList(list):  # type: ignore[type-arg]
+    """``%deerflow memory list``: the facts (dicts with ``id``, ``text``...), shown one line each."""
+
+    def __repr__(self) -> str:
+        from deerflow.memory.commands import render_text
+
+        return render_text("list", {"facts": list(self)})
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    def find(self, words: str) -> dict[str, Any]:
+        """The one fact whose text contains ``words`` (case-insensitive); UserError if none or several."""
+        found = [f for f in self if words.casefold() in f["text"].casefold()]
+        if len(found) != 1:
+            raise UserError(f"{len(found) or 'no'} facts mention {words!r}")
+        return found[0]

@@ -187,6 +187,11 @@ class ServerBackend(Backend):
             return self._json("DELETE", "memory")
         if verb == "undo":
             return self._json("POST", "memory/undo", json={"run": argument or None})
+        if verb == "edit":
+            fact_id, _, text = argument.partition(" ")
+            return self._json("PATCH", f"memory/{_q(fact_id)}", json={"text": text.strip().strip("'\"")})
+        if verb == "prompt":
+            return self._json("GET", "memory/prompt", params={"topic": argument})
         if verb == "changes":
             return self._json("GET", "memory/changes")
         return self._json("GET", "memory/export" if verb == "export" else "memory")

@@ -6,6 +6,8 @@
     GET    /deerflow/api/memory/export[?agent=NAME]   every fact with its source and times
     GET    /deerflow/api/memory/{id}[?agent=NAME]     one fact
     DELETE /deerflow/api/memory/{id}[?agent=NAME]     {"forgotten": {...}}
+    PATCH  /deerflow/api/memory/{id}[?agent=NAME]     {"text"} → {"fact": {...}}: corrected, now the user's own
+    GET    /deerflow/api/memory/prompt[?topic=T&agent=NAME]  {"block"}: what a run about T would show the model
     GET    /deerflow/api/memory/changes[?agent=NAME]  {"changes": [...]}: what each run taught memory
     GET    /deerflow/api/memory/changes?run=ID[&wait=S]  {"change": {...} | null}: what run ID taught,
                                                       waiting up to S (≤ 120) seconds for its extraction
@@ -51,7 +53,9 @@ class _MemoryHandler(DeerFlowHandler):
 
     async def act(self, verb: str, argument: str = "", *, agent: str | None = None) -> dict[str, Any]:
         book = await self.book(agent)
-        return await asyncio.to_thread(memory_action, book, verb, argument)
+        service = (await self.manager()).services[MEMORY_SERVICE]
+        return await asyncio.to_thread(memory_action, book, verb, argument,
+                                       max_tokens=service.config.memory.max_injection_tokens)
 
 
 class MemoryHandler(_MemoryHandler):
@@ -118,6 +122,19 @@ class MemoryUndoHandler(_MemoryHandler):
         self.send_json(await self.act("undo", body.run or "", agent=body.agent))
 
 
+class EditBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS * 2)
+
+
+class MemoryPromptHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json(await self.act("prompt", self.get_query_argument("topic", "") or ""))
+
+
 class MemoryFactHandler(_MemoryHandler):
     @web.authenticated
     @authorized
@@ -130,14 +147,22 @@ class MemoryFactHandler(_MemoryHandler):
     async def delete(self, fact_id: str) -> None:
         self.send_json(await self.act("forget", fact_id))
 
+    @web.authenticated
+    @authorized
+    async def patch(self, fact_id: str) -> None:
+        body = self.body(EditBody)
+        book = await self.book()
+        self.send_json({"fact": (await asyncio.to_thread(book.edit, fact_id, body.text)).to_dict()})
+
 
 ROUTES = [
     (r"/memory", MemoryHandler),
     (r"/memory/export", MemoryExportHandler),  # before /memory/{id}: first match wins
     (r"/memory/changes", MemoryChangesHandler),
     (r"/memory/undo", MemoryUndoHandler),
+    (r"/memory/prompt", MemoryPromptHandler),
     (rf"/memory/{FACT_ID}", MemoryFactHandler),
 ]
 
 __all__ = ["FACT_ID", "ROUTES", "MemoryChangesHandler", "MemoryExportHandler", "MemoryFactHandler", "MemoryHandler",
-           "MemoryUndoHandler"]
+           "MemoryPromptHandler", "MemoryUndoHandler"]

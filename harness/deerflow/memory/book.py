@@ -129,6 +129,20 @@ class MemoryBook:
                            fact_id, type(exc).__name__, exc)
             self.store.put(self.namespace, fact_id, value, index=False)
 
+    def edit(self, fact_id: str, text: str) -> Fact:
+        """Correct a fact's text; it becomes the user's own (extraction no longer removes it).
+
+        Raises:
+            NotFoundError: not this user's fact.
+            UserError: empty text or markup that could close the memory block.
+        """
+        old = self.get(fact_id)
+        reason = markup_reason(text)
+        if reason:
+            raise UserError(reason)
+        return self.put(text, category=old.category, confidence=1.0, fact_id=old.id,
+                        source={**old.source, "kind": "user", "edited": True})
+
     def forget(self, fact_id: str) -> Fact:
         """Delete one fact; NotFoundError when it is not this user's."""
         fact = self.get(fact_id)

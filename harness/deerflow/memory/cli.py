@@ -2,7 +2,9 @@
 
     deerflow memory list [--json]       # --json: a list of objects with id and text (contract)
     deerflow memory add "TEXT"          # prints the new fact's id (contract)
+    deerflow memory edit ID "TEXT"
     deerflow memory forget ID
+    deerflow memory prompt [TOPIC]      # the memory block a run about TOPIC would show the model
     deerflow memory clear
     deerflow memory export [--out FILE]
     deerflow memory changes [--json]    # what each run taught memory
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,11 @@ def add_parser(sub: Any) -> None:
     add = actions.add_parser("add", help="remember a fact; prints its id")
     add.add_argument("text")
     add.add_argument("--category", default="context", choices=["preference", "context", "project", "skill"])
+    edit = actions.add_parser("edit", help="correct a fact's text")
+    edit.add_argument("id")
+    edit.add_argument("text")
+    prompt = actions.add_parser("prompt", help="the memory block a run about TOPIC would show the model")
+    prompt.add_argument("topic", nargs="?", default="")
     forget = actions.add_parser("forget", help="forget one fact")
     forget.add_argument("id")
     actions.add_parser("clear", help="forget everything")
@@ -59,8 +67,9 @@ def run(client: Any, args: argparse.Namespace) -> int:
             book = MemoryBook(store, client.user_id, agent=args.agent, max_facts=client.config.memory.max_facts)
             print(book.add(args.text, category=args.category).id)
         return 0
-    result = act_on_home(client.config, client.home.home, client.user_id, verb, getattr(args, "id", ""),
-                         agent=args.agent)
+    argument = {"edit": lambda: f"{args.id} {shlex.quote(args.text)}", "prompt": lambda: args.topic}.get(
+        verb, lambda: getattr(args, "id", ""))()
+    result = act_on_home(client.config, client.home.home, client.user_id, verb, argument, agent=args.agent)
     if verb == "list" and args.json:
         print(json.dumps(result["facts"], ensure_ascii=False))
     elif verb == "changes" and args.json:
