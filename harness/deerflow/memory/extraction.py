@@ -196,7 +196,8 @@ def _accepted(proposal: dict[str, Any], threshold: float, applied: Applied) -> s
         return None
     reason = instruction_reason(text)
     if reason:
-        logger.warning("memory: dropped a proposed fact (%s): %r", reason, text[:120])
+        logger.warning("memory: dropped a proposed fact (%s): %r", reason, text[:120],
+                       extra={"fields": {"event": "memory_fact_dropped", "reason": reason}})
         applied.dropped.append(reason)
         return None
     return normalize_fact_text(text)

@@ -206,7 +206,10 @@ class MemoryService:
         self.last_applied[key] = applied
         if applied.added or applied.updated or applied.removed or applied.dropped:
             logger.info("%s for user %s (thread %s, %d dropped)", applied.summary(), user_id,
-                        last.thread_id, len(applied.dropped))
+                        last.thread_id, len(applied.dropped), extra={"fields": {
+                            "event": "memory_extracted", "user": user_id, "thread": last.thread_id,
+                            "run": last.run_id, "added": len(applied.added), "updated": len(applied.updated),
+                            "removed": len(applied.removed), "dropped": len(applied.dropped)}})
 
 
 def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finished: Any) -> None:
