@@ -274,7 +274,7 @@ def _render_run(client: Any, events: Iterable[Any], *, as_json: bool, agent: str
             finished = event
             if not as_json:
                 _print_where(client, event)
-                _print_memory(client, event, agent)
+                memory_cli.print_run_memory(client, event, agent)
     if finished is not None and finished.status == "stopped":
         print(f"deerflow: run stopped by {finished.stopped_by or 'a guard'}: {finished.error or 'no reason given'}",
               file=sys.stderr)
@@ -396,25 +396,6 @@ def _print_where(client: Any, event: ev.RunFinished) -> None:
     print(f"\nthread: {event.thread_id}  (continue with: deerflow run --thread {event.thread_id} \"...\")")
     if event.artifacts:
         print(f"artifacts are in {outputs}")
-
-
-def _print_memory(client: Any, event: ev.RunFinished, agent: str | None) -> None:
-    """``memory: +2 facts (undo: deerflow memory undo RUN)`` once the run's extraction is over."""
-    if event.status != "success":
-        return
-    from deerflow.memory.service import learned_from_run
-
-    async def learned() -> Any:
-        manager = await client._async.manager()
-        return await learned_from_run(manager.services, client.user_id, agent, event.run_id, now=True)
-
-    try:
-        change = client._call(learned())
-    except TimeoutError:
-        return
-    if change is not None:
-        undo = f"deerflow memory undo {event.run_id}" + (f" --agent {agent}" if agent else "")
-        print(f"{change.summary()}  (see: deerflow memory changes; undo: {undo})")
 
 
 class TerminalRenderer:

@@ -80,3 +80,22 @@ def run(client: Any, args: argparse.Namespace) -> int:
     else:
         print(render_text(verb, result))
     return 0
+
+
+def print_run_memory(client: Any, event: Any, agent: str | None) -> None:
+    """``memory: +2 facts (undo: deerflow memory undo RUN)`` once the run's extraction is over."""
+    if event.status != "success":
+        return
+    from deerflow.memory.service import learned_from_run
+
+    async def learned() -> Any:
+        manager = await client._async.manager()
+        return await learned_from_run(manager.services, client.user_id, agent, event.run_id, now=True)
+
+    try:
+        change = client._call(learned())
+    except TimeoutError:
+        return
+    if change is not None:
+        undo = f"deerflow memory undo {event.run_id}" + (f" --agent {agent}" if agent else "")
+        print(f"{change.summary()}  (see: deerflow memory changes; undo: {undo})")
