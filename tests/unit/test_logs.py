@@ -34,9 +34,16 @@ def capture(formatter: logging.Formatter, secrets: list[str]) -> tuple[logging.L
 
 
 def test_the_configs_keys_tokens_env_and_database_password_are_secrets():
-    found = config_secrets(config(), env={"LAB_SERVICE_TOKEN": "tok-987654321", "HOME": "/home/lab"})
+    found = config_secrets(config(), env={"LAB_SERVICE_TOKEN": "tok-987654321", "HOME": "/home/lab",
+                                          "MAX_TOKENS": "1000000000"})
     assert {KEY, "search-key-abcdef", "acp-env-value-42", "db-password-77", "tok-987654321"} <= set(found)
-    assert "/home/lab" not in found
+    assert "/home/lab" not in found and "1000000000" not in found
+
+
+def test_ordinary_settings_named_near_a_secret_are_not_secrets():
+    rules = {"authorization": {"enabled": True, "rules": []}, "limits": {"max_tokens_per_run": 5000},
+             "models": [{"name": "paid-model", "use": "langchain_openai:ChatOpenAI", "max_tokens": 4096}]}
+    assert config_secrets(AppConfig.model_validate(rules), env={}) == []
 
 
 def test_a_json_line_has_its_fields_as_keys_and_no_secret_anywhere():

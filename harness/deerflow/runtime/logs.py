@@ -31,7 +31,10 @@ from urllib.parse import urlsplit
 from deerflow.mcp.secrets import Redactor
 
 HANDLER_NAME = "deerflow-log"
-_SECRET_NAME = re.compile(r"(?i)(api[_-]?key|token|secret|password|passwd|credential|auth|private[_-]?key)")
+# A key or variable named like a secret: OPENAI_API_KEY, api_key, GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY,
+# DB_PASSWORD, client_secret... (not max_tokens, not the authorization section's rules)
+_SECRET_NAME = re.compile(r"(?i)(?:^|[_-])(?:api[_-]?key|key|token|secret|password|passwd|pass|credentials?|"
+                          r"private[_-]?key|access[_-]?key|auth[_-]?token)$")
 _SHAPED = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}|\bsk-[A-Za-z0-9_-]{12,}")
 _MIN_ENV_SECRET = 8  # shorter values of secret-looking variables are too likely to be ordinary words
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "fields", "taskName", "exc_error",
