@@ -210,6 +210,11 @@ class Backend(ABC):
     def memory(self, verb: str, argument: str = "") -> dict[str, Any]:
         """``%deerflow memory VERB``: the result of :func:`deerflow.memory.commands.memory_action`."""
         raise BackendError("this backend has no memory")
+
+    def memory_change(self, run_id: str, *, agent: str | None = None, wait: float = 0.0) -> dict[str, Any] | None:
+        """What ``run_id`` taught memory (a change record: ``summary``, ``added``...), once its extraction
+        is over, waiting up to ``wait`` seconds; None when it taught nothing."""
+        return None
     def continue_prompt(self, thread_id: str, extra: str | None = None) -> str:
         """The prompt that continues ``thread_id``'s interrupted run (``%deerflow continue``, the Continue button).
 

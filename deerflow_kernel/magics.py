@@ -12,7 +12,8 @@
     %deerflow cells [--run R] [--print]   (the agent's python cells into a new cell below)
     %deerflow skills [list] | install PATH|VAR [--replace] | enable NAME | disable NAME
     %deerflow mcp [list | tools | reset]
-    %deerflow memory [list | add TEXT | forget ID | clear | export]
+    %deerflow memory [list | add TEXT | edit ID TEXT | forget ID | clear | export | changes | undo [RUN]
+                      | prompt [TOPIC]]
     %deerflow apply [PROPOSAL] | discard [PROPOSAL] | undo [RUN]   (the agent's notebook edits)
 
 User mistakes (bad options, unknown variables, unknown threads, a reply
@@ -68,7 +69,9 @@ Subcommands
   %deerflow skills                                 List skills; also: skills install PATH [--replace],
   %deerflow skills disable data-analysis             skills enable NAME, skills disable NAME
   %deerflow mcp tools                              MCP servers and their tools (mcp list | tools | reset)
-  %deerflow memory list                            What DeerFlow remembers about you (add TEXT | forget ID | clear | export)
+  %deerflow memory list                            What DeerFlow remembers about you (add TEXT | edit ID TEXT |
+                                                   forget ID | clear | export | prompt [TOPIC])
+  %deerflow memory undo RUN                        Forget what a run taught memory (memory changes lists them)
   %deerflow apply                                  Apply the agent's proposed notebook edits (or: apply PROPOSAL)
   %deerflow discard                                Discard them instead (or: discard PROPOSAL)
   %deerflow undo                                   Restore the cells the last run's edits changed (or: undo RUN)
@@ -225,12 +228,33 @@ class DeerFlowMagics(Magics):
 
         cells_command(self.session, rest)
 
-    def _cmd_memory(self, rest: str) -> None:
-        """``memory list | add TEXT | forget ID | clear | export``: what DeerFlow remembers about you."""
+    def _cmd_memory(self, rest: str) -> Any:
+        """``memory list | add TEXT | edit ID TEXT | forget ID | clear | export | changes | undo [RUN] | prompt``.
+
+        Reading verbs first let the last run's extraction finish (it runs a few seconds after
+        the run): ``%deerflow memory list`` right after a run shows what it learned.  ``list``
+        returns the facts (a list of dicts with ``id`` and ``text``, shown as one line each).
+        """
         from deerflow.memory.commands import render_text, split_verb
 
         verb, argument = split_verb(rest)
-        print(render_text(verb, self.session.backend().memory(verb, argument)))
+        if verb in {"forget", "undo", "edit"} and "{" in argument:  # `forget {fact[id]}`: the id from a variable
+            from deerflow_kernel.prompt import check_placeholders, interpolate
+
+            head, sep, tail = argument.partition(" ") if verb == "edit" else (argument, "", "")
+            check_placeholders(head, self.shell.user_ns)
+            argument = interpolate(head, self.shell.user_ns) + sep + tail
+        last = self.session.last_result
+        if verb in {"list", "changes", "undo", "prompt", "export"} and last is not None and last.run_id \
+                and last.status == "success":
+            self.session.backend().memory_change(last.run_id, wait=90.0)
+        result = self.session.backend().memory(verb, argument)
+        if verb == "list":  # `facts = %deerflow memory list`: the facts, shown as the same lines
+            from deerflow_kernel.memory_line import FactList
+
+            return FactList(result["facts"])
+        print(render_text(verb, result))
+        return None
 
     def _cmd_apply(self, rest: str) -> None:
         from deerflow_kernel.notebook import edits_command

@@ -185,7 +185,21 @@ class ServerBackend(Backend):
             return self._json("DELETE", f"memory/{_q(argument)}")
         if verb == "clear":
             return self._json("DELETE", "memory")
+        if verb == "undo":
+            return self._json("POST", "memory/undo", json={"run": argument or None})
+        if verb == "edit":
+            fact_id, _, text = argument.partition(" ")
+            return self._json("PATCH", f"memory/{_q(fact_id)}", json={"text": text.strip().strip("'\"")})
+        if verb == "prompt":
+            return self._json("GET", "memory/prompt", params={"topic": argument})
+        if verb == "changes":
+            return self._json("GET", "memory/changes")
         return self._json("GET", "memory/export" if verb == "export" else "memory")
+
+    def memory_change(self, run_id: str, *, agent: str | None = None, wait: float = 0.0) -> dict[str, Any] | None:
+        params = {"run": run_id, "wait": str(min(wait, 120.0)), **({"agent": agent} if agent else {})}
+        timeout = httpx.Timeout(60.0, connect=10.0, read=min(wait, 120.0) + 30.0)
+        return self._json("GET", "memory/changes", params=params, timeout=timeout)["change"]
 
     def notebook_edits(self, thread_id: str, action: str, target: str | None = None,
                        **payload: Any) -> dict[str, Any]:

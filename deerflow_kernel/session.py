@@ -17,8 +17,9 @@ live view has a Stop button.
 
 One truth per question: however a question is answered (its form, ``%deerflow
 reply``, ``result.reply``, a later prompt on the thread), every view showing it
-turns read-only with the answer, and a run continued from a form updates the
-waiting cell's :class:`RunResult` in place to the run's final state.
+turns read-only with the answer, and a run continued from a form (or by a
+view's Continue button) updates the cell's :class:`RunResult` in place to the
+run's final state: its ``_`` and ``Out[n]`` are the continued run.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import os
 import signal
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +81,8 @@ class KernelSession:
         self._thread_options: dict[str, dict[str, Any]] = {}
         self._continuations: dict[str, _Continuation] = {}
         self._waiting: dict[str, tuple[Any, RunResult]] = {}  # request id -> (view, the cell's result)
+        # view -> its cell's result, which the Continue button updates in place
+        self._cell_results: weakref.WeakKeyDictionary[Any, RunResult] = weakref.WeakKeyDictionary()
         self._background: set[Any] = set()  # views a form's run streams into
         self._idle_sigint: Any = None
         self._sigint_armed = False
@@ -217,9 +221,42 @@ class KernelSession:
         view.show()
         result = self.follow(handle, view, interruptible=True)
         self.last_result = result
+        self._cell_results[view] = result  # the Continue button updates it in place
         show_proposals(self, result)  # the run's notebook edit proposals: diff, Apply / Discard
+        self.watch_memory(view, result)
         self._remember_waiting(view, result)
         return result
+
+    def watch_memory(self, view: Any, result: RunResult, *, wait: float = 90.0) -> threading.Thread | None:
+        """Once the run's memory extraction is over, add "🧠 memory: +2 facts" and Undo to its view.
+
+        Only widget views (a plain shell has no place to show a late line: ``%deerflow memory
+        changes`` lists them); the wait is on a daemon thread, never on the cell.
+        """
+        if not hasattr(view, "_append") or result.status != "success" or not result.run_id:
+            return None
+        backend, run_id = self.backend(), result.run_id
+        agent = self._thread_options.get(result.thread_id or "", {}).get("agent_name")
+
+        def work() -> None:
+            try:
+                change = backend.memory_change(run_id, agent=agent, wait=wait)
+            except UserError:  # the server went away, memory is off there...: no line
+                return
+            if change:
+                from deerflow_kernel.memory_line import memory_widget
+
+                view._append(memory_widget(change, self.undo_memory))
+
+        thread = threading.Thread(target=work, name="deerflow-memory", daemon=True)
+        thread.start()
+        return thread
+
+    def undo_memory(self, run_id: str) -> str:
+        """The memory line's Undo: ``%deerflow memory undo RUN``; what to say."""
+        from deerflow.memory.commands import render_text
+
+        return render_text("undo", self.backend().memory("undo", run_id))
 
     def _remember_waiting(self, view: Any, result: RunResult) -> None:
         if result.waiting and result.clarification is not None and hasattr(view, "mark_answered"):
@@ -310,7 +347,14 @@ class KernelSession:
             view.begin_continue()
             self._background.add(view)
             try:
-                self.last_result = self.follow(handle, view, interruptible=False)
+                result = self.follow(handle, view, interruptible=False)
+                cell = self._cell_results.get(view)
+                if cell is not None:  # the cell's result (its ``_``, ``Out[n]``) now holds the continued run
+                    adopt(cell, result)
+                    self.runs[cell.run_id or ""] = cell
+                    result = cell
+                self.last_result = result
+                self._remember_waiting(view, result)
             finally:
                 self._background.discard(view)
 

@@ -124,13 +124,31 @@ class DeerFlowExtension(ExtensionApp):
         self.handlers.append((f"{API_PREFIX}/.*", NotFoundRoute))  # last: a JSON 404 for any other API path
 
     def _log_runs_with_server(self) -> None:
-        """The one line per finished run (``deerflow.runs``) goes where the server logs, at INFO."""
+        """DeerFlow's logs per ``logging`` in the config (:mod:`deerflow.runtime.logs`), secrets redacted.
+
+        ``json``: every ``deerflow.*`` record is one JSON object per line on stderr.
+        ``text``: the one line per finished run (``deerflow.runs``) goes where the server logs, at INFO.
+        A broken config logs as text; the API reports the config error.
+        """
+        from deerflow.errors import ConfigError
+        from deerflow.runtime.logs import RedactFilter, config_secrets, install_server_logging
+
+        try:
+            config = self.deerflow_host.loaded().config
+        except ConfigError:
+            config = None
+        settings = config.logging if config is not None else None
+        level = getattr(logging, settings.level.upper()) if settings else logging.INFO
+        if settings is not None and install_server_logging(config, fmt=settings.format, level=level):
+            return
         server_log = getattr(self.serverapp, "log", None)
         runs = logging.getLogger("deerflow.runs")
         if server_log is None or runs.handlers:
             return
         for handler in server_log.handlers:
             runs.addHandler(handler)
+        if config is not None:
+            runs.addFilter(RedactFilter(config_secrets(config)))  # the run line is logged on this logger
         runs.setLevel(logging.INFO)
         runs.propagate = False
 

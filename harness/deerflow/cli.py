@@ -146,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, UnsafeIdError) as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
+    configure_logging(debug=args.debug, config=client.config)  # its format, and its secrets redacted
     try:
         return _dispatch(client, args)
     except (UserError, ToolFailure) as exc:
@@ -182,15 +183,23 @@ def _locked_store(exc: BaseException, client: Any) -> UserError | None:
     return StoreUnavailable(client.home.home, "a database under it is locked by another process")
 
 
-def configure_logging(*, debug: bool) -> None:
+def configure_logging(*, debug: bool, config: Any = None) -> None:
     """Warnings and errors on stderr, one line each; tracebacks only with ``--debug``.
 
     A failed run is logged by the runtime *and* reported as the run's error event, which
     the renderer prints: without ``--debug`` the runtime's record is left out, so the failure
-    is one line; with it, the runtime's debug record carries the traceback.
+    is one line; with it, the runtime's debug record carries the traceback.  Once the
+    config is known (``config``), its ``logging.format: json`` makes each line a JSON
+    object, and its secrets (and the environment's) are redacted from every line.
     """
+    from deerflow.runtime.logs import JsonFormatter, RedactFilter, config_secrets
+
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_OneLine("%(name)s: %(levelname)s: %(message)s", debug=debug))
+    handler.addFilter(RedactFilter(config_secrets(config) if config is not None else ()))
+    if config is not None and config.logging.format == "json":
+        handler.setFormatter(JsonFormatter(tracebacks=debug))
+    else:
+        handler.setFormatter(_OneLine("%(name)s: %(levelname)s: %(message)s", debug=debug))
     if not debug:
         handler.addFilter(lambda record: not (record.name == RUN_FAILURE_LOGGER and record.levelno >= logging.WARNING))
     handler.set_name("deerflow-cli")
@@ -217,7 +226,9 @@ class _OneLine(logging.Formatter):
         line = record.getMessage().strip().splitlines()[0] if record.getMessage().strip() else ""
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
-            line += f": {type(exc).__name__}: {_first_line(exc)} ({DEBUG_HINT})"
+            # the redacted form when the handler's RedactFilter made one
+            line += f": {getattr(record, 'exc_error', None) or type(exc).__name__ + ': ' + _first_line(exc)}" \
+                    f" ({DEBUG_HINT})"
         return f"{record.name}: {record.levelname.lower()}: {line}"
 
 
@@ -268,10 +279,10 @@ def _run(client: Any, args: argparse.Namespace) -> int:
         "agent_name": args.agent, "referenced_threads": args.ref or None,
         "memory": False if args.no_memory else None,
     }.items() if v is not None}
-    return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json)
+    return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json, agent=args.agent)
 
 
-def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
+def _render_run(client: Any, events: Iterable[Any], *, as_json: bool, agent: str | None = None) -> int:
     from deerflow.runtime import events as ev
 
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
@@ -282,6 +293,7 @@ def _render_run(client: Any, events: Iterable[Any], *, as_json: bool) -> int:
             finished = event
             if not as_json:
                 _print_where(client, event)
+                memory_cli.print_run_memory(client, event, agent)
     if finished is not None and finished.status == "stopped":
         print(f"deerflow: run stopped by {finished.stopped_by or 'a guard'}: {finished.error or 'no reason given'}",
               file=sys.stderr)

@@ -292,6 +292,12 @@ def test_the_continue_button_resumes_an_interrupted_run_in_the_same_view(shell, 
     while view.status != "success" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert view.status == "success" and session.last_result.text == "Picked up where I stopped."
+    while stopped.status != "success" and time.monotonic() < deadline:  # adopted just after the view ends
+        time.sleep(0.05)
+    # the cell's own result (its ``_`` and ``Out[n]``) now holds the continued run's final state
+    assert stopped.status == "success" and stopped.text == "Picked up where I stopped."
+    assert session.last_result is stopped and shell.user_ns["_"] is stopped
+    assert session.find_run(stopped.run_id) is stopped
     assert view.resume.layout.display == "none"
     assert any("Continued" in getattr(w, "value", "") for w in view.transcript.children)
 
@@ -313,3 +319,34 @@ def test_no_memory_runs_teach_the_offline_model_nothing(shell, tmp_path, monkeyp
     taught = run(shell, "%deerflow --new I study white-tailed deer in Minnesota. Write me a report").result
     assert taught.status == "success"
     assert "I study white-tailed deer in Minnesota" in remembered()  # the same run without the flag does learn
+
+
+def test_the_run_view_says_what_memory_learned_and_its_undo_forgets_it(shell, tmp_path, monkeypatch, capsys):
+    import comm
+
+    from deerflow_kernel.view import RunView
+
+    monkeypatch.delenv("DEERFLOW_CONFIG")  # the embedded offline model, which learns from the user's words
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: comm.DummyComm(**kw))
+    monkeypatch.setattr(RunView, "show", lambda self: None)
+    session = session_of(shell)
+    monkeypatch.setattr(session, "widgets", True)
+    watchers = []
+    watch = session.watch_memory
+    monkeypatch.setattr(session, "watch_memory", lambda view, result: watchers.append(watch(view, result)))
+    taught = run(shell, "%deerflow --new I study white-tailed deer in Minnesota. Write me a report").result
+    assert taught.status == "success"
+    view = session.last_view
+    (watcher,) = watchers
+    watcher.join(timeout=120)  # the extraction waits for its quiet spell, then the line appears
+    (line,) = [w for w in view.transcript.children
+               if getattr(w, "children", None) and "memory: +1 fact" in getattr(w.children[0], "value", "")]
+    assert "I study white-tailed deer in Minnesota" in line.children[0].value
+    capsys.readouterr()
+    run(shell, "%deerflow memory changes")
+    assert f"{taught.run_id}  memory: +1 fact" in capsys.readouterr().out
+    line.children[1].click()  # Undo
+    assert "undid the memory change of run" in line.children[0].value
+    run(shell, "%deerflow memory list")
+    assert "white-tailed" not in capsys.readouterr().out

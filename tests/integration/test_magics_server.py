@@ -160,3 +160,21 @@ def _owner(server) -> str:
     users = list((server.work / "server-home" / "users").iterdir())
     assert len(users) == 1
     return users[0].name
+
+
+def test_what_a_run_taught_memory_reaches_the_kernel_and_is_undone_over_http(server):
+    remote = ServerBackend(server.url, server.token)
+    try:
+        events = collect(remote, "I study white-tailed deer in Minnesota. Say one thing.", "chat")
+        run_id = events[-1].run_id
+        change = remote.memory_change(run_id, wait=60)  # the view's memory line waits like this
+        assert change is not None and change["summary"] == "memory: +1 fact"
+        [fact] = remote.memory("list")["facts"]
+        assert fact["text"] == "I study white-tailed deer in Minnesota"
+        edited = remote.memory("edit", f'{fact["id"]} "Studies white-tailed deer and elk"')["fact"]
+        assert edited["text"] == "Studies white-tailed deer and elk"
+        assert "- [context] Studies white-tailed deer and elk" in remote.memory("prompt", "elk")["block"]
+        assert remote.memory("undo", run_id)["undone"]["run_id"] == run_id
+        assert remote.memory("list")["facts"] == []
+    finally:
+        remote.close()

@@ -58,3 +58,30 @@ def test_the_offline_model_learns_from_the_users_words_and_no_memory_runs_teach_
     quiet = cli("run", "--no-memory", "I am a botanist. Write me a report", home=deerflow_home, cwd=tmp_path)
     assert quiet.returncode == 0, quiet.stderr
     assert [f["text"] for f in listed(deerflow_home, tmp_path)] == ["I study white-tailed deer in Minnesota"]
+
+
+def test_a_run_says_what_memory_learned_and_undo_puts_it_back(deerflow_home, tmp_path):
+    kept = cli("memory", "add", "Works in Python and R", home=deerflow_home, cwd=tmp_path)
+    run = cli("run", "I study white-tailed deer in Minnesota. I prefer one-page reports. Write me a report",
+              home=deerflow_home, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (line,) = [x for x in run.stdout.splitlines() if x.startswith("memory: ")]
+    assert line.startswith("memory: +2 facts")
+    run_id = line.rsplit("deerflow memory undo ", 1)[1].rstrip(")")
+    assert len(listed(deerflow_home, tmp_path)) == 3
+
+    changes = cli("memory", "changes", "--json", home=deerflow_home, cwd=tmp_path)
+    (change,) = json.loads(changes.stdout)
+    assert change["run_id"] == run_id and change["summary"] == "memory: +2 facts"
+    assert sorted(f["text"] for f in change["added"]) == ["I prefer one-page reports",
+                                                          "I study white-tailed deer in Minnesota"]
+    foreign = cli("memory", "undo", run_id, home=deerflow_home, cwd=tmp_path, user="bob")
+    assert foreign.returncode == 1 and "no memory change" in foreign.stderr  # bob's memory has no such run
+
+    undone = cli("memory", "undo", run_id[:8], home=deerflow_home, cwd=tmp_path)
+    assert undone.returncode == 0, undone.stderr
+    assert "2 removed" in undone.stdout
+    assert [(f["id"], f["text"]) for f in listed(deerflow_home, tmp_path)] == [(kept.stdout.strip(),
+                                                                               "Works in Python and R")]
+    again = cli("memory", "undo", run_id, home=deerflow_home, cwd=tmp_path)
+    assert again.returncode == 1 and "undone already" in again.stderr

@@ -21,13 +21,13 @@ def shell(deerflow_home, monkeypatch):
 def test_memory_verbs_in_a_notebook(shell, capsys):
     shell.run_line_magic("deerflow", 'memory add "I study white-tailed deer in Minnesota"')
     fact_id = capsys.readouterr().out.strip()
-    shell.run_line_magic("deerflow", "memory")
-    assert capsys.readouterr().out.strip() == f"{fact_id}  [context] I study white-tailed deer in Minnesota"
+    facts = shell.run_line_magic("deerflow", "memory")
+    assert repr(facts) == f"{fact_id}  [context] I study white-tailed deer in Minnesota"
+    assert facts.find("white-tailed")["id"] == fact_id
     shell.run_line_magic("deerflow", "memory export")
     assert '"text": "I study white-tailed deer in Minnesota"' in capsys.readouterr().out
     with pytest.raises(UsageError, match="no memory fact"):
         shell.run_line_magic("deerflow", "memory forget 0000")
     shell.run_line_magic("deerflow", f"memory forget {fact_id}")
     assert "forgot" in capsys.readouterr().out
-    shell.run_line_magic("deerflow", "memory list")
-    assert capsys.readouterr().out.startswith("no memory yet")
+    assert repr(shell.run_line_magic("deerflow", "memory list")).startswith("no memory yet")

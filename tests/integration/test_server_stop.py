@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,6 +178,87 @@ def test_metrics_show_sandbox_starts_guard_refusals_and_the_batch_queue(deerflow
     assert samples['deerflow_sandbox_starts_total{kind="kernel",provider="local"}'] == 1
     assert samples['deerflow_tool_calls_total{status="success",tool="python"}'] == 1
     assert samples['deerflow_batch_queue_depth'] == 0  # exported before any batch, so a dashboard has a series
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
+def test_metrics_count_the_connections_the_sandbox_egress_proxy_refuses(deerflow_home, tmp_path):
+    """A sandboxed ``curl`` to the cloud metadata address is refused by the proxy; ``/metrics`` counts it."""
+    command = "curl -sS --max-time 5 http://169.254.169.254/latest/meta-data/"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{{name: bash, id: c1, args: {{command: "{command}"}}}}]
+        - Could not reach it.
+sandbox:
+  use: bwrap
+  network: allowlist
+  allowed_hosts: [allowed.test]
+""")
+    env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config)}
+    proc, url, headers, _ = start_headless_server(tmp_path, env)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
+            done = http.post("/deerflow/api/threads/m-egress/runs/wait", json={
+                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "fetch it"}]},
+                "if_not_exists": "create"})
+            assert done.status_code == 200, done.text
+            metrics = http.get("/metrics")
+    finally:
+        stop_process(proc, grace=5)
+    (tool,) = [m for m in done.json()["messages"] if m["type"] == "tool"]
+    assert "deerflow egress proxy: 169.254.169.254:80 refused" in tool["content"]
+    samples = parse_samples(metrics.text)
+    assert samples['deerflow_guard_refusals_total{guard="sandbox_egress"}'] == 1
+    assert samples['deerflow_tool_calls_total{status="success",tool="bash"}'] == 1  # curl failed, the tool ran
+
+
+def test_json_logs_one_object_per_line_with_the_run_fields_and_no_secret(deerflow_home, tmp_path):
+    """``logging.format: json``: the server's DeerFlow lines parse as JSON; a key code logged is ``***``."""
+    key, token = "lab-key-0123456789", "tok-987654321"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"""
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls: [{{name: leak, id: c1, args: {{text: "401 for key {key} and token {token}"}}}}]
+        - Done.
+  - name: paid
+    use: langchain_openai:ChatOpenAI
+    api_key: {key}
+tools:
+  - {{name: leak, group: test, use: "fixtures.leaky_tools:leak"}}
+logging:
+  format: json
+""")
+    env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config), "DEERFLOW_USER": "alice",
+           "LAB_SERVICE_TOKEN": token}
+    proc, url, headers, log = start_headless_server(tmp_path, env)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
+            done = http.post("/deerflow/api/threads/t-log/runs/wait", json={
+                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "go"}]},
+                "if_not_exists": "create"})
+            assert done.status_code == 200, done.text
+    finally:
+        stop_process(proc, grace=5)
+    text = log.read_text()
+    assert key not in text and token not in text
+    ours = [json.loads(line) for line in text.splitlines() if line.startswith('{"ts"')]
+    (finished,) = [line for line in ours if line["message"] == "run finished"]
+    assert finished["logger"] == "deerflow.runs" and finished["level"] == "info"
+    assert finished["user"] == "alice" and finished["thread"] == "t-log" and finished["status"] == "success"
+    assert finished["run"] and finished["duration_s"] >= 0 and finished["tool_calls"] == 1
+    (warned,) = [line for line in ours if line["logger"] == "deerflow.tests.leaky" and line["level"] == "warning"]
+    assert warned["upstream"] == "401 for key *** and token ***"
+    (failed,) = [line for line in ours if line["message"] == "leak tool failed"]
+    assert failed["error"] == "RuntimeError: request failed with 401 for key *** and token ***"
+    assert not [line for line in text.splitlines() if "deerflow.runs" in line and not line.startswith("{")]
 
 
 def parse_samples(text: str) -> dict[str, float]:

@@ -39,3 +39,18 @@ async def test_memory_verbs_in_the_chat(tmp_path, root, monkeypatch):
     assert book.list() == []
     assert THREAD_KEY not in rig.chat.get_metadata()  # no run, no thread
     await rig.host.close()
+
+
+async def test_a_run_that_taught_memory_says_so_in_the_chat_and_undo_forgets_it(tmp_path, root, monkeypatch):
+    rig = await open_rig(make_chat(), root=root, host=HarnessHost(config_path=None), monkeypatch=monkeypatch)
+    rig.send("I study white-tailed deer in Minnesota. Write me a report")
+    [line] = [b for b in await rig.until_said("🧠 memory: +1 fact", timeout=90) if "🧠 memory" in b]
+    assert "I study white-tailed deer in Minnesota" in line and "/memory undo " in line
+    run_id = line.rsplit("/memory undo ", 1)[1].strip("` \n")
+    book = (await rig.host.manager()).services[MEMORY_SERVICE].book(OWNER)
+    assert [f.text for f in book.list()] == ["I study white-tailed deer in Minnesota"]
+
+    rig.send(f"/memory undo {run_id}")
+    assert "undid the memory change of run" in (await rig.until_said("undid"))[-1]
+    assert book.list() == []
+    await rig.host.close()

@@ -1,7 +1,8 @@
 """``/memory`` in the chat: the verbs of ``deerflow memory`` answered as a chat reply, no run started.
 
 ``/memory`` (or ``/memory list``), ``/memory add TEXT``, ``/memory forget ID``,
-``/memory clear``, ``/memory export``.  The facts are the chat owner's (the
+``/memory clear``, ``/memory export``, ``/memory changes``, ``/memory undo [RUN]``.
+After a run, :func:`memory_line` is the chat's "🧠 memory: +2 facts" message with its undo command.  The facts are the chat owner's (the
 server's DeerFlow user), the same ones the CLI and ``%deerflow memory`` show.
 """
 
@@ -38,3 +39,16 @@ async def memory_reply(manager: RunManager, user_id: str, text: str) -> str:
     if verb == "export":
         return f"```json\n{body.replace('```', '` ` `')}\n```"
     return "🧠 " + "  \n".join(md_escape(line) for line in body.splitlines())
+
+
+async def memory_line(manager: RunManager, user_id: str, run_id: str) -> str | None:
+    """"🧠 memory: +2 facts — “…” (undo: ``/memory undo RUN``)" once the run's extraction is over; None if it taught
+    nothing (or took longer than the quiet spell plus the extraction deadline)."""
+    from deerflow.memory.service import learned_from_run
+
+    change = await learned_from_run(manager.services, user_id, None, run_id)
+    if change is None:
+        return None
+    texts = [f["text"] for f in change.added] + [p["after"]["text"] for p in change.updated]
+    named = "; ".join(f"“{md_escape(t)}”" for t in texts[:3]) + (" …" if len(texts) > 3 else "")
+    return f"🧠 {change.summary()}" + (f" — {named}" if named else "") + f"  \nUndo: `/memory undo {run_id}`"

@@ -54,7 +54,7 @@ from deerflow.sandbox.uploads import UploadError, save_upload
 from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
-from deerflow_jupyter.chat.memory_command import is_memory_command, memory_reply
+from deerflow_jupyter.chat.memory_command import is_memory_command, memory_line, memory_reply
 from deerflow_jupyter.chat.references import referenced_threads
 from deerflow_jupyter.chat.render import RunRenderer
 from deerflow_jupyter.chat.surface import ChatSurface, IncomingMessage, ServerLink
@@ -121,6 +121,7 @@ class ChatSession:
         self._live: LiveRun | None = None
         self._progress: FormProgress | None = None
         self._seen_notices: set[str] = set()  # shown once per chat (see RunRenderer)
+        self._watches: set[asyncio.Task[None]] = set()  # a finished run's memory line, still to come
 
     # -- one message at a time ---------------------------------------------------------------
     @property
@@ -297,6 +298,15 @@ class ChatSession:
             self._live = None
             renderer.flush()
             self.surface.set_status(None)
+        if live.record.status == "success":  # memory learns after the run: its line comes later, if at all
+            watch = asyncio.create_task(self._memory_line(manager, live.run_id))
+            self._watches.add(watch)
+            watch.add_done_callback(self._watches.discard)
+
+    async def _memory_line(self, manager: RunManager, run_id: str) -> None:
+        line = await memory_line(manager, self.server.user_id, run_id)
+        if line:
+            self.surface.post(line)
 
     async def _tick(self, renderer: RunRenderer) -> None:
         while True:

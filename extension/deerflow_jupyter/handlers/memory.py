@@ -6,6 +6,12 @@
     GET    /deerflow/api/memory/export[?agent=NAME]   every fact with its source and times
     GET    /deerflow/api/memory/{id}[?agent=NAME]     one fact
     DELETE /deerflow/api/memory/{id}[?agent=NAME]     {"forgotten": {...}}
+    PATCH  /deerflow/api/memory/{id}[?agent=NAME]     {"text"} → {"fact": {...}}: corrected, now the user's own
+    GET    /deerflow/api/memory/prompt[?topic=T&agent=NAME]  {"block"}: what a run about T would show the model
+    GET    /deerflow/api/memory/changes[?agent=NAME]  {"changes": [...]}: what each run taught memory
+    GET    /deerflow/api/memory/changes?run=ID[&wait=S]  {"change": {...} | null}: what run ID taught,
+                                                      waiting up to S (≤ 120) seconds for its extraction
+    POST   /deerflow/api/memory/undo                  {"run"?: ID, "agent"?} → {"undone": {...}}
 
 There is no user parameter: facts are read and written in the authenticated
 user's namespace, so another user's fact id is a 404 like an unknown one.
@@ -47,7 +53,9 @@ class _MemoryHandler(DeerFlowHandler):
 
     async def act(self, verb: str, argument: str = "", *, agent: str | None = None) -> dict[str, Any]:
         book = await self.book(agent)
-        return await asyncio.to_thread(memory_action, book, verb, argument)
+        service = (await self.manager()).services[MEMORY_SERVICE]
+        return await asyncio.to_thread(memory_action, book, verb, argument,
+                                       max_tokens=service.config.memory.max_injection_tokens)
 
 
 class MemoryHandler(_MemoryHandler):
@@ -77,6 +85,56 @@ class MemoryExportHandler(_MemoryHandler):
         self.send_json(await self.act("export"))
 
 
+class UndoBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run: str | None = Field(default=None, max_length=200)
+    agent: str | None = None
+
+
+MAX_WAIT_S = 120.0
+
+
+class MemoryChangesHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        run = self.get_query_argument("run", "") or ""
+        if not run:
+            self.send_json(await self.act("changes"))
+            return
+        try:
+            wait = min(max(float(self.get_query_argument("wait", "0")), 0.0), MAX_WAIT_S)
+        except ValueError:
+            raise web.HTTPError(400, "wait must be a number of seconds") from None
+        agent = self.get_query_argument("agent", None) or None
+        await self.book(agent)  # 503 without memory; the agent name checked
+        service = (await self.manager()).services[MEMORY_SERVICE]
+        change = await service.changes_after(self.user_id, agent, run, timeout=wait)
+        self.send_json({"change": change.to_dict() if change is not None else None})
+
+
+class MemoryUndoHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body(UndoBody)
+        self.send_json(await self.act("undo", body.run or "", agent=body.agent))
+
+
+class EditBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=MAX_FACT_CHARS * 2)
+
+
+class MemoryPromptHandler(_MemoryHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.send_json(await self.act("prompt", self.get_query_argument("topic", "") or ""))
+
+
 class MemoryFactHandler(_MemoryHandler):
     @web.authenticated
     @authorized
@@ -89,11 +147,22 @@ class MemoryFactHandler(_MemoryHandler):
     async def delete(self, fact_id: str) -> None:
         self.send_json(await self.act("forget", fact_id))
 
+    @web.authenticated
+    @authorized
+    async def patch(self, fact_id: str) -> None:
+        body = self.body(EditBody)
+        book = await self.book()
+        self.send_json({"fact": (await asyncio.to_thread(book.edit, fact_id, body.text)).to_dict()})
+
 
 ROUTES = [
     (r"/memory", MemoryHandler),
     (r"/memory/export", MemoryExportHandler),  # before /memory/{id}: first match wins
+    (r"/memory/changes", MemoryChangesHandler),
+    (r"/memory/undo", MemoryUndoHandler),
+    (r"/memory/prompt", MemoryPromptHandler),
     (rf"/memory/{FACT_ID}", MemoryFactHandler),
 ]
 
-__all__ = ["FACT_ID", "ROUTES", "MemoryExportHandler", "MemoryFactHandler", "MemoryHandler"]
+__all__ = ["FACT_ID", "ROUTES", "MemoryChangesHandler", "MemoryExportHandler", "MemoryFactHandler", "MemoryHandler",
+           "MemoryPromptHandler", "MemoryUndoHandler"]

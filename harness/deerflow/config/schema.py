@@ -400,6 +400,24 @@ class UploadsConfig(_Section):
     max_files: int = Field(default=200, ge=1)
 
 
+class MemoryEmbeddingConfig(_Section):
+    """An embedding model for semantic search over facts (LangGraph's store index)."""
+
+    use: str = Field(description="'module:Class' of a langchain Embeddings class (e.g. "
+                     "'langchain_openai:OpenAIEmbeddings').")
+    dims: int = Field(ge=1, le=8192, description="Length of the model's vectors.")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class "
+                                   "(model, base_url, api_key...).")
+
+    @field_validator("use")
+    @classmethod
+    def _use_is_import_path(cls, value: str) -> str:
+        module, _, attr = value.partition(":")
+        if not module or not attr:
+            raise ValueError("must look like 'package.module:ClassName'")
+        return value
+
+
 class MemoryConfig(_Section):
     """Long-term memory per user (:mod:`deerflow.memory`): what is remembered across threads."""
 
@@ -414,6 +432,9 @@ class MemoryConfig(_Section):
     extraction_timeout: float = Field(default=60.0, gt=0, description="Deadline of one extraction.")
     shutdown_grace_seconds: float = Field(default=10.0, ge=0,
                                           description="At shutdown, pending extractions run for at most this.")
+    embedding: MemoryEmbeddingConfig | None = Field(
+        default=None, description="Rank facts by meaning with this embedding model (LangGraph's store index); "
+        "without it, facts are ranked by shared words.")
 
 
 class PluginConfig(_Section):
@@ -457,6 +478,18 @@ class UsageConfig(_Section):
                     "calls whose model reports no usage cannot be counted.")
 
 
+class LoggingConfig(_Section):
+    """How the server and the CLI write their logs (docs/OPERATIONS.md)."""
+
+    format: Literal["text", "json"] = Field(
+        default="text", description="json: one JSON object per line (the per-run line's user, thread, run, "
+        "status and duration as keys; other lines with their fields), for a log shipper. Secrets from the config "
+        "and the environment are redacted in either format.")
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="The least severe DeerFlow record a server writes (the CLI shows warnings "
+        "unless --debug).")
+
+
 class AppConfig(_Section):
     """The whole of ``config.yaml``."""
 
@@ -484,6 +517,7 @@ class AppConfig(_Section):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     notebook_edits: Literal["propose", "apply"] = Field(
         default="propose", description="What edit_notebook does with the user's notebooks: `propose` a diff "

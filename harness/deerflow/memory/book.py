@@ -13,6 +13,7 @@ All methods are synchronous (``SqliteStore`` is); async callers run them with
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -26,6 +27,8 @@ from langgraph.store.base import BaseStore
 from deerflow.config.paths import check_id
 from deerflow.errors import NotFoundError, UserError
 from deerflow.memory.guard import markup_reason, normalize_fact_text
+
+logger = logging.getLogger(__name__)
 
 Category = Literal["preference", "context", "project", "skill"]
 CATEGORIES: tuple[str, ...] = ("preference", "context", "project", "skill")
@@ -105,9 +108,40 @@ class MemoryBook:
         fact = Fact(id=fact_id or uuid.uuid4().hex[:12], text=normalize_fact_text(text), category=category,
                     confidence=round(float(confidence), 3), source=source,
                     created_at=old.created_at if old else now, updated_at=now)
-        self.store.put(self.namespace, fact.id, {k: v for k, v in fact.to_dict().items() if k != "id"}, index=False)
+        self.write(fact.id, {k: v for k, v in fact.to_dict().items() if k != "id"})
         self._enforce_cap(keep=fact.id)
         return fact
+
+    @property
+    def semantic(self) -> bool:
+        """True when the store has an embedding index (``memory.embedding``)."""
+        return bool(getattr(self.store, "index_config", None))
+
+    def write(self, fact_id: str, value: dict[str, Any]) -> None:
+        """Store a fact's value; with an index its text is embedded (a failing model: stored unembedded)."""
+        if not self.semantic:
+            self.store.put(self.namespace, fact_id, value, index=False)
+            return
+        try:
+            self.store.put(self.namespace, fact_id, value)
+        except Exception as exc:  # noqa: BLE001 - an embedding provider failed (network, quota): keep the fact
+            logger.warning("memory: could not embed fact %s (%s: %s); ranked by words until it changes",
+                           fact_id, type(exc).__name__, exc)
+            self.store.put(self.namespace, fact_id, value, index=False)
+
+    def edit(self, fact_id: str, text: str) -> Fact:
+        """Correct a fact's text; it becomes the user's own (extraction no longer removes it).
+
+        Raises:
+            NotFoundError: not this user's fact.
+            UserError: empty text or markup that could close the memory block.
+        """
+        old = self.get(fact_id)
+        reason = markup_reason(text)
+        if reason:
+            raise UserError(reason)
+        return self.put(text, category=old.category, confidence=1.0, fact_id=old.id,
+                        source={**old.source, "kind": "user", "edited": True})
 
     def forget(self, fact_id: str) -> Fact:
         """Delete one fact; NotFoundError when it is not this user's."""
@@ -129,11 +163,21 @@ class MemoryBook:
     def relevant(self, query: str, *, max_tokens: int) -> list[Fact]:
         """The facts worth showing for ``query``, best first, within ``max_tokens`` (≈4 chars each).
 
-        Ranking is lexical (shared words, rarer words weigh more) plus confidence,
-        so a fact about the topic at hand comes first and general preferences still
-        appear when nothing matches.
+        Ranking is by meaning when ``memory.embedding`` gives the store an index
+        (LangGraph's semantic search), else lexical (shared words, rarer words weigh
+        more); plus confidence, so a fact about the topic at hand comes first and
+        general preferences still appear when nothing matches.
         """
-        return fit_budget(rank(self.list(), query), max_tokens)
+        facts = self.list()
+        if self.semantic and query.strip() and facts:
+            try:
+                items = self.store.search(self.namespace, query=query, limit=len(facts))
+            except Exception as exc:  # noqa: BLE001 - the embedding provider failed: words still rank
+                logger.warning("memory: semantic search failed (%s: %s); ranking by words", type(exc).__name__, exc)
+            else:
+                scores = {i.key: i.score for i in items if i.score is not None}
+                return fit_budget(rank(facts, query, similarity=scores), max_tokens)
+        return fit_budget(rank(facts, query), max_tokens)
 
     def _maybe(self, fact_id: str) -> Fact | None:
         item = self.store.get(self.namespace, fact_id)
@@ -156,8 +200,12 @@ def words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def rank(facts: Sequence[Fact], query: str) -> list[Fact]:
-    """Facts ordered by lexical relevance to ``query``, then confidence, then recency."""
+def rank(facts: Sequence[Fact], query: str, *, similarity: dict[str, float] | None = None) -> list[Fact]:
+    """Facts ordered by relevance to ``query``, then confidence, then recency.
+
+    Relevance is the embedding ``similarity`` (fact id → cosine, from the store's
+    index) where there is one, else lexical: shared words, rarer words weighing more.
+    """
     query_words = words(query)
     vocab = [words(f.text) for f in facts]
     df: dict[str, int] = {}
@@ -168,9 +216,11 @@ def rank(facts: Sequence[Fact], query: str) -> list[Fact]:
 
     def score(i: int) -> tuple[float, float, float]:
         shared = vocab[i] & query_words
-        lexical = sum(math.log(1 + n / df[w]) for w in shared)
+        relevance = sum(math.log(1 + n / df[w]) for w in shared)
+        if similarity is not None and facts[i].id in similarity:
+            relevance = 3.0 * max(0.0, similarity[facts[i].id])  # a close meaning outweighs confidence
         bonus = 0.5 if facts[i].category == "preference" else 0.0
-        return (lexical + facts[i].confidence + bonus, facts[i].confidence, facts[i].updated_at)
+        return (relevance + facts[i].confidence + bonus, facts[i].confidence, facts[i].updated_at)
 
     order = sorted(range(len(facts)), key=score, reverse=True)
     return [facts[i] for i in order]

@@ -1,4 +1,5 @@
-"""The memory verbs every surface shares: ``list | add TEXT | forget ID | clear | export``.
+"""The memory verbs every surface shares: ``list | add TEXT | edit ID TEXT | forget ID | clear | export |
+changes | undo [RUN] | prompt [TOPIC]``.
 
 The CLI (``deerflow memory``), the notebook magic (``%deerflow memory``), the
 chat (``/memory``) and the HTTP routes all call :func:`memory_action` on the
@@ -9,6 +10,7 @@ synchronous): async callers run it with :func:`asyncio.to_thread`.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from contextlib import ExitStack
 from pathlib import Path
@@ -17,8 +19,8 @@ from typing import Any
 from deerflow.errors import UserError
 from deerflow.memory.book import MemoryBook
 
-VERBS = ("list", "add", "forget", "clear", "export")
-USAGE = "memory list | add TEXT | forget ID | clear | export"
+VERBS = ("list", "add", "edit", "forget", "clear", "export", "changes", "undo", "prompt")
+USAGE = "memory list | add TEXT | edit ID TEXT | forget ID | clear | export | changes | undo [RUN] | prompt [TOPIC]"
 
 
 def split_verb(text: str) -> tuple[str, str]:
@@ -28,7 +30,7 @@ def split_verb(text: str) -> tuple[str, str]:
     if verb not in VERBS:
         raise UserError(f"unknown memory command {verb!r}; use: {USAGE}")
     rest = rest.strip()
-    if verb in {"add", "forget"} and len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
+    if verb in {"add", "forget", "undo"} and len(rest) >= 2 and rest[0] == rest[-1] and rest[0] in "'\"":
         rest = " ".join(shlex.split(rest))  # a quoted argument, as typed in a shell
     return verb, rest
 
@@ -39,13 +41,16 @@ def act_on_home(config: Any, home: Path, user_id: str, verb: str, argument: str 
     from deerflow.memory.store import open_store
 
     with ExitStack() as stack:
-        store = open_store(config.storage, home=home, stack=stack)
+        store = open_store(config.storage, home=home, stack=stack, embedding=config.memory.embedding)
         book = MemoryBook(store, user_id, agent=agent, max_facts=config.memory.max_facts)
-        return memory_action(book, verb, argument)
+        return memory_action(book, verb, argument, max_tokens=config.memory.max_injection_tokens)
 
 
-def memory_action(book: MemoryBook, verb: str, argument: str = "") -> dict[str, Any]:
+def memory_action(book: MemoryBook, verb: str, argument: str = "", *, max_tokens: int = 2000) -> dict[str, Any]:
     """Execute one verb; the result is JSON-able.
+
+    ``prompt [TOPIC]`` is the memory block a run about TOPIC would get (within ``max_tokens``,
+    ``memory.max_injection_tokens``): what the model is shown, verbatim.
 
     Raises:
         UserError: an unknown verb, a missing argument, a refused fact.
@@ -57,6 +62,18 @@ def memory_action(book: MemoryBook, verb: str, argument: str = "") -> dict[str, 
         if not argument.strip():
             raise UserError("say what to remember: memory add \"TEXT\"")
         return {"fact": book.add(argument).to_dict()}
+    if verb == "edit":
+        fact_id, _, text = argument.strip().partition(" ")
+        if text.strip()[:1] in {"'", '"'}:
+            with contextlib.suppress(ValueError):  # an unbalanced quote: the text as typed
+                text = " ".join(shlex.split(text))  # quoted, as typed in a shell
+        if not fact_id or not text.strip():
+            raise UserError("say which fact and its new text: memory edit ID \"TEXT\" (see memory list)")
+        return {"fact": book.edit(fact_id, text).to_dict()}
+    if verb == "prompt":
+        from deerflow.memory.prompt import memory_block
+
+        return {"block": memory_block(book.relevant(argument, max_tokens=max_tokens))}
     if verb == "forget":
         if not argument.strip():
             raise UserError("say which fact to forget: memory forget ID (see memory list)")
@@ -65,6 +82,14 @@ def memory_action(book: MemoryBook, verb: str, argument: str = "") -> dict[str, 
         return {"removed": book.clear()}
     if verb == "export":
         return book.export()
+    if verb == "changes":
+        from deerflow.memory.changes import recent_changes
+
+        return {"changes": [r.to_dict() for r in recent_changes(book)]}
+    if verb == "undo":
+        from deerflow.memory.changes import undo_change
+
+        return {"undone": undo_change(book, argument.strip() or None).to_dict()}
     raise UserError(f"unknown memory command {verb!r}; use: {USAGE}")
 
 
@@ -77,10 +102,22 @@ def render_text(verb: str, result: dict[str, Any]) -> str:
         return "\n".join(f"{f['id']}  [{f['category']}] {f['text']}" for f in facts)
     if verb == "add":
         return result["fact"]["id"]
+    if verb == "edit":
+        return f"{result['fact']['id']}  [{result['fact']['category']}] {result['fact']['text']}"
+    if verb == "prompt":
+        return result["block"] or "(nothing: no fact would be shown to the model)"
     if verb == "forget":
         return f"forgot {result['forgotten']['id']}: {result['forgotten']['text']}"
     if verb == "clear":
         return f"forgot {result['removed']} fact{'s' if result['removed'] != 1 else ''}"
+    if verb == "changes":
+        if not result["changes"]:
+            return "no memory changes yet: they appear after runs that taught memory something"
+        return "\n".join(f"{c['run_id']}  {c['summary']}" for c in result["changes"])
+    if verb == "undo":
+        undone = result["undone"]
+        return (f"undid the memory change of run {undone['run_id']}: {len(undone['added'])} removed, "
+                f"{len(undone['updated']) + len(undone['removed'])} restored")
     import json
 
     return json.dumps(result, indent=2, ensure_ascii=False)

@@ -73,6 +73,9 @@ class Applied:
     updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # reasons, for the log
+    facts_added: list[Fact] = field(default_factory=list)  # the same changes, whole: for the undo record
+    facts_updated: list[tuple[Fact, Fact]] = field(default_factory=list)  # (before, after)
+    facts_removed: list[Fact] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = [f"+{len(self.added)} fact{'s' if len(self.added) != 1 else ''}"]
@@ -168,17 +171,20 @@ def apply_changes(book: MemoryBook, changes: Changes, *, threshold: float, sourc
         fact = book.put(text, category=str(category), confidence=_confidence(proposal), source=source)
         known_texts.add(text.casefold())
         applied.added.append(fact.id)
+        applied.facts_added.append(fact)
     for proposal in changes.update:
         old = existing.get(str(proposal.get("id")))
         text = _accepted(proposal, threshold, applied)
         if old is None or text is None:
             continue
-        book.put(text, category=old.category, confidence=_confidence(proposal), source=source, fact_id=old.id)
+        new = book.put(text, category=old.category, confidence=_confidence(proposal), source=source, fact_id=old.id)
         applied.updated.append(old.id)
+        applied.facts_updated.append((old, new))
     for fact_id in changes.remove:
         if fact_id in existing and existing[fact_id].source.get("kind") != "user":  # the user's own: theirs to forget
             book.store.delete(book.namespace, fact_id)
             applied.removed.append(fact_id)
+            applied.facts_removed.append(existing[fact_id])
     return applied
 
 
@@ -190,7 +196,8 @@ def _accepted(proposal: dict[str, Any], threshold: float, applied: Applied) -> s
         return None
     reason = instruction_reason(text)
     if reason:
-        logger.warning("memory: dropped a proposed fact (%s): %r", reason, text[:120])
+        logger.warning("memory: dropped a proposed fact (%s): %r", reason, text[:120],
+                       extra={"fields": {"event": "memory_fact_dropped", "reason": reason}})
         applied.dropped.append(reason)
         return None
     return normalize_fact_text(text)

@@ -39,7 +39,17 @@ _ORDER_ANYWHERE = re.compile(
     r"|\b(?:the\s+)?(?:assistant|agent|ai|model|deerflow)\s+(?:must|should|shall|has\s+to)\b"
     r"|\bremember\s*:",
     re.IGNORECASE)
-_DATA_URL = re.compile(r"(?:https?|ftp)://[^\s]*[?#&][^\s]*|(?:https?|ftp)://[^\s]*\{", re.IGNORECASE)
+_DATA_URL = re.compile(r"(?:https?|ftp)://[^\s]*[?#&][^\s]*|(?:https?|ftp)://[^\s]*\{"
+                       r"|\b[\w-]+(?:\.[\w-]+)+(?::\d+)?/[^\s]*[?&][\w.-]*=", re.IGNORECASE)
+# A destination: a URL (with or without its scheme), an e-mail address, a host name.
+_DESTINATION = r"(?:(?:https?|ftp)://\S+|\S+@[\w-]+\.\S+|\b[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b)"
+# Where the user's results or data should *go*: a standing transfer, however politely worded
+# ("prefers that every report be emailed to ops@x", "wants answers mirrored to https://x/log").
+_TRANSFER = re.compile(
+    r"\b(?:send|sent|sending|forward(?:ed)?|post(?:ed)?|upload(?:ed)?|e-?mail(?:ed)?|mail(?:ed)?|mirror(?:ed)?|"
+    r"cc(?:'d|ed)?|bcc(?:'d|ed)?|cop(?:y|ied)|sync(?:ed)?|push(?:ed)?|deliver(?:ed)?|transmit(?:ted)?|"
+    r"shared?|report(?:ed)?|exfiltrat\w*|leak(?:ed)?)\b[^.;]{0,60}?\b(?:to|with|at|into|on)\s+"
+    + _DESTINATION, re.IGNORECASE)
 _MARKUP = re.compile(rf"<\s*/?\s*(?:{MEMORY_TAG}|system|assistant|user|tool\w*|instructions?)\b|<\|"
                      r"|\[/?INST\]|<</?SYS>>", re.IGNORECASE)
 
@@ -63,6 +73,8 @@ def instruction_reason(text: str) -> str | None:
         return "a URL with data parameters"
     if _MARKUP.search(flat):
         return "role or memory-block markup"
+    if _TRANSFER.search(flat):
+        return "says where results or data should be sent"
     if _ORDER_START.search(flat) or _ORDER_ANYWHERE.search(flat):
         return "reads as an instruction to the agent"
     if neutralize(flat).removed_passages:

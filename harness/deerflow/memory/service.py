@@ -27,6 +27,7 @@ from langgraph.store.base import BaseStore
 from deerflow.config.schema import AppConfig
 from deerflow.errors import UserError
 from deerflow.memory.book import MemoryBook
+from deerflow.memory.changes import ChangeRecord, find_change, record_changes
 from deerflow.memory.extraction import Applied, Exchange, apply_changes, propose
 from deerflow.memory.prompt import memory_block
 from deerflow.memory.store import open_store
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 MEMORY_SERVICE = "memory"
 """Key of the host's :class:`MemoryService` in ``RunContext.services``."""
 _MAX_QUEUED = 10  # exchanges kept per (user, agent) while waiting; older ones are dropped
+_MAX_SETTLED = 256  # runs whose extraction a view may still be waiting on
 
 ModelFactory = Callable[[str | None], BaseChatModel]
 Key = tuple[str, str | None]
@@ -65,11 +67,13 @@ class MemoryService:
         self._running: set[asyncio.Task[Any]] = set()
         self._one_at_a_time = asyncio.Lock()
         self.last_applied: dict[Key, Applied] = {}  # the latest extraction per (user, agent), for views and tests
+        self._settled: dict[str, asyncio.Event] = {}  # run id -> set once its extraction is over (or dropped)
 
     @classmethod
     def open(cls, config: AppConfig, *, home: Path, stack: ExitStack | AsyncExitStack, model_factory: ModelFactory) -> MemoryService:
         """Open the store (``stack`` closes it)."""
-        return cls(open_store(config.storage, home=home, stack=stack), config=config, model_factory=model_factory)
+        store = open_store(config.storage, home=home, stack=stack, embedding=config.memory.embedding)
+        return cls(store, config=config, model_factory=model_factory)
 
     def book(self, user_id: str, agent: str | None = None) -> MemoryBook:
         return MemoryBook(self.store, user_id, agent=agent, max_facts=self.config.memory.max_facts)
@@ -104,12 +108,36 @@ class MemoryService:
             return False
         key = (user_id, agent)
         pending = self._pending.setdefault(key, _Pending())
+        for dropped in pending.exchanges[:-_MAX_QUEUED + 1]:
+            self._settle(dropped.run_id)
         pending.exchanges = [*pending.exchanges, exchange][-_MAX_QUEUED:]
+        self._settled.setdefault(exchange.run_id, asyncio.Event())
+        while len(self._settled) > _MAX_SETTLED:
+            self._settled.pop(next(iter(self._settled))).set()
         pending.model_name = settings.model_name or model_name
         if pending.timer is not None:
             pending.timer.cancel()
         pending.timer = self._spawn(self._after_quiet(key, settings.debounce_seconds))
         return True
+
+    async def changes_after(self, user_id: str, agent: str | None, run_id: str, *,
+                            timeout: float) -> ChangeRecord | None:
+        """What memory learned from ``run_id``, once its extraction is over (at most ``timeout`` s).
+
+        None when the run taught nothing (no memory, nothing new, or not over in time).
+        """
+        event = self._settled.get(run_id)
+        if event is not None:
+            try:
+                await asyncio.wait_for(event.wait(), timeout=timeout)
+            except TimeoutError:
+                return None
+        return await asyncio.to_thread(find_change, self.book(user_id, agent), run_id) if run_id else None
+
+    def _settle(self, run_id: str) -> None:
+        event = self._settled.pop(run_id, None)
+        if event is not None:
+            event.set()
 
     async def flush(self) -> None:
         """Run every pending extraction now and wait for them (tests, shutdown)."""
@@ -142,8 +170,12 @@ class MemoryService:
         if pending is None or pending.timer is not asyncio.current_task():
             return
         del self._pending[key]
-        async with self._one_at_a_time:
-            await self._extract(key, pending)
+        try:
+            async with self._one_at_a_time:
+                await self._extract(key, pending)
+        finally:
+            for exchange in pending.exchanges:
+                self._settle(exchange.run_id)
 
     async def _extract(self, key: Key, pending: _Pending) -> None:
         user_id, agent = key
@@ -157,6 +189,10 @@ class MemoryService:
             applied = await asyncio.to_thread(
                 apply_changes, book, changes, threshold=self.config.memory.confidence_threshold,
                 source={"kind": "extracted", "thread_id": last.thread_id, "run_id": last.run_id})
+            await asyncio.to_thread(  # what a person sees and may undo ("memory: +2 facts")
+                record_changes, book, runs=[e.run_id for e in reversed(pending.exchanges)],
+                thread_id=last.thread_id, added=applied.facts_added, updated=applied.facts_updated,
+                removed=applied.facts_removed)
         except TimeoutError:
             logger.warning("memory: extraction for user %s timed out after %ss", user_id,
                            self.config.memory.extraction_timeout)
@@ -170,7 +206,10 @@ class MemoryService:
         self.last_applied[key] = applied
         if applied.added or applied.updated or applied.removed or applied.dropped:
             logger.info("%s for user %s (thread %s, %d dropped)", applied.summary(), user_id,
-                        last.thread_id, len(applied.dropped))
+                        last.thread_id, len(applied.dropped), extra={"fields": {
+                            "event": "memory_extracted", "user": user_id, "thread": last.thread_id,
+                            "run": last.run_id, "added": len(applied.added), "updated": len(applied.updated),
+                            "removed": len(applied.removed), "dropped": len(applied.dropped)}})
 
 
 def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finished: Any) -> None:
@@ -187,3 +226,21 @@ def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finish
     service.after_run(exchange, user_id=context.user_id, agent=context.options.get("agent_name"),
                       model_name=context.model_name, attended=context.interaction.attended,
                       options=context.options)
+
+
+async def learned_from_run(services: dict[str, Any], user_id: str, agent: str | None, run_id: str, *,
+                           now: bool = False, timeout: float | None = None) -> ChangeRecord | None:
+    """What memory learned from ``run_id`` (None: nothing, or memory is off on this host).
+
+    ``now`` runs pending extractions at once instead of after the quiet spell (the
+    CLI, which is about to exit anyway); else wait up to ``timeout`` (default: the
+    quiet spell plus the extraction deadline).
+    """
+    service = services.get(MEMORY_SERVICE)
+    if not isinstance(service, MemoryService):
+        return None
+    settings = service.config.memory
+    if now:
+        await asyncio.wait_for(service.flush(), timeout=settings.extraction_timeout + 5)
+    wait = timeout if timeout is not None else settings.debounce_seconds + settings.extraction_timeout + 5
+    return await service.changes_after(user_id, agent, run_id, timeout=wait)

@@ -10,15 +10,21 @@ home-made store: the store is LangGraph's, this module only opens it.
 from __future__ import annotations
 
 import fcntl
+import importlib
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from langgraph.store.base import BaseStore
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.schema import MemoryEmbeddingConfig, StorageConfig
+from deerflow.errors import ConfigError
 from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem
+
+logger = logging.getLogger(__name__)
 
 
 def memory_db_path(storage: StorageConfig, home: Path) -> Path:
@@ -28,39 +34,82 @@ def memory_db_path(storage: StorageConfig, home: Path) -> Path:
     return home / "memory.db"
 
 
-def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncExitStack) -> BaseStore:
+def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncExitStack,
+               embedding: MemoryEmbeddingConfig | None = None) -> BaseStore:
     """Open (and set up) the memory store; ``stack`` closes it.
+
+    With ``embedding`` the store gets LangGraph's own index config (``{"dims", "embed",
+    "fields": ["text"]}``): facts are embedded when written and searched by meaning.
+    SQLite needs its ``sqlite-vec`` extension loaded for that, which some Python builds
+    cannot do (pyenv's, macOS python.org's); then ``pysqlite3`` (the ``memory-search``
+    extra) is used, and without it memory ranks by words, with a warning.
 
     Raises:
         StorageError: the SQLite file is corrupt, unreadable or not a file.
-        ConfigError: postgres without its URL or package.
+        ConfigError: postgres without its URL or package; an embedding class that cannot be loaded.
         DatabaseUnavailable: PostgreSQL did not answer within ``storage.connect_timeout``.
     """
+    index = index_config(embedding) if embedding is not None else None
     if storage.checkpointer == "postgres":
         from deerflow.persistence.postgres import open_store_pg
 
-        return open_store_pg(storage, stack)
+        return open_store_pg(storage, stack, index=index)
     from langgraph.store.sqlite import SqliteStore
 
     path = memory_db_path(storage, home)
     problem = file_problem(path)
     if problem is not None:
         raise StorageError(path, problem)
+    driver = _driver(vectors=index is not None)
+    if index is not None and driver is None:
+        logger.warning("memory: this Python's sqlite3 cannot load sqlite-vec, so facts are ranked by words; "
+                       "for semantic search: pip install 'deerflow[memory-search]'")
+        index, driver = None, sqlite3
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        conn = driver.connect(str(path), check_same_thread=False, isolation_level=None)
     except OSError as exc:
         raise StorageError(path, f"cannot be opened ({exc.strerror or exc})") from None
     stack.callback(conn.close)
     try:
         conn.execute("PRAGMA busy_timeout=5000")  # the CLI and a server may share the file
         conn.execute("PRAGMA journal_mode=WAL")
-        store = SqliteStore(conn)
+        store = SqliteStore(conn, index=index)  # type: ignore[arg-type]  # pysqlite3 speaks the same API
         with _setup_lock(path):
             store.setup()
-    except sqlite3.DatabaseError as exc:
-        raise as_storage_error(path, exc) from None
+    except (sqlite3.DatabaseError, driver.DatabaseError) as exc:
+        raise as_storage_error(path, exc) from None  # type: ignore[arg-type]
     return store
+
+
+def index_config(embedding: MemoryEmbeddingConfig) -> dict[str, Any]:
+    """LangGraph's store index config for ``embedding``: the text of each fact is embedded.
+
+    Raises:
+        ConfigError: the class cannot be imported or built.
+    """
+    module_name, _, attr = embedding.use.partition(":")
+    key = "memory.embedding.use"
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load the embedding class {embedding.use!r} ({exc})", key=key) from None
+    try:
+        embeddings = cls(**embedding.kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot build {embedding.use!r}: {exc}", key="memory.embedding.kwargs") from None
+    return {"dims": embedding.dims, "embed": embeddings, "fields": ["text"]}
+
+
+def _driver(*, vectors: bool) -> Any:
+    """The sqlite3 module to connect with (None: vectors wanted and no module can load extensions)."""
+    if not vectors or hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    try:
+        import pysqlite3.dbapi2 as driver  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return driver
 
 
 @contextmanager

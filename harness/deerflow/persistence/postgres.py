@@ -142,7 +142,8 @@ async def _schema_lock_async(storage: StorageConfig, url: str) -> AsyncIterator[
             await conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
 
 
-def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack) -> PostgresStore:
+def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack, *,
+                  index: dict[str, Any] | None = None) -> PostgresStore:
     """LangGraph's ``PostgresStore`` on a pool, set up under the same advisory lock.
 
     Synchronous because ``BaseStore`` callers here are (memory runs its work off the loop).
@@ -168,7 +169,7 @@ def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack) -> 
     except (PoolTimeout, psycopg.OperationalError) as exc:
         raise _unavailable(storage, exc) from None
     stack.callback(pool.close)
-    store = PostgresStore(pool)
+    store = PostgresStore(pool, index=index)  # index: memory's embedding (pgvector), LangGraph's own config
     with _schema_lock_sync(storage, url):
         store.setup()
     return store

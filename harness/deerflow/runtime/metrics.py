@@ -37,8 +37,9 @@ TOOL_CALLS = Counter("deerflow_tool_calls", "Tool calls of the lead agent, by to
                      ["tool", "status"])
 SANDBOX_STARTS = Counter("deerflow_sandbox_starts", "Sandboxed processes started (a shell command or a Python "
                          "kernel), by sandbox provider and kind", ["provider", "kind"])
-GUARD_REFUSALS = Counter("deerflow_guard_refusals", "Refusals by a guard: a blocked URL (egress), a blocked skill "
-                         "(SkillScan), a path escape, a blocked command, or a run stopped by a guard", ["guard"])
+GUARD_REFUSALS = Counter("deerflow_guard_refusals", "Refusals by a guard: a blocked URL (egress), a connection "
+                         "the sandbox's egress proxy refused (sandbox_egress), a blocked skill (SkillScan), a path "
+                         "escape, a blocked command, or a run stopped by a guard", ["guard"])
 BATCH_QUEUE_DEPTH = Gauge("deerflow_batch_queue_depth", "Batch items pending or running, as the batch worker last "
                           "counted them")
 
@@ -64,6 +65,11 @@ def model_call(model: str, usage: Mapping[str, int] | None, seconds: float) -> N
 def sandbox_started(provider: str, kind: str) -> None:
     """Count one sandboxed process (``kind``: ``command`` or ``kernel``) of ``provider``."""
     SANDBOX_STARTS.labels(provider=provider, kind=kind).inc()
+
+
+def guard_refused(guard: str) -> None:
+    """Count one refusal that no tool result reports (the sandbox's egress proxy refusing a connection)."""
+    GUARD_REFUSALS.labels(guard=guard).inc()
 
 
 def batch_queue_depth(items: int) -> None:
@@ -92,7 +98,9 @@ def run_finished(*, user_id: str, finished: ev.RunFinished, events: Iterable[Any
         "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
         "tool_calls": sum(tools.values()), "tool_errors": sum(n for (_, s), n in tools.items() if s == "error"),
     }
-    run_log.info("run finished %s", json.dumps(line, sort_keys=True))
+    # text logs: the fields as JSON after the words; JSON logs (logging.format: json): top-level keys
+    run_log.info("run finished %s", json.dumps(line, sort_keys=True),
+                 extra={"fields": line, "short_message": "run finished"})
 
 
 def _known(usage: Mapping[str, Any]) -> bool:

@@ -70,6 +70,8 @@ MAX_HEADER_BYTES = 65_536
 _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization",
                          "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade"})
 _CHUNK = 65_536
+# Failures to reach an allowed host: not a guard's refusal, so not counted as one in the metrics.
+_NOT_REFUSALS = frozenset({"unresolvable", "upstream_unreachable"})
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,11 @@ class EgressProxy:
             if upstream is None:
                 decision, reason = "denied", failure
         self.gate.log(key, NetworkRecord(request.host, request.port, request.method, decision, reason))
+        if decision == "denied" and reason not in _NOT_REFUSALS:
+            # the metrics load with the host, not with the sandbox module
+            from deerflow.runtime.metrics import guard_refused
+
+            guard_refused("sandbox_egress")
         if upstream is None:
             status = "502 Bad Gateway" if reason in ("unresolvable", "upstream_unreachable") else "403 Forbidden"
             body = (f"deerflow egress proxy: {target(request.host, request.port)} refused: "

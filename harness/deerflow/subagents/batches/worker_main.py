@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
         return exc.exit_code
+    _log_per_config(loaded.config)
     home = HomePaths(Path(args.home).expanduser() if args.home else default_home()).with_storage(
         loaded.config.storage)  # the thread folders the servers use
     try:
@@ -69,6 +70,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"worker done: {stats.finished} items finished, {stats.cancelled} cancelled, "
           f"{stats.lost_leases} results discarded (lease lost)")
     return 0
+
+
+def _log_per_config(config: object) -> None:
+    """The worker's log lines: the config's format (``logging.format``), its secrets redacted."""
+    from deerflow.runtime.logs import JsonFormatter, redacting
+
+    for handler in logging.getLogger().handlers:
+        redacting(handler, config)
+        if config.logging.format == "json":  # type: ignore[attr-defined]
+            handler.setFormatter(JsonFormatter())
 
 
 if __name__ == "__main__":
