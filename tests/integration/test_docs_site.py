@@ -44,6 +44,8 @@ SHOWN = {
     "06_subagents": ["UNMET"],
     "07_agents_and_schedules": ["Saved custom agent 'digest'", "success | delivery: delivered"],
     "08_notebook_agent": ["applied proposal", "restored 1 cell(s) of sales_report.ipynb"],
+    "09_memory": ["memory: +2 facts", "From your notes: you study white-tailed deer in Minnesota",
+                  "attacker's line remembered: False"],
 }
 FORM_FIELDS = {"Region": "Upper Midwest, USA", "Focus": "Survival and mortality", "Depth": "One-page brief"}
 
