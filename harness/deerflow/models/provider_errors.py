@@ -112,6 +112,8 @@ def classify(exc: BaseException, *, where: str) -> ModelCallError | None:
     if module.startswith(("httpx", "httpcore")):
         kind: ErrorKind = "timeout" if "Timeout" in name else "connection"
         return ModelCallError(kind, f"{name}: {exc}" if str(exc) else name, where=where)
+    if isinstance(exc, TimeoutError):  # a client library's own limit (langchain-openai's stream_chunk_timeout)
+        return ModelCallError("stall" if "chunk" in str(exc).lower() else "timeout", f"the client library's own limit fired: {exc}" if str(exc) else name, where=where)
     if isinstance(exc, json.JSONDecodeError):
         return ModelCallError("malformed", f"invalid JSON in the answer ({exc.msg})", where=where)
     if isinstance(exc, ValueError):
