@@ -178,8 +178,10 @@ def _classify_value_error(exc: ValueError, *, where: str) -> ModelCallError | No
     return None
 
 
-EMPTY_STREAM = ("HTTP 200 but the stream held no completion chunks (an HTML page, a proxy's error page or a "
-                "base_url that is not the OpenAI-compatible API, often ending in /v1, look like this)")
+EMPTY_STREAM = ("HTTP 200 but the stream held no completion chunks: the server may have failed after answering "
+                "(see its log; llama-cpp-python does this for streamed tool calls, set disable_streaming: "
+                "tool_calling), or base_url is not the OpenAI-compatible API (often ending in /v1) and an HTML "
+                "or proxy error page came back")
 
 
 def _html_title(page: str) -> str:
