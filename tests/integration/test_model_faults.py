@@ -208,3 +208,14 @@ def test_a_client_limit_that_fires_is_named_not_passed_off_as_ours(tmp_path, ope
     message = assert_model_error(result, openai_server, "stalled", "client library's own limit",
                                  "stream_chunk_timeout")
     assert "no first token within 60 s" not in message
+
+
+def test_a_stopped_server_is_named_connection_refused(tmp_path, deerflow_home):
+    """Live finding: with llama-cpp-python stopped, the CLI said only "Connection error." (langchain-openai
+    wraps the openai client's error, which wraps httpx's); the innermost cause is what the user needs."""
+    from fixtures.openai_server import serve_openai
+
+    with serve_openai() as stopped:
+        pass  # the port is closed once the block ends
+    result = run(tmp_path, stopped)
+    assert_model_error(result, stopped, "cannot reach the server", "connection refused")

@@ -129,7 +129,7 @@ def _classify_openai(exc: BaseException, *, where: str) -> ModelCallError | None
     if isinstance(exc, openai.APITimeoutError):
         return ModelCallError("timeout", "no answer within the client's timeout", where=where)
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
+        cause = _root_cause(exc)
         detail = f"{type(cause).__name__}: {cause}" if cause is not None and str(cause) else "connection failed"
         if "refused" in detail.lower() or "connecterror" in detail.lower():
             detail = f"connection refused ({detail})"
@@ -139,6 +139,17 @@ def _classify_openai(exc: BaseException, *, where: str) -> ModelCallError | None
     if isinstance(exc, openai.APIError):  # an ``error`` event after HTTP 200
         return ModelCallError("stream_error", exc.message or str(exc), where=where)
     return None
+
+
+def _root_cause(exc: BaseException, depth: int = 12) -> BaseException | None:
+    """The innermost cause of ``exc`` (``ConnectionRefusedError`` under the client's wrappers), or None.
+
+    langchain-openai wraps the ``openai`` client's error, which wraps httpx's, which wraps the OS error:
+    the first cause alone says only "Connection error."."""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and depth > 0 and (cause.__cause__ or cause.__context__) is not None:
+        cause, depth = cause.__cause__ or cause.__context__, depth - 1
+    return cause
 
 
 def _status_body(exc: object) -> str:
