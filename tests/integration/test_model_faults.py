@@ -28,9 +28,12 @@ TARGET = "/mnt/user-data/outputs/notes.md"
 WRITE = {"name": "write_file", "args": {"path": TARGET, "content": "# Notes\nline one\nline two\n"}}
 # Deadlines far below the server's 30 s stall, far above a loopback answer: the stall is what ends the call.
 FAST_DEADLINES = "    timeouts: {first_token: 2, idle: 2}\n"
+# Deadlines far above the server's stall: something else must end the call, or nothing.
+SLOW_DEADLINES = "    timeouts: {first_token: 60, idle: 60}\n"
 
 
-def config(tmp_path: Path, server: OpenAIServer, *, streaming: bool = True, entry: str = "", extra: str = "") -> Path:
+def config(tmp_path: Path, server: OpenAIServer, *, streaming: bool = True, entry: str = "", extra: str = "",
+           deadlines: str = FAST_DEADLINES) -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(f"""
 models:
@@ -41,7 +44,7 @@ models:
     api_key: $FIXTURE_KEY
     max_retries: 0
     streaming: {str(streaming).lower()}
-{FAST_DEADLINES}{entry}{extra}""")
+{deadlines}{entry}{extra}""")
     return path
 
 
@@ -186,3 +189,33 @@ def test_the_cli_prints_one_line_for_a_failed_run(tmp_path, openai_server, deerf
     errors = [line for line in done.stdout.splitlines() if "error:" in line]
     assert len(errors) == 1, done.stdout  # the run's error, once, on one line, as the renderer shows it
     assert "model 'fixture'" in errors[0] and "no completion chunks" in errors[0]
+
+
+def test_langchain_openai_s_own_chunk_limit_does_not_cut_first_token_short(tmp_path, openai_server, monkeypatch):
+    """Live finding (llama-cpp-python, a 3,300-token prompt on a CPU): langchain-openai ends a stream
+    that sends no chunk for ``stream_chunk_timeout`` (120 s by default) and the run was reported as
+    "no first token within 600 s".  The entry's ``timeouts`` govern; that limit is off unless set."""
+    monkeypatch.setenv("LANGCHAIN_OPENAI_STREAM_CHUNK_TIMEOUT_S", "1")  # its default, scaled down
+    openai_server.add({"text": "Worth the wait.", "fault": "stall_first", "stall": 3})
+    result = run(tmp_path, openai_server, deadlines=SLOW_DEADLINES)
+    assert result.status == "success", result.error
+    assert result.text == "Worth the wait."
+
+
+def test_a_client_limit_that_fires_is_named_not_passed_off_as_ours(tmp_path, openai_server):
+    openai_server.add({"text": "never arrives", "fault": "stall_first"})
+    result = run(tmp_path, openai_server, deadlines=SLOW_DEADLINES, entry="    stream_chunk_timeout: 1\n")
+    message = assert_model_error(result, openai_server, "stalled", "client library's own limit",
+                                 "stream_chunk_timeout")
+    assert "no first token within 60 s" not in message
+
+
+def test_a_stopped_server_is_named_connection_refused(tmp_path, deerflow_home):
+    """Live finding: with llama-cpp-python stopped, the CLI said only "Connection error." (langchain-openai
+    wraps the openai client's error, which wraps httpx's); the innermost cause is what the user needs."""
+    from fixtures.openai_server import serve_openai
+
+    with serve_openai() as stopped:
+        pass  # the port is closed once the block ends
+    result = run(tmp_path, stopped)
+    assert_model_error(result, stopped, "cannot reach the server", "connection refused")

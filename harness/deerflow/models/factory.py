@@ -179,6 +179,10 @@ def instantiate(entry: ModelConfig, *, config_file: str | None = None) -> BaseCh
         kwargs["script"] = resolve_script(kwargs["script"], config_file=config_file)
     if "stream_usage" in getattr(cls, "model_fields", {}) and "stream_usage" not in kwargs:
         kwargs["stream_usage"] = True  # usage when streaming (stream_options.include_usage); `stream_usage: false` opts out
+    if "stream_chunk_timeout" in getattr(cls, "model_fields", {}) and "stream_chunk_timeout" not in kwargs:
+        # langchain-openai's own 120 s limit between chunks would end a long prompt evaluation (minutes on a
+        # CPU server) under the entry's `timeouts.first_token`; the guard's deadlines govern, `stream_chunk_timeout: N` opts in
+        kwargs["stream_chunk_timeout"] = None
     try:
         return cls(**kwargs)
     except ValidationError as exc:  # a field of the entry: name it (never its value: it may be a key)

@@ -395,11 +395,13 @@ class GuardedChatModel(BaseChatModel):
         """The checked chunks of ``stream``, each awaited no longer than the next deadline allows."""
         while True:
             try:
-                chunk = await asyncio.wait_for(anext(stream), clock.next_timeout())
+                chunk = await asyncio.wait_for(_next_chunk(stream), clock.next_timeout())
             except StopAsyncIteration:
                 return
             except TimeoutError:
                 raise clock.missed(self.where, check.text_chars) from None
+            except _InnerTimeout as inner:  # the client's own limit, not ours: its words, not our deadline's
+                raise inner.error from None
             passed, token = check.feed(chunk)
             if token and clock.first_token_at is None:
                 clock.first_token_at = time.monotonic()
@@ -415,6 +417,24 @@ def inner_streaming_disabled(model: BaseChatModel, **kwargs: Any) -> bool:
     if disabled is not None:
         return bool(disabled(**kwargs))
     return model.disable_streaming is True or (model.disable_streaming == "tool_calling" and bool(kwargs.get("tools")))
+
+
+class _InnerTimeout(Exception):
+    """A ``TimeoutError`` raised by the inner model's stream itself (e.g. langchain-openai's
+    ``stream_chunk_timeout``), kept apart from the guard's own ``wait_for`` deadline so the
+    message names the limit that really fired."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _next_chunk(stream: AsyncIterator[ChatGenerationChunk]) -> ChatGenerationChunk:
+    """The next chunk; a timeout raised inside the stream comes out as :class:`_InnerTimeout`."""
+    try:
+        return await anext(stream)
+    except TimeoutError as exc:
+        raise _InnerTimeout(exc) from exc
 
 
 def _reraise(failure: BaseException, exc: BaseException) -> None:

@@ -112,6 +112,8 @@ def classify(exc: BaseException, *, where: str) -> ModelCallError | None:
     if module.startswith(("httpx", "httpcore")):
         kind: ErrorKind = "timeout" if "Timeout" in name else "connection"
         return ModelCallError(kind, f"{name}: {exc}" if str(exc) else name, where=where)
+    if isinstance(exc, TimeoutError):  # a client library's own limit (langchain-openai's stream_chunk_timeout)
+        return ModelCallError("stall" if "chunk" in str(exc).lower() else "timeout", f"the client library's own limit fired: {exc}" if str(exc) else name, where=where)
     if isinstance(exc, json.JSONDecodeError):
         return ModelCallError("malformed", f"invalid JSON in the answer ({exc.msg})", where=where)
     if isinstance(exc, ValueError):
@@ -127,7 +129,7 @@ def _classify_openai(exc: BaseException, *, where: str) -> ModelCallError | None
     if isinstance(exc, openai.APITimeoutError):
         return ModelCallError("timeout", "no answer within the client's timeout", where=where)
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
+        cause = _root_cause(exc)
         detail = f"{type(cause).__name__}: {cause}" if cause is not None and str(cause) else "connection failed"
         if "refused" in detail.lower() or "connecterror" in detail.lower():
             detail = f"connection refused ({detail})"
@@ -137,6 +139,17 @@ def _classify_openai(exc: BaseException, *, where: str) -> ModelCallError | None
     if isinstance(exc, openai.APIError):  # an ``error`` event after HTTP 200
         return ModelCallError("stream_error", exc.message or str(exc), where=where)
     return None
+
+
+def _root_cause(exc: BaseException, depth: int = 12) -> BaseException | None:
+    """The innermost cause of ``exc`` (``ConnectionRefusedError`` under the client's wrappers), or None.
+
+    langchain-openai wraps the ``openai`` client's error, which wraps httpx's, which wraps the OS error:
+    the first cause alone says only "Connection error."."""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and depth > 0 and (cause.__cause__ or cause.__context__) is not None:
+        cause, depth = cause.__cause__ or cause.__context__, depth - 1
+    return cause
 
 
 def _status_body(exc: object) -> str:
@@ -176,8 +189,10 @@ def _classify_value_error(exc: ValueError, *, where: str) -> ModelCallError | No
     return None
 
 
-EMPTY_STREAM = ("HTTP 200 but the stream held no completion chunks (an HTML page, a proxy's error page or a "
-                "base_url that is not the OpenAI-compatible API, often ending in /v1, look like this)")
+EMPTY_STREAM = ("HTTP 200 but the stream held no completion chunks: the server may have failed after answering "
+                "(see its log; llama-cpp-python does this for streamed tool calls, set disable_streaming: "
+                "tool_calling), or base_url is not the OpenAI-compatible API (often ending in /v1) and an HTML "
+                "or proxy error page came back")
 
 
 def _html_title(page: str) -> str:
