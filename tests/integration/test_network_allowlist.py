@@ -18,6 +18,7 @@ from langchain.tools import ToolRuntime
 from deerflow import DeerFlowClient
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig, SandboxConfig
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
@@ -208,7 +209,7 @@ def test_a_subagent_is_refused_without_asking_even_in_an_interactive_run(
     sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: WebServer
 ) -> None:
     context = RunContext(user_id="u", thread_id="t1", run_id="run-1", paths=paths, config=AppConfig(),
-                         options={"is_subagent": True}, services={"sandbox": sandbox})
+                         options=RunOptions(is_subagent=True), services={"sandbox": sandbox})
     assert context.interaction.attended
     notices: list[dict[str, object]] = []
     bash = next(t for t in exec_tools(sandbox) if t.name == "bash")

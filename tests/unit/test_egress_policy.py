@@ -14,6 +14,7 @@ from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddlewa
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ConfigError
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.egress_proxy import SystemResolver, parse_request
 from deerflow.sandbox.network_approval import approval_request, parse_answer
@@ -164,7 +165,8 @@ def test_operator_pins_map_names_to_ip_addresses() -> None:
 def _context(thread: Path, **options: object) -> RunContext:
     policy = RunInteractionPolicy.resolve(options)
     return RunContext(user_id="u", thread_id="t", run_id="run-1", paths=ThreadPaths(thread), config=AppConfig(),
-                      options={k: v for k, v in options.items() if k != "interaction_mode"}, interaction=policy)
+                      options=RunOptions.parse({k: v for k, v in options.items() if k != "interaction_mode"}),
+                      interaction=policy)
 
 
 def test_only_an_attended_lead_agent_call_may_ask(thread: Path) -> None:

@@ -30,6 +30,7 @@ from deerflow.memory.book import MemoryBook
 from deerflow.memory.extraction import Applied, Exchange, apply_changes, propose
 from deerflow.memory.prompt import memory_block
 from deerflow.memory.store import open_store
+from deerflow.run_options import RunOptions
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +42,9 @@ ModelFactory = Callable[[str | None], BaseChatModel]
 Key = tuple[str, str | None]
 
 
-def memory_enabled(options: dict[str, Any] | None) -> bool:
+def memory_enabled(options: RunOptions | None) -> bool:
     """False when the run asked for no memory (``--no-memory``, ``configurable.memory: false``)."""
-    value = (options or {}).get("memory", True)
+    value = options.memory if options is not None else None
     return not (value is False or (isinstance(value, str) and value.strip().lower() in {"false", "off", "0", "no"}))
 
 
@@ -90,13 +91,13 @@ class MemoryService:
         return await asyncio.to_thread(self.block_for, user_id, agent, query, config=config)
 
     def after_run(self, exchange: Exchange, *, user_id: str, agent: str | None, model_name: str | None,
-                  attended: bool, options: dict[str, Any]) -> bool:
+                  attended: bool, options: RunOptions) -> bool:
         """Queue a settled run for extraction; False when memory must not learn from it.
 
         Never blocks and never raises for memory reasons: the run is already over.
         """
         settings = self.config.memory
-        if not settings.enabled or not memory_enabled(options) or options.get("replay"):
+        if not settings.enabled or not memory_enabled(options) or options.replay:
             return False
         if not attended and not settings.from_unattended:
             return False
@@ -184,6 +185,6 @@ def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finish
     service.config = context.config  # the config the run had: an edited memory section applies from here
     exchange = Exchange(user_text=prompt, answer_text=finished.text or "", thread_id=context.thread_id,
                         run_id=context.run_id)
-    service.after_run(exchange, user_id=context.user_id, agent=context.options.get("agent_name"),
+    service.after_run(exchange, user_id=context.user_id, agent=context.options.agent_name,
                       model_name=context.model_name, attended=context.interaction.attended,
                       options=context.options)

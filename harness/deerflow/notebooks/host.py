@@ -20,10 +20,8 @@ from deerflow.notebooks.service import (
     notebook_context,
     undo_run,
 )
+from deerflow.run_options import RunOptions
 
-CONTEXT_OPTION = "notebook_context"
-"""Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
-(``"cell_ids": [...]`` instead: only those cells, as attached to a chat message)."""
 MAX_CELL_IDS = 200
 ACTIONS = ("apply", "discard", "undo", "list", "insert")
 
@@ -36,12 +34,12 @@ def notebook_access(services: Mapping[str, Any]) -> NotebookAccess:
     return access
 
 
-async def context_for_run(services: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, str] | None:
+async def context_for_run(services: Mapping[str, Any], options: RunOptions) -> tuple[str, str] | None:
     """``(fenced context, view note)`` for a run that names its notebook; None otherwise.
 
     A notebook that cannot be read is not fatal to the run: the note says so.
     """
-    ref = options.get(CONTEXT_OPTION)
+    ref = options.notebook_context
     if not isinstance(ref, Mapping) or not ref.get("path"):
         return None
     access = services.get(NOTEBOOKS_SERVICE)

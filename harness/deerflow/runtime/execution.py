@@ -52,7 +52,7 @@ def guard_stop(event: Any) -> tuple[str, str] | None:
 
 def graph_config(context: RunContext) -> dict[str, Any]:
     """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
-    recursion_limit = int(context.options.get("recursion_limit") or 200)
+    recursion_limit = int(context.options.recursion_limit or 200)
     config: dict[str, Any] = {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
                               "metadata": {"run_id": context.run_id}}
     meter = context.services.get(USAGE_SERVICE)  # meters every model call of the run (subagents inherit it)

@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,7 +78,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunRequest:
-    """What a caller asks for.  ``options`` are the runtime options of the lead agent.
+    """What a caller asks for.  ``options`` are the run's options, built by the host.
 
     ``trusted`` marks an internal, in-process caller (embedded client, CLI,
     scheduler).  Only trusted requests may carry the internal-only interaction
@@ -89,7 +89,7 @@ class RunRequest:
     prompt: str
     thread_id: str | None = None
     user_id: str = "local"
-    options: RunOptions | Mapping[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     trusted: bool = False
 
 
@@ -322,7 +322,7 @@ class RunManager:
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         await self.store.aio.run(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
-        prompt, options = apply_agent_commands(prompt, RunOptions.parse(request.options).to_dict())
+        prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
         profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written
@@ -330,9 +330,8 @@ class RunManager:
         reader = await grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
                                            page_chars=self.loaded.config.tool_output.max_chars,
                                            bootstrap=profile.bootstrap)
-        resolved = create_chat_model(self.loaded.config, options.get("model_name") or profile.model,
-                                     config_file=_str(self.loaded.path),
-                                     record=options.get("record"), replay=options.get("replay"))
+        resolved = create_chat_model(self.loaded.config, options.model_name or profile.model,
+                                     config_file=_str(self.loaded.path), record=options.record, replay=options.replay)
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
         from deerflow.mcp.manager import prepare_mcp_run
 
@@ -349,8 +348,7 @@ class RunManager:
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
                                                       library=self.services.get(SKILLS_LIBRARY_SERVICE)),
                              conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
-        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction,
-                               profile=profile)
+        lead = make_lead_agent(options, deps=deps, model=resolved, interaction=interaction, profile=profile)
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run
@@ -361,7 +359,7 @@ class RunManager:
         notebook = await context_for_run(self.services, options)  # the notebook a %%deerflow run came from
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
-                           options={k: v for k, v in options.items()
+                           options={k: v for k, v in options.to_dict().items()
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
         context = RunContext(
             user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,

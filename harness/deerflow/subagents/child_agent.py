@@ -39,6 +39,7 @@ from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddl
 from deerflow.config.schema import AppConfig
 from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.skills.activation import active_skills
 from deerflow.skills.run import run_skills_of
@@ -52,17 +53,6 @@ from deerflow.subagents.registry import FORBIDDEN_CHILD_TOOLS, SubagentType
 from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy
 from deerflow.tools.builtins import builtin_sources
-
-SKILL_ALLOWLIST_KEY = "skill_allowed_tools"
-"""Run option (or host service) that pins the parent's skill allowlist explicitly.
-
-The parent's allowlist is normally derived from its conversation: the tool
-scope of the skills active in the current turn
-(:meth:`deerflow.skills.activation.ActiveSkills.scope`, see
-:func:`skill_scope_of`).  A host or custom integration may instead set
-``RunContext.options[SKILL_ALLOWLIST_KEY]`` to names or glob patterns.  The
-child's context carries the resulting tool names under the same key.
-"""
 
 DELEGATION_SERVICES = frozenset({"subagents", "batch_submitter"})
 """Host services a child never receives (no nesting, no batch submission)."""
@@ -83,12 +73,14 @@ def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContex
 def parent_skill_allowlist(ctx: RunContext, state: Any = None) -> frozenset[str] | None:
     """The parent's skill allowlist (None: no skill limits the parent).
 
-    An explicit :data:`SKILL_ALLOWLIST_KEY` wins; else the scope of the skills
-    active in the parent's current turn, when its state is known.
+    The allowlist is normally derived from the parent's conversation: the tool
+    scope of the skills active in its current turn (:func:`skill_scope_of`).
+    An explicit ``RunOptions.skill_allowed_tools`` (names or glob patterns, set by
+    a host or on a child's context) wins.
     """
-    value = ctx.options.get(SKILL_ALLOWLIST_KEY, ctx.services.get(SKILL_ALLOWLIST_KEY))
+    value = ctx.options.skill_allowed_tools
     if value is not None:
-        return frozenset([value] if isinstance(value, str) else value)
+        return frozenset(value)
     return skill_scope_of(ctx, state)
 
 
@@ -151,9 +143,8 @@ def child_context(parent: RunContext, child: ChildRun, *, config: AppConfig, mod
     """The child's run context: the thread's files and sandbox, none of the delegation services."""
     services: dict[str, Any] = {k: v for k, v in parent.services.items() if k not in DELEGATION_SERVICES}
     services[CHILD_RUN_SERVICE] = child
-    options: dict[str, Any] = {"is_subagent": True, "parent_run_id": parent.run_id, "task_id": child.task_id}
-    if skill_allowlist is not None:
-        options[SKILL_ALLOWLIST_KEY] = sorted(skill_allowlist)
+    options = RunOptions(is_subagent=True, parent_run_id=parent.run_id, task_id=child.task_id,
+                         skill_allowed_tools=sorted(skill_allowlist) if skill_allowlist is not None else None)
     return replace(
         parent, run_id=f"{parent.run_id or 'norun'}.sub.{child.task_id}", config=config, model_name=model_name,
         interaction_mode="autonomous", interaction=RunInteractionPolicy(mode="autonomous", source="subagent"),
@@ -161,6 +152,6 @@ def child_context(parent: RunContext, child: ChildRun, *, config: AppConfig, mod
     )
 
 
-__all__ = ["DELEGATION_SERVICES", "SKILL_ALLOWLIST_KEY", "ToolSourcesFactory", "allowlist_layers",
+__all__ = ["DELEGATION_SERVICES", "ToolSourcesFactory", "allowlist_layers",
            "build_child_graph", "child_context", "child_middlewares", "default_tool_sources",
            "parent_skill_allowlist", "resolve_child_tools", "skill_scope_of"]

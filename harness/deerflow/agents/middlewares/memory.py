@@ -32,7 +32,7 @@ def _query(request: ModelRequest) -> str:
 
 def _service(request: ModelRequest) -> MemoryService | None:
     context = request.runtime.context
-    if context is None or not memory_enabled(getattr(context, "options", None)):
+    if context is None or not memory_enabled(context.options):
         return None
     service = (getattr(context, "services", None) or {}).get(MEMORY_SERVICE)
     return service if isinstance(service, MemoryService) else None
@@ -60,7 +60,7 @@ class MemoryMiddleware(AgentMiddleware):
         if block is None:
             context = request.runtime.context
             block = self._blocks[run_id] = service.block_for(
-                context.user_id, context.options.get("agent_name"), _query(request), config=context.config)
+                context.user_id, context.options.agent_name, _query(request), config=context.config)
         return handler(self._with_block(request, block))
 
     async def awrap_model_call(
@@ -72,5 +72,5 @@ class MemoryMiddleware(AgentMiddleware):
         if block is None:
             context = request.runtime.context
             block = self._blocks[run_id] = await service.prompt_block(
-                context.user_id, context.options.get("agent_name"), _query(request), config=context.config)
+                context.user_id, context.options.agent_name, _query(request), config=context.config)
         return await handler(self._with_block(request, block))

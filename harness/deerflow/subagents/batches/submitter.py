@@ -152,7 +152,6 @@ def item_runner(runtime: SubagentRuntime, config: AppConfig, home: HomePaths,
         context = RunContext(
             user_id=batch.user_id, thread_id=batch.thread_id, run_id=f"{batch.batch_id}.{item.index}",
             paths=home.thread(batch.user_id, batch.thread_id), config=config, model_name=batch.model_name,
-            options={"batch_id": batch.batch_id},
             services={k: v for k, v in services.items() if k not in DELEGATION_SERVICES},
         )
         job = SubagentJob(f"{batch.batch_id}.{item.index}", item.prompt, item.subagent_type, list(item.criteria),

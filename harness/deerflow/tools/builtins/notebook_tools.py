@@ -29,7 +29,6 @@ from deerflow.notebooks.service import EDIT_MODES, edit_cells, read_cells
 from deerflow.runtime.context import RunContext
 from deerflow.subagents.child_run import CHILD_RUN_SERVICE
 
-EDITS_OPTION = "notebook_edits"
 Reply = tuple[str, dict[str, Any]]
 PathArg = Annotated[str, "The notebook's path relative to the Jupyter root, e.g. 'work.ipynb'."]
 CellIdsArg = Annotated[list[str] | None, "Only these cell ids (default: all cells)."]
@@ -44,7 +43,7 @@ def edit_mode(ctx: RunContext) -> str:
 
     Subagents, like unattended runs, only propose: nobody reviews what they write as it happens.
     """
-    asked = ctx.options.get(EDITS_OPTION) or getattr(ctx.config, EDITS_OPTION, "propose")
+    asked = ctx.options.notebook_edits or getattr(ctx.config, "notebook_edits", "propose")
     if asked not in EDIT_MODES or CHILD_RUN_SERVICE in (ctx.services or {}):
         return "propose"
     return asked if ctx.interaction.attended else "propose"
