@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from deerflow.memory import MEMORY_SERVICE
 from deerflow_jupyter.chat.session import THREAD_KEY
 from deerflow_jupyter.host import HarnessHost
 from fixtures.chat_harness import OWNER, make_chat, open_rig
@@ -23,7 +22,7 @@ async def test_memory_verbs_in_the_chat(tmp_path, root, monkeypatch):
     rig = await open_rig(make_chat(), root=root, host=HarnessHost(config_path=None), monkeypatch=monkeypatch)
     rig.send("/memory add I study white-tailed deer in Minnesota")
     [added] = await rig.until_said("🧠")
-    book = (await rig.host.manager()).services[MEMORY_SERVICE].book(OWNER)
+    book = (await rig.host.manager()).services.memory.book(OWNER)
     [fact] = book.list()
     assert fact.text == "I study white-tailed deer in Minnesota" and fact.id in added
 

@@ -21,7 +21,7 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
-from deerflow.memory import MEMORY_SERVICE, MemoryBook, MemoryService
+from deerflow.memory import MemoryBook, MemoryService
 from deerflow.memory.commands import memory_action
 from deerflow.memory.guard import MAX_FACT_CHARS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
@@ -40,7 +40,7 @@ class FactBody(BaseModel):
 class _MemoryHandler(DeerFlowHandler):
     async def book(self, agent: str | None = None) -> MemoryBook:
         manager = await self.manager()
-        service = manager.services.get(MEMORY_SERVICE)
+        service = manager.services.memory
         if not isinstance(service, MemoryService):
             raise web.HTTPError(503, "memory is not available on this server")
         return service.book(self.user_id, agent or self.get_query_argument("agent", None) or None)

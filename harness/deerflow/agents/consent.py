@@ -40,8 +40,6 @@ CONSENT_SOURCE = "persistence_approval"
 APPROVE = "Approve"
 DENY = "Deny"
 OPTIONS = (APPROVE, DENY)
-GRANTS_SERVICE = "consent_grants"
-"""``RunContext.services`` key of the run's :class:`ConsentGrants` (set by the consent middleware)."""
 REPLAY_NOTE = "consent_replay"
 """``additional_kwargs`` marker of the tool call the harness replays after a yes."""
 
@@ -165,7 +163,7 @@ def decision_notice(change: Mapping[str, Any], *, approved: bool, reason: str, r
 
 
 __all__ = [
-    "APPROVE", "CONSENT_SOURCE", "DENY", "GRANTS_SERVICE", "OPTIONS", "REPLAY_NOTE", "ConsentGrants",
+    "APPROVE", "CONSENT_SOURCE", "DENY", "OPTIONS", "REPLAY_NOTE", "ConsentGrants",
     "PendingChange", "ask", "consent_request", "decision_notice", "is_consent_request", "is_subagent",
     "parse_answer", "refusal",
 ]

@@ -1,7 +1,7 @@
 """The host's memory service: the store, injection, and debounced extraction off the run's path.
 
 One per host (CLI, embedded client, Jupyter server), in ``RunContext.services``
-under :data:`MEMORY_SERVICE`.  After a run has settled (its ``run_finished``
+as ``services.memory``.  After a run has settled (its ``run_finished``
 is published and recorded) the host calls :meth:`MemoryService.after_run`,
 which only queues the run's :class:`~deerflow.memory.extraction.Exchange` and
 (re)arms a per-(user, agent) timer: a burst of runs costs one extraction after
@@ -31,10 +31,10 @@ from deerflow.memory.extraction import Applied, Exchange, apply_changes, propose
 from deerflow.memory.prompt import memory_block
 from deerflow.memory.store import open_store
 from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 
 logger = logging.getLogger(__name__)
 
-MEMORY_SERVICE = "memory"
 """Key of the host's :class:`MemoryService` in ``RunContext.services``."""
 _MAX_QUEUED = 10  # exchanges kept per (user, agent) while waiting; older ones are dropped
 
@@ -174,12 +174,12 @@ class MemoryService:
                         last.thread_id, len(applied.dropped))
 
 
-def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finished: Any) -> None:
+def note_settled_run(services: HostServices, context: Any, prompt: str, finished: Any) -> None:
     """The host's hook after a run settled: queue its user message and final answer for extraction.
 
     Only successful runs teach memory; the mode decides whether an unattended run may.
     """
-    service = services.get(MEMORY_SERVICE)
+    service = services.memory
     if not isinstance(service, MemoryService) or getattr(finished, "status", None) != "success":
         return
     service.config = context.config  # the config the run had: an edited memory section applies from here

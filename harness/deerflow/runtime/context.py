@@ -9,12 +9,12 @@ in the harness needs a global to find them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 
 
 @dataclass
@@ -34,8 +34,8 @@ class RunContext:
             ``interaction_mode`` when not given; when given, it sets ``interaction_mode``.
         options: The run's options (:class:`~deerflow.run_options.RunOptions`), as the
             run manager parsed them; read as attributes (``context.options.agent_name``).
-        services: Host-provided capabilities (sandbox provider, kernel pool...),
-            keyed by name; a capability absent here is simply not available.
+        services: Host-provided capabilities (:class:`~deerflow.runtime.services.HostServices`:
+            sandbox provider, kernel pool...); one absent (``None``) is simply not available.
     """
 
     user_id: str
@@ -46,7 +46,7 @@ class RunContext:
     model_name: str | None = None
     interaction_mode: str = "interactive"
     options: RunOptions = field(default_factory=RunOptions)
-    services: dict[str, Any] = field(default_factory=dict)
+    services: HostServices = field(default_factory=HostServices)
     interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
 
     def __post_init__(self) -> None:

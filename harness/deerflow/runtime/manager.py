@@ -48,8 +48,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
-from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
+from deerflow.memory.service import MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import StorageError
@@ -62,14 +61,14 @@ from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
+from deerflow.runtime.services import HostServices
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
-from deerflow.runtime.usage import USAGE_SERVICE, UsageMeter, check_daily_budget
+from deerflow.runtime.usage import UsageMeter, check_daily_budget
 from deerflow.sandbox.factory import make_kernel_pool, make_provider
 from deerflow.skills.library import SkillLibrary
-from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
+from deerflow.skills.run import prepare_run_skills, project_run_skills
 from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
-from deerflow.subagents.runtime import SUBAGENTS_SERVICE
-from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolCache
+from deerflow.tools.assembly import ToolCache
 from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
@@ -108,7 +107,7 @@ class RunManager:
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
-        self.services: dict[str, Any] = {TOOL_CACHE_SERVICE: self.tool_cache}
+        self.services = HostServices(tool_cache=self.tool_cache)
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
         self._stop_reason: str | None = None  # set by close(reason=...): runs it cancels end "interrupted: ..."
@@ -128,19 +127,21 @@ class RunManager:
             manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
             manager.plugins = plugins if plugins is not None else load_plugins(
                 loaded.config.plugins, home=home.home, base_dir=loaded.path.parent if loaded.path else None)
-            manager.services.update(open_execution_services(loaded.config, stack))
-            manager.services.update(browsing)
-            manager.services[SKILLS_LIBRARY_SERVICE] = SkillLibrary.from_config(loaded, home)
-            manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
-            manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
-                loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+            services = manager.services
+            execution = open_execution_services(loaded.config, stack)
+            services.sandbox, services.kernels = execution.sandbox, execution.kernels
+            services.web, services.browser = browsing
+            services.skills = SkillLibrary.from_config(loaded, home)
+            services.mcp_server_configs = extensions_mcp_servers(loaded.extensions_path)
+            services.subagents = await open_subagent_runtime(
+                loaded.config, home, stack, services=services, config_file=_str(loaded.path))
             from deerflow.mcp.manager import (
                 open_mcp,  # the MCP SDK loads with the first host, not on import
             )
 
-            manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
+            services.mcp = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
-            manager.services[MEMORY_SERVICE] = memory = await asyncio.to_thread(  # may wait on a database
+            services.memory = memory = await asyncio.to_thread(  # may wait on a database
                 MemoryService.open, loaded.config, home=home.home, stack=stack, model_factory=manager.memory_model)
             stack.push_async_callback(memory.aclose)  # pending extractions: a bounded grace, then cancelled
         except BaseException:
@@ -341,12 +342,12 @@ class RunManager:
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=with_subagent_source(
                                  builtin_sources(self.loaded.config, resolved,
-                                                 sandbox=self.services.get("sandbox"), skills=skills,
+                                                 sandbox=self.services.sandbox, skills=skills,
                                                  cache=self.tool_cache),
                                  self.services, self.loaded.config),
                              config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
-                                                      library=self.services.get(SKILLS_LIBRARY_SERVICE)),
+                                                      library=self.services.skills),
                              conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
         lead = make_lead_agent(options, deps=deps, model=resolved, interaction=interaction, profile=profile)
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
@@ -365,10 +366,9 @@ class RunManager:
             user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
             paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
-            options=options, services={**self.services, **project_run_skills(
-                skills, self.home.thread(user_id, thread.thread_id)),
-                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {}),
-                USAGE_SERVICE: _usage_meter(self.loaded.config, resolved.name)},
+            options=options, services=self.services.for_run(
+                **project_run_skills(skills, self.home.thread(user_id, thread.thread_id)),
+                mcp_run=mcp_run, usage_meter=_usage_meter(self.loaded.config, resolved.name)),
         )
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
@@ -424,7 +424,7 @@ class RunManager:
                 artifacts=list(projector.artifacts) if projector else [],
                 receipt=outcome.receipt if outcome else None,
                 error=error, stopped_by=outcome.stopped_by if outcome else None,
-                usage=context.services[USAGE_SERVICE].summary(),
+                usage=context.services.usage_meter.summary() if context.services.usage_meter else None,
             )
             await self._record_end(live, finished, lease)  # before run_finished: a next run finds the thread free
             await publish(finished)
@@ -540,7 +540,7 @@ def _known_run(record: RunRecord | None, run_id: str, thread_id: str | None) -> 
     return record
 
 
-def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> dict[str, Any]:
+def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> HostServices:
     """The sandbox provider and kernel pool of a host; ``stack`` closes them (kernels first)."""
     provider = make_provider(config.sandbox)
     close_provider = getattr(provider, "close", None)
@@ -548,7 +548,7 @@ def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> dict[st
         stack.callback(close_provider)
     kernels = make_kernel_pool(provider, config.sandbox)
     stack.push_async_callback(kernels.aclose)
-    return {"sandbox": provider, "kernels": kernels}
+    return HostServices(sandbox=provider, kernels=kernels)
 
 
 def state_reader(checkpointer: BaseCheckpointSaver) -> Any:

@@ -18,7 +18,7 @@ from langchain_core.messages import HumanMessage
 
 from deerflow.agents.middlewares._notes import note_kind
 from deerflow.agents.middlewares.skill_activation import with_section
-from deerflow.memory.service import MEMORY_SERVICE, MemoryService, memory_enabled
+from deerflow.memory.service import MemoryService, memory_enabled
 from deerflow.runtime.projection import message_text
 
 
@@ -34,7 +34,7 @@ def _service(request: ModelRequest) -> MemoryService | None:
     context = request.runtime.context
     if context is None or not memory_enabled(context.options):
         return None
-    service = (getattr(context, "services", None) or {}).get(MEMORY_SERVICE)
+    service = context.services.memory
     return service if isinstance(service, MemoryService) else None
 
 
