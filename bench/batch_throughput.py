@@ -29,6 +29,7 @@ from pathlib import Path
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.subagents.acceptance import AcceptanceReport
 from deerflow.subagents.batches.sql import PostgresBackend, SqlBackend, SqliteBackend
 from deerflow.subagents.batches.store import BatchStore, ClaimedItem, ItemSpec
@@ -70,7 +71,7 @@ async def throughput(items: int, latency: float, concurrency: int) -> float:
         async with AsyncExitStack() as stack:
             controller = SubagentController()
             stack.push_async_callback(controller.aclose)
-            runner = item_runner(SubagentRuntime(controller), loaded.config, home, {})
+            runner = item_runner(SubagentRuntime(controller), loaded.config, home, HostServices())
             worker = BatchWorker(store, runner, concurrency=concurrency, lease_seconds=120, poll_interval=0.05)
             warm = submitter.submit(context, [{"prompt": "ITEM warm-up", "subagent_type": "general-purpose"}],
                                     label="warm", known_types=["general-purpose"])

@@ -33,6 +33,7 @@ from deerflow.browser.manager import BrowserSessionManager
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig, BrowserConfig
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.tools.builtins.browser_tools import browser_tools
 
 GOALS = {"screenshot warm": 0.300}
@@ -55,7 +56,7 @@ class _Page(BaseHTTPRequestHandler):
 
 def _runtime(root: Path, manager: BrowserSessionManager, thread: str) -> ToolRuntime:
     context = RunContext(user_id="bench", thread_id=thread, run_id="r", paths=ThreadPaths(root / thread).ensure(),
-                         config=AppConfig(), services={"browser": manager})
+                         config=AppConfig(), services=HostServices(browser=manager))
     return ToolRuntime(state={}, context=context, config={}, stream_writer=lambda _: None, tool_call_id="c",
                        store=None)
 

@@ -35,6 +35,7 @@ from timing import summary, timings
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.kernel_pool import KernelPool
 from deerflow.sandbox.local import LocalSandboxProvider
@@ -61,7 +62,7 @@ def measure(
         paths = _thread(root, f"{provider.name}-warm")
         context = RunContext(
             user_id="bench", thread_id="warm", run_id="r", paths=paths, config=AppConfig(),
-            services={"sandbox": provider, "kernels": pool},
+            services=HostServices(sandbox=provider, kernels=pool),
         )  # fmt: skip
         runtime = ToolRuntime(
             state={},

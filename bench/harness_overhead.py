@@ -44,6 +44,7 @@ from deerflow.config.loader import load_config  # noqa: E402
 from deerflow.config.paths import HomePaths  # noqa: E402
 from deerflow.models.script_format import load_script  # noqa: E402
 from deerflow.models.scripted import ScriptedChatModel  # noqa: E402
+from deerflow.run_options import RunOptions  # noqa: E402
 from deerflow.runtime.manager import RunManager, RunRequest  # noqa: E402
 
 Timed = tuple[float, float]  # (cpu s, wall s)
@@ -88,7 +89,7 @@ class DeerFlow:
     async def run(self, steps: int) -> Timed:
         async def work() -> None:
             live = await self.manager.start(RunRequest(
-                prompt="go", options={"recursion_limit": 10_000, "model_name": f"bench-{steps}"}))
+                prompt="go", options=RunOptions(recursion_limit=10_000, model_name=f"bench-{steps}")))
             finished = await live.wait()
             assert finished.status == "success", finished.error
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.errors import UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 
 SERVER_URL_ENV = "DEERFLOW_SERVER_URL"
@@ -164,11 +165,11 @@ class Backend(ABC):
         """The user's threads, most recent first."""
 
     @abstractmethod
-    def start(self, prompt: str, thread_id: str, options: Mapping[str, Any]) -> RunHandle:
+    def start(self, prompt: str, thread_id: str, options: RunOptions) -> RunHandle:
         """Start a run on ``thread_id`` (see :meth:`RunHandle.start` for errors)."""
 
     @abstractmethod
-    def start_reply(self, thread_id: str, answer: Any, options: Mapping[str, Any]) -> RunHandle:
+    def start_reply(self, thread_id: str, answer: Any, options: RunOptions) -> RunHandle:
         """Answer the thread's pending clarification; the next run's events follow.
 
         Raises:

@@ -8,10 +8,10 @@ on its own event-loop thread, so the kernel's loop is never borrowed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from deerflow.errors import ToolFailure
+from deerflow.run_options import RunOptions
 from deerflow_kernel.backend import (
     ArtifactNotFound,
     Backend,
@@ -52,9 +52,9 @@ class InProcessBackend(Backend):
         records = sorted(self.client.threads(), key=lambda r: r.updated_at, reverse=True)
         return [ThreadInfo(r.thread_id, r.title, r.updated_at) for r in records]
 
-    def start(self, prompt: str, thread_id: str, options: Mapping[str, Any]) -> RunHandle:
+    def start(self, prompt: str, thread_id: str, options: RunOptions) -> RunHandle:
         def produce(emit: Any) -> None:
-            for event in self.client.stream(prompt, thread_id, **options):
+            for event in self.client.stream(prompt, thread_id, **options.to_dict()):
                 emit(event)
 
         return RunHandle(produce, self.client.cancel).start()
@@ -64,9 +64,9 @@ class InProcessBackend(Backend):
 
         return continuation_prompt(self.client, thread_id, extra)
 
-    def start_reply(self, thread_id: str, answer: Any, options: Mapping[str, Any]) -> RunHandle:
+    def start_reply(self, thread_id: str, answer: Any, options: RunOptions) -> RunHandle:
         def produce(emit: Any) -> None:
-            for event in self.client.stream_reply(thread_id, answer, **options):
+            for event in self.client.stream_reply(thread_id, answer, **options.to_dict()):
                 emit(event)
 
         return RunHandle(produce, self.client.cancel).start()

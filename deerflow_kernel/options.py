@@ -1,9 +1,9 @@
-"""Parsing ``%%deerflow`` / ``%deerflow`` arguments into :class:`RunOptions`.
+"""Parsing ``%%deerflow`` / ``%deerflow`` arguments into :class:`CellOptions`.
 
 Mistakes are :class:`~IPython.core.error.UsageError` with the usage line,
 which IPython shows as one red message, never a traceback; a misspelt flag
-names the closest valid one.  The flags become the harness's
-:class:`deerflow.run_options.RunOptions`.  The line magic
+names the closest valid one.  :meth:`CellOptions.run_options` turns the
+flags into the harness's :class:`deerflow.run_options.RunOptions`.  The line magic
 takes options only *before* the prompt, so a prompt may contain ``--``
 text of its own: ``%deerflow --new Compare --verbose and -v``.
 """
@@ -16,7 +16,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from IPython.core.error import UsageError
 
@@ -39,8 +39,8 @@ class HelpShown(Exception):
 
 
 @dataclass
-class RunOptions:
-    """What one ``%%deerflow`` invocation asks for."""
+class CellOptions:
+    """What one ``%%deerflow`` invocation asks for (its flags, parsed)."""
 
     thread: str | None = None
     new: bool = False
@@ -57,15 +57,15 @@ class RunOptions:
     no_context: bool = False
     no_memory: bool = False
 
-    def run_options(self) -> dict[str, Any]:
-        """The harness run options (``configurable``) these flags mean, as sent."""
+    def run_options(self) -> harness.RunOptions:
+        """The harness run options these flags mean."""
         return harness.RunOptions(
             model_name=self.model, interaction_mode=self.mode,
             is_plan_mode=True if self.plan else None, subagent_enabled=True if self.subagents else None,
             record=_absolute(self.record), replay=_absolute(self.replay), agent_name=self.agent,
             referenced_threads=list(dict.fromkeys(self.refs)) or None,
             memory=False if self.no_memory else None,
-        ).to_dict()
+        )
 
 
 def _absolute(path: str | None) -> str | None:
@@ -121,16 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_cell_line(line: str) -> RunOptions:
+def parse_cell_line(line: str) -> CellOptions:
     """The options on a ``%%deerflow`` line."""
     try:
         tokens = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%%deerflow: cannot parse the options ({exc})") from None
-    return RunOptions(**vars(build_parser().parse_args(tokens)))
+    return CellOptions(**vars(build_parser().parse_args(tokens)))
 
 
-def split_line(line: str) -> tuple[RunOptions, str]:
+def split_line(line: str) -> tuple[CellOptions, str]:
     """``%deerflow [OPTIONS] PROMPT``: the leading options, then the prompt exactly as written."""
     tokens: list[str] = []
     pos = 0
@@ -153,4 +153,4 @@ def split_line(line: str) -> tuple[RunOptions, str]:
         pos = len(line)
     if expect_value:
         raise UsageError(f"%deerflow: {tokens[-1]} needs a value\n{build_parser().format_usage().strip()}")
-    return RunOptions(**vars(build_parser().parse_args(tokens))), line[pos:].strip()
+    return CellOptions(**vars(build_parser().parse_args(tokens))), line[pos:].strip()

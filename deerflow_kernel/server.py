@@ -8,17 +8,17 @@ streams their events.  A run is ``POST threads/{id}/runs/stream`` with
 event, rebuilt with :func:`~deerflow.runtime.events.parse_event`, so the
 views get exactly what the in-process backend gives them.
 
-Run options the API keeps for internal callers (``interaction_mode``) and
-the model cassettes (``record``/``replay``, which are files in the kernel's
-filesystem) cannot be sent; asking for them is a clear error, never a
-silently different run.
+Run options the API keeps for internal callers (the ``internal`` scope of
+:class:`~deerflow.run_options.RunOptions`: ``interaction_mode``, and the model
+cassettes ``record``/``replay``, which are files in the kernel's filesystem)
+cannot be sent; asking for them is a clear error, never a silently different run.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from deerflow.agents.clarification_reply import prepare_reply
+from deerflow.run_options import INTERNAL_OPTIONS, RunOptions
 from deerflow.runtime.events import parse_event
 from deerflow.sandbox.virtual_paths import OUTPUTS
 from deerflow_kernel.backend import (
@@ -39,7 +40,8 @@ from deerflow_kernel.backend import (
 )
 
 ASSISTANT_ID = "lead_agent"
-LOCAL_ONLY_OPTIONS = {"interaction_mode": "--mode", "record": "--record", "replay": "--replay"}
+FLAG_OF = {"interaction_mode": "--mode", "record": "--record", "replay": "--replay"}
+"""The ``%%deerflow`` flag that sets an internal run option (named in the refusal)."""
 
 
 class ServerBackend(Backend):
@@ -102,20 +104,20 @@ class ServerBackend(Backend):
         return [ThreadInfo(t["thread_id"], (t.get("metadata") or {}).get("title"), t.get("updated_at"))
                 for t in found]
 
-    def start(self, prompt: str, thread_id: str, options: Mapping[str, Any]) -> RunHandle:
-        refused = [flag for key, flag in LOCAL_ONLY_OPTIONS.items() if options.get(key) is not None]
+    def start(self, prompt: str, thread_id: str, options: RunOptions) -> RunHandle:
+        refused = [FLAG_OF.get(key, key) for key in sorted(INTERNAL_OPTIONS & options.to_dict().keys())]
         if refused:
             raise BackendError(f"{', '.join(refused)} only work when the harness runs in the kernel; this "
                                "kernel talks to the Jupyter server's DeerFlow (unset DEERFLOW_SERVER_URL "
                                "in the kernel to run in-process)")
         body = {"assistant_id": ASSISTANT_ID, "stream_mode": ["custom"],
                 "input": {"messages": [{"role": "user", "content": prompt}]},
-                "config": {"configurable": dict(options)}}
+                "config": {"configurable": options.to_dict()}}
         path = f"threads/{_q(thread_id)}/runs/stream"
         return RunHandle(lambda emit: self._stream(path, body, emit),
                          lambda run_id: self.cancel(thread_id, run_id)).start()
 
-    def start_reply(self, thread_id: str, answer: Any, options: Mapping[str, Any]) -> RunHandle:
+    def start_reply(self, thread_id: str, answer: Any, options: RunOptions) -> RunHandle:
         state = self._json("GET", f"threads/{_q(thread_id)}/state")
         request = pending_from_json((state.get("values") or {}).get("messages") or [])
         return self.start(prepare_reply(request, answer), thread_id, options)

@@ -36,11 +36,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from deerflow.errors import UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.events import short_id
 from deerflow_kernel.backend import Backend, RunHandle, UploadInfo, backend_key, select_backend
 from deerflow_kernel.notebook import context_option, show_proposals
-from deerflow_kernel.options import RunOptions
+from deerflow_kernel.options import CellOptions
 from deerflow_kernel.prompt import (
     attachments_note,
     check_placeholders,
@@ -50,7 +51,7 @@ from deerflow_kernel.prompt import (
 from deerflow_kernel.result import RunResult, adopt
 
 EVENT_LOG_ENV = "DEERFLOW_EVENT_LOG"
-_CARRIED = ("model_name",)  # options a new prompt inherits from the thread's last run
+_CARRIED = {"model_name"}  # options a new prompt inherits from the thread's last run
 
 
 @dataclass
@@ -78,7 +79,7 @@ class KernelSession:
         self.runs: dict[str, RunResult] = {}  # run id -> result, for %deerflow cells --run
         self._backend: Backend | None = None
         self._backend_key: tuple[str, ...] | None = None
-        self._thread_options: dict[str, dict[str, Any]] = {}
+        self._thread_options: dict[str, RunOptions] = {}
         self._continuations: dict[str, _Continuation] = {}
         self._waiting: dict[str, tuple[Any, RunResult]] = {}  # request id -> (view, the cell's result)
         # view -> its cell's result, which the Continue button updates in place
@@ -107,7 +108,7 @@ class KernelSession:
             self._backend = None
 
     # -- runs ---------------------------------------------------------------------------------
-    def run(self, body: str, options: RunOptions) -> RunResult:
+    def run(self, body: str, options: CellOptions) -> RunResult:
         """Run the agent on ``body`` (a cell) with ``options``; shows the live view, returns the result."""
         namespace = self.shell.user_ns
         check_placeholders(body, namespace)
@@ -125,10 +126,10 @@ class KernelSession:
         if options.skill:
             prompt = f"/{options.skill} {prompt}"
         prompt += attachments_note(uploaded)
-        run_options = {**{k: v for k, v in self._thread_options.get(thread_id, {}).items() if k in _CARRIED},
-                       **options.run_options()}
+        carried = self._thread_options.get(thread_id, RunOptions()).model_dump(include=_CARRIED, exclude_none=True)
+        run_options = RunOptions.parse({**carried, **options.run_options().to_dict()})
         context = context_option(self.shell, backend.kind, enabled=not options.no_context)
-        handle = backend.start(prompt, thread_id, {**run_options, **context})
+        handle = backend.start(prompt, thread_id, run_options.merged(**context))
         self._settle_waiting(thread_id, prompt, where="by a later prompt on this thread")
         self.thread_id = thread_id
         self._thread_options[thread_id] = run_options
@@ -143,7 +144,7 @@ class KernelSession:
         if thread_id != self.thread_id:
             thread_id = self.check_thread(backend, thread_id)
         handle = backend.start(backend.continue_prompt(thread_id, extra), thread_id,
-                               self._thread_options.get(thread_id, {}))
+                               self._thread_options.get(thread_id, RunOptions()))
         self.thread_id = thread_id
         return self._follow_foreground(handle)
 
@@ -191,7 +192,7 @@ class KernelSession:
             continuation.done.wait()
             if continuation.result is not None:
                 return continuation.result
-        handle = self.backend().start_reply(thread_id, answer, self._thread_options.get(thread_id, {}))
+        handle = self.backend().start_reply(thread_id, answer, self._thread_options.get(thread_id, RunOptions()))
         self._settle_waiting(thread_id, answer, where="from a later cell")
         self.thread_id = thread_id
         return self._follow_foreground(handle)
@@ -340,7 +341,7 @@ class KernelSession:
             try:
                 backend = self.backend()
                 handle = backend.start(backend.continue_prompt(thread_id), thread_id,
-                                       self._thread_options.get(thread_id, {}))
+                                       self._thread_options.get(thread_id, RunOptions()))
             except UserError as exc:
                 view.continue_failed(str(exc))
                 return
@@ -372,7 +373,7 @@ class KernelSession:
 
         def work() -> None:
             try:
-                handle = self.backend().start_reply(thread_id, answer, self._thread_options.get(thread_id, {}))
+                handle = self.backend().start_reply(thread_id, answer, self._thread_options.get(thread_id, RunOptions()))
             except UserError as exc:
                 if form is not None:
                     form.show_error(str(exc))

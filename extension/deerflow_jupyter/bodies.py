@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from deerflow.config.paths import UnsafeIdError, check_id
 from deerflow.errors import UserError
-from deerflow.run_options import INTERACTION_OPTIONS, LANGGRAPH_KEYS, PUBLIC_OPTIONS, RunOptions
+from deerflow.run_options import LANGGRAPH_KEYS, PUBLIC_OPTIONS, RunOptions
 
 STREAM_MODES = frozenset({"values", "messages", "messages-tuple", "updates", "custom"})
 
@@ -109,9 +109,6 @@ class RunCreate(_Body):
             if not isinstance(source, dict):
                 raise UserError("config.configurable and context must be objects")
             merged.update({k: v for k, v in source.items() if k not in LANGGRAPH_KEYS})
-        internal = sorted(INTERACTION_OPTIONS & merged.keys())
-        if internal:
-            raise UserError(f"{', '.join(internal)}: internal-only run options cannot be set through the API")
         limit = (self.config or {}).get("recursion_limit")
         if isinstance(limit, int) and 1 <= limit <= 10_000:
             merged["recursion_limit"] = limit

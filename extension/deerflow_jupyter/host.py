@@ -14,7 +14,7 @@ from pathlib import Path
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
 from deerflow.errors import ConfigError
-from deerflow.notebooks.access import NOTEBOOKS_SERVICE, NotebookAccess
+from deerflow.notebooks.access import NotebookAccess
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.runtime.manager import RunManager
 
@@ -26,7 +26,7 @@ class HarnessHost:
         config_path: ``config.yaml`` to use (None: the standard lookup).
         home: ``$DEERFLOW_HOME`` (None: the environment's).
         notebooks: The user's notebooks (the server's ContentsManager), handed to runs as
-            ``services["notebooks"]``; None: the notebook tools say they are unavailable.
+            ``services.notebooks``; None: the notebook tools say they are unavailable.
     """
 
     def __init__(self, *, config_path: str | None = None, home: str | None = None,
@@ -62,7 +62,7 @@ class HarnessHost:
             if self._manager is None:
                 self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
                 if self.notebooks is not None:
-                    self._manager.services[NOTEBOOKS_SERVICE] = self.notebooks
+                    self._manager.services.notebooks = self.notebooks
             return self._manager
 
     async def close(self, *, reason: str | None = None) -> None:

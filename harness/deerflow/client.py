@@ -22,7 +22,6 @@ from deerflow.config.paths import HomePaths, default_home, default_user
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
-from deerflow.mcp.keys import MCP_SERVICE
 from deerflow.persistence.store import ThreadRecord
 from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
@@ -134,12 +133,10 @@ class AsyncDeerFlowClient:
             if self._manager is None:
                 self._manager = manager
                 # no Jupyter server here: the user's notebooks are files under the notebook root
-                from deerflow.notebooks.access import (  # nbformat: lazy
-                    NOTEBOOKS_SERVICE,
-                    FileNotebookAccess,
-                )
+                from deerflow.notebooks.access import FileNotebookAccess  # nbformat: lazy
 
-                manager.services.setdefault(NOTEBOOKS_SERVICE, FileNotebookAccess.from_env())
+                if manager.services.notebooks is None:
+                    manager.services.notebooks = FileNotebookAccess.from_env()
         return self._manager
 
     async def aclose(self) -> None:
@@ -286,7 +283,7 @@ class AsyncDeerFlowClient:
     # -- MCP (deerflow.mcp) ---------------------------------------------------------------
     async def mcp(self) -> McpManager:
         """The host's MCP manager; nothing starts until a run or :meth:`mcp_tools` needs tools."""
-        return (await self.manager()).services[MCP_SERVICE]
+        return (await self.manager()).services.mcp
 
     async def mcp_servers(self) -> list[dict[str, Any]]:
         """Each configured MCP server: status (``not_started``, ``ok``, ``failed``...), tools, error."""

@@ -22,9 +22,15 @@ from __future__ import annotations
 
 
 class UserError(Exception):
-    """Bad input from a person: one clear message, no traceback."""
+    """Bad input from a person: one clear message, no traceback.
+
+    ``code`` is set by the kinds that carry a machine-readable reason
+    (``conflict``, ``not_found``...); hosts map it to their own answer (HTTP: one
+    table in ``deerflow_jupyter.handlers.base``).
+    """
 
     exit_code = 1
+    code: str | None = None
 
 
 class ConfigError(UserError):
@@ -64,7 +70,11 @@ class BudgetSpent(UserError):
     exit_code = 4
 
 
-class Busy(UserError):
+class Conflict(UserError):
+    """The request conflicts with what exists (an id already taken...): HTTP 409."""
+
+
+class Busy(Conflict):
     """What was asked for is held by an active run: try again later.
 
     HTTP 409; in the CLI one line and exit status 75 (``EX_TEMPFAIL``).

@@ -59,7 +59,8 @@ class RunOptions(BaseModel):
         "public", "other threads of the user this request points at (grants read_conversation); "
         "checked where it is granted")
     notebook_context: dict[str, Any] | None = _option(
-        "public", "the calling notebook {path, cell_id} (read-only context)")
+        "public", "the calling notebook {path, cell_id} (read-only context); {path, cell_ids: [...]}: "
+        "only those cells, as attached to a chat message")
     notebook_edits: str | None = _option("public", "propose | apply: what notebook edits do")
     recursion_limit: int | None = _option("public", "LangGraph recursion limit of the run")
     # internal: trusted in-process callers only

@@ -25,6 +25,7 @@ from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.errors import NotFoundError
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.subagents.batches.sql import open_backend
 from deerflow.subagents.batches.store import BatchStore
 from deerflow.subagents.batches.submitter import BatchSubmitter, item_runner, open_store
@@ -145,7 +146,7 @@ async def _worker(config: Path, home: Path, stack: AsyncExitStack, *, concurrenc
     stack.push_async_callback(controller.aclose)
     paths = HomePaths(home)
     store = await open_store(loaded.config.subagents.batches, paths)
-    runner = item_runner(SubagentRuntime(controller), loaded.config, paths, {})
+    runner = item_runner(SubagentRuntime(controller), loaded.config, paths, HostServices())
     worker = BatchWorker(store, runner, concurrency=concurrency, lease_seconds=30, poll_interval=0.1)
     worker.start()
     stack.push_async_callback(worker.stop)

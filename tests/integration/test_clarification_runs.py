@@ -13,6 +13,7 @@ import pytest
 from deerflow import DeerFlowClient
 from deerflow.client import AsyncDeerFlowClient
 from deerflow.errors import ConfigError, UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.manager import RunRequest
 from fixtures.logging_model import read_log
@@ -165,10 +166,10 @@ def test_a_public_request_with_internal_keys_is_refused(setup):
         async with AsyncDeerFlowClient(config_path=config) as client:
             manager = await client.manager()
             with pytest.raises(UserError, match="disable_clarification"):
-                await manager.start(RunRequest("hi", options={"disable_clarification": True}))
+                await manager.start(RunRequest("hi", options=RunOptions(disable_clarification=True)))
             with pytest.raises(UserError, match="interaction_mode"):
-                await manager.start(RunRequest("hi", options={"interaction_mode": "interactive"}, trusted=False))
-            public = await manager.start(RunRequest("hi", options={"model_name": "scripted"}))
+                await manager.start(RunRequest("hi", options=RunOptions(interaction_mode="interactive"), trusted=False))
+            public = await manager.start(RunRequest("hi", options=RunOptions(model_name="scripted")))
             return await public.wait(), await manager.store.aio.list_threads(client.user_id)
 
     finished, threads = asyncio.run(scenario())

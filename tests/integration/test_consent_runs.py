@@ -19,6 +19,7 @@ from deerflow.config.paths import HomePaths
 from deerflow.custom_agents.definition import AgentCatalog
 from deerflow.custom_agents.store import AgentStore
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.skills.pending import PENDING_DIR
 from deerflow.subagents.child_agent import child_context
 from deerflow.subagents.child_run import ChildRun
@@ -113,7 +114,7 @@ def subagent_runtime(harness: SkillHarness, services: dict[str, Any]) -> ToolRun
     """A tool runtime whose context is a real subagent's (``child_context``) inside an interactive run."""
     paths = HomePaths(harness.home).thread(harness.user_id, harness.thread_id).ensure()
     parent = RunContext(user_id=harness.user_id, thread_id=harness.thread_id, run_id=uuid.uuid4().hex,
-                        paths=paths, config=harness.config, services={**services, "consent_grants": ConsentGrants()})
+                        paths=paths, config=harness.config, services=HostServices(**services, consent_grants=ConsentGrants()))
     child = child_context(parent, ChildRun("task-1", SubagentLimits(5, None, 30.0)), config=harness.config,
                           model_name="test", skill_allowlist=None)
     return ToolRuntime(state={}, context=child, config={}, stream_writer=lambda _: None, tool_call_id="c1",

@@ -14,6 +14,7 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.models.scripted import ScriptedChatModel
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.kernel_pool import KernelPool
 from deerflow.tools.builtins.exec_tools import exec_tools
@@ -59,7 +60,7 @@ async def test_scripted_agent_uses_bash_and_python_through_the_run_context(
         context_schema=RunContext,
     )
     context = RunContext(
-        user_id="u", thread_id="t1", run_id="r1", paths=paths, config=AppConfig(), services=services
+        user_id="u", thread_id="t1", run_id="r1", paths=paths, config=AppConfig(), services=HostServices(**services)
     )
     custom: list[dict[str, object]] = []
     final: dict[str, object] = {}

@@ -20,6 +20,7 @@ from nbclient import NotebookClient
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.kernel_pool import KernelPool
 from deerflow.sandbox.local import LocalSandboxProvider
@@ -60,7 +61,7 @@ def python_tool(provider: SandboxProvider) -> BaseTool:
 def runtime(paths: ThreadPaths, provider: SandboxProvider, pool: KernelPool) -> ToolRuntime:
     context = RunContext(
         user_id="u", thread_id="t1", run_id="r1", paths=paths, config=AppConfig(),
-        services={"sandbox": provider, "kernels": pool},
+        services=HostServices(sandbox=provider, kernels=pool),
     )  # fmt: skip
     return ToolRuntime(
         state={},

@@ -14,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from test_magics import CONFIG  # the same scripted models as the in-process magics tests
 
 from deerflow import DeerFlowClient
+from deerflow.run_options import RunOptions
 from deerflow_kernel import session_of
 from deerflow_kernel.local import InProcessBackend
 from deerflow_kernel.server import ServerBackend
@@ -38,7 +39,7 @@ def server(tmp_path_factory):
 
 def collect(backend, prompt: str, model: str) -> list:
     thread_id = backend.create_thread()
-    handle = backend.start(prompt, thread_id, {"model_name": model})
+    handle = backend.start(prompt, thread_id, RunOptions(model_name=model))
     events = []
     while (event := handle.next_event()) is not None:
         events.append(event)

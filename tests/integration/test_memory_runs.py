@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deerflow.client import AsyncDeerFlowClient
-from deerflow.memory import MEMORY_SERVICE, MemoryService
+from deerflow.memory import MemoryService
 from deerflow.memory.extraction import EXTRACTION_MARKER
 from fixtures.openai_server import openai_server_fixture  # noqa: F401  (registers the fixture)
 
@@ -52,7 +52,7 @@ def is_extraction(request: Any) -> bool:
 
 
 async def memory_of(client: AsyncDeerFlowClient) -> MemoryService:
-    return (await client.manager()).services[MEMORY_SERVICE]
+    return (await client.manager()).services.memory
 
 
 def test_a_fact_carries_to_a_new_thread_until_forgotten_and_never_to_another_user(

@@ -18,8 +18,10 @@ from langchain.tools import ToolRuntime
 from deerflow import DeerFlowClient
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig, SandboxConfig
+from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.egress_proxy import EgressProxy, Resolved
 from deerflow.sandbox.factory import make_egress_proxy
@@ -167,7 +169,7 @@ def test_an_allowed_host_is_reachable_over_http_connect_and_from_the_kernel(
 ) -> None:
     with KernelPool(sandbox) as kernels:
         context = RunContext(user_id="u", thread_id="t1", run_id="run-1", paths=paths, config=AppConfig(),
-                             services={"sandbox": sandbox, "kernels": kernels})
+                             services=HostServices(sandbox=sandbox, kernels=kernels))
         notices: list[dict[str, object]] = []
         tools = {t.name: t for t in exec_tools(sandbox)}
         runtime = _runtime(context, notices)
@@ -208,7 +210,7 @@ def test_a_subagent_is_refused_without_asking_even_in_an_interactive_run(
     sandbox: BwrapSandboxProvider, paths: ThreadPaths, outside: WebServer
 ) -> None:
     context = RunContext(user_id="u", thread_id="t1", run_id="run-1", paths=paths, config=AppConfig(),
-                         options={"is_subagent": True}, services={"sandbox": sandbox})
+                         options=RunOptions(is_subagent=True), services=HostServices(sandbox=sandbox))
     assert context.interaction.attended
     notices: list[dict[str, object]] = []
     bash = next(t for t in exec_tools(sandbox) if t.name == "bash")

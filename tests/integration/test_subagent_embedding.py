@@ -16,6 +16,7 @@ from deerflow.config.schema import AppConfig, SubagentsConfig
 from deerflow.models.factory import ResolvedModel
 from deerflow.models.scripted import ScriptedChatModel
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.subagents import (
     SubagentController,
     SubagentRuntime,
@@ -50,7 +51,7 @@ def runtime(tmp_path: Path, name: str, **kwargs: Any) -> SubagentRuntime:
 def context(tmp_path: Path, config: AppConfig, *, run_id: str, services: dict[str, Any]) -> RunContext:
     paths = ThreadPaths(tmp_path / "users" / "u" / "threads" / "t").ensure()
     return RunContext(user_id="u", thread_id="t", run_id=run_id, paths=paths, config=config, model_name="embedded",
-                      services=services)
+                      services=HostServices(**services))
 
 
 def test_bound_tools_keep_the_names_and_schemas_of_the_ordinary_ones(tmp_path):

@@ -271,7 +271,7 @@ def test_cancelling_the_parent_run_cancels_its_running_subagent(deerflow_home, t
             events.append(event)
             if isinstance(event, ev.Subagent) and event.detail.get("event") == "tool_started":
                 assert client.cancel(event.run_id)
-        controller = client._call(client._async.manager()).services["subagents"].controller
+        controller = client._call(client._async.manager()).services.subagents.controller
         deadline = time.monotonic() + 30
         while controller.active and time.monotonic() < deadline:
             time.sleep(0.05)

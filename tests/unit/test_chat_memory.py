@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from deerflow.memory import MEMORY_SERVICE
 from deerflow_jupyter.chat.session import THREAD_KEY
 from deerflow_jupyter.host import HarnessHost
 from fixtures.chat_harness import OWNER, make_chat, open_rig
@@ -23,7 +22,7 @@ async def test_memory_verbs_in_the_chat(tmp_path, root, monkeypatch):
     rig = await open_rig(make_chat(), root=root, host=HarnessHost(config_path=None), monkeypatch=monkeypatch)
     rig.send("/memory add I study white-tailed deer in Minnesota")
     [added] = await rig.until_said("🧠")
-    book = (await rig.host.manager()).services[MEMORY_SERVICE].book(OWNER)
+    book = (await rig.host.manager()).services.memory.book(OWNER)
     [fact] = book.list()
     assert fact.text == "I study white-tailed deer in Minnesota" and fact.id in added
 
@@ -47,7 +46,7 @@ async def test_a_run_that_taught_memory_says_so_in_the_chat_and_undo_forgets_it(
     [line] = [b for b in await rig.until_said("🧠 memory: +1 fact", timeout=90) if "🧠 memory" in b]
     assert "I study white-tailed deer in Minnesota" in line and "/memory undo " in line
     run_id = line.rsplit("/memory undo ", 1)[1].strip("` \n")
-    book = (await rig.host.manager()).services[MEMORY_SERVICE].book(OWNER)
+    book = (await rig.host.manager()).services.memory.book(OWNER)
     assert [f.text for f in book.list()] == ["I study white-tailed deer in Minnesota"]
 
     rig.send(f"/memory undo {run_id}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from deerflow.agents.consent import parse_answer, refusal
 from deerflow.agents.interaction_policy import RunInteractionPolicy
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.skills.catalog import Skill
 from deerflow.skills.manifest import parse_skill_md
@@ -61,7 +62,7 @@ def test_unattended_runs_and_subagents_cannot_ask(tmp_path: Path) -> None:
 
     def ctx(mode: str, **options: object) -> RunContext:
         return RunContext(user_id="u", thread_id="t", run_id="r", paths=ThreadPaths(tmp_path), config=AppConfig(),
-                          options=dict(options), interaction=RunInteractionPolicy(mode=mode, source="test"))  # type: ignore[arg-type]
+                          options=RunOptions.parse(options), interaction=RunInteractionPolicy(mode=mode, source="test"))  # type: ignore[arg-type]
 
     assert refusal("install_skill", ctx("interactive")) is None
     for mode in ("scheduled", "webhook", "autonomous"):

@@ -18,6 +18,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, UserError
+from deerflow.run_options import RunOptions
 
 CATALOG = build_catalog(
     AppConfig.model_validate({"models": [{"name": "m1", "use": "x.y:Z"}, {"name": "m2", "use": "x.y:Z"}]}),
@@ -82,7 +83,7 @@ def test_another_users_agent_is_invisible(tmp_path):
     with pytest.raises(NotFoundError, match="unknown agent 'ada'"):
         bob.get("ada")
     with pytest.raises(NotFoundError):
-        resolve_profile({"agent_name": "ada"}, bob)
+        resolve_profile(RunOptions(agent_name="ada"), bob)
     with pytest.raises(NotFoundError):
         bob.delete("ada")
     assert AgentStore.for_user(home, "alice").exists("ada")
@@ -95,28 +96,29 @@ def test_bad_agent_names_are_refused(store, name):
 
 
 def test_agent_commands_become_run_options():
-    prompt, options = apply_agent_commands("/bootstrap ada a terse analyst", {"model_name": "m1"})
+    prompt, options = apply_agent_commands("/bootstrap ada a terse analyst", RunOptions(model_name="m1"))
     assert prompt == "a terse analyst"
-    assert options == {"model_name": "m1", "agent_name": "ada", "is_bootstrap": True}
-    assert apply_agent_commands("/bootstrapping is a word", {})[1] == {}
+    assert options == RunOptions(model_name="m1", agent_name="ada", is_bootstrap=True)
+    assert apply_agent_commands("/bootstrapping is a word", RunOptions())[1] == RunOptions()
     with pytest.raises(UserError, match="/bootstrap needs an agent name"):
-        apply_agent_commands("/bootstrap", {})
-    assert apply_agent_commands("/agent ada what changed?", {}) == ("what changed?", {"agent_name": "ada"})
+        apply_agent_commands("/bootstrap", RunOptions())
+    assert apply_agent_commands("/agent ada what changed?", RunOptions()) == ("what changed?",
+                                                                            RunOptions(agent_name="ada"))
     with pytest.raises(UserError, match="needs a prompt"):
-        apply_agent_commands("/agent ada", {})
+        apply_agent_commands("/agent ada", RunOptions())
 
 
 def test_profile_of_a_named_agent_carries_soul_model_groups_and_skills(store):
     store.setup("ada", soul="You are Ada.", description="x", skills=["pdf"], catalog=CATALOG)
     store.update("ada", AgentChange(model="m1", tool_groups=["file:read"]), catalog=CATALOG)
-    profile = resolve_profile({"agent_name": "ada"}, store)
+    profile = resolve_profile(RunOptions(agent_name="ada"), store)
     assert (profile.soul.strip(), profile.model, profile.tool_groups, profile.skills) == (
         "You are Ada.", "m1", ["file:read"], ["pdf"])
     assert "update_agent" in profile.prompt_sections()[0]
-    bootstrap = resolve_profile({"agent_name": "ada", "is_bootstrap": True}, store)
+    bootstrap = resolve_profile(RunOptions(agent_name="ada", is_bootstrap=True), store)
     assert bootstrap.soul is None and bootstrap.model is None  # a bootstrap run is not the agent yet
     with pytest.raises(UserError, match="needs agent_name"):
-        resolve_profile({"is_bootstrap": True}, store)
+        resolve_profile(RunOptions(is_bootstrap=True), store)
 
 
 def test_known_skills_come_from_skill_roots_and_the_users_own(tmp_path):

@@ -14,7 +14,9 @@ from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddlewa
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ConfigError
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.egress_proxy import SystemResolver, parse_request
 from deerflow.sandbox.network_approval import approval_request, parse_answer
 from deerflow.sandbox.network_policy import (
@@ -164,7 +166,8 @@ def test_operator_pins_map_names_to_ip_addresses() -> None:
 def _context(thread: Path, **options: object) -> RunContext:
     policy = RunInteractionPolicy.resolve(options)
     return RunContext(user_id="u", thread_id="t", run_id="run-1", paths=ThreadPaths(thread), config=AppConfig(),
-                      options={k: v for k, v in options.items() if k != "interaction_mode"}, interaction=policy)
+                      options=RunOptions.parse({k: v for k, v in options.items() if k != "interaction_mode"}),
+                      interaction=policy)
 
 
 def test_only_an_attended_lead_agent_call_may_ask(thread: Path) -> None:
@@ -225,7 +228,7 @@ def test_the_reply_to_an_approval_request_grants_access_to_the_next_run(thread: 
     egress, events = _Egress(), []
     context = _context(thread)
     context.run_id = "run-2"
-    context.services = {"sandbox": type("Provider", (), {"egress": egress})()}
+    context.services = HostServices(sandbox=type("Provider", (), {"egress": egress})())
     messages = _asked_thread("Always allow for this thread")
     assert pending_request(messages[:-1]) is not None
     NetworkApprovalMiddleware().before_agent({"messages": messages}, _Runtime(context, events))  # type: ignore[arg-type]
@@ -237,7 +240,7 @@ def test_the_reply_to_an_approval_request_grants_access_to_the_next_run(thread: 
 def test_an_ordinary_message_after_a_clarification_grants_nothing(thread: Path) -> None:
     egress, events = _Egress(), []
     context = _context(thread)
-    context.services = {"sandbox": type("Provider", (), {"egress": egress})()}
+    context.services = HostServices(sandbox=type("Provider", (), {"egress": egress})())
     messages = _asked_thread("Always allow for this thread")
     messages[1] = ToolMessage("question", tool_call_id="call-1", artifact={"human_input": {
         "source": "ask_clarification", "question": "Which file?", "targets": ["api.test:443"]}})

@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.local import LocalSandboxProvider
 from deerflow.tools.builtins.exec_tools import exec_tools
 from deerflow.tools.errors import ToolFailure
@@ -31,7 +32,7 @@ def _runtime(
     paths: ThreadPaths, services: dict[str, Any], events: list[dict[str, Any]]
 ) -> ToolRuntime:
     context = RunContext(
-        user_id="u", thread_id="t1", run_id="r1", paths=paths, config=AppConfig(), services=services
+        user_id="u", thread_id="t1", run_id="r1", paths=paths, config=AppConfig(), services=HostServices(**services)
     )
     return ToolRuntime(
         state={},

@@ -9,7 +9,8 @@ from urllib.parse import unquote
 import pytest
 from tornado.web import HTTPError
 
-from deerflow.errors import NotFoundError
+from deerflow.errors import Conflict, NotFoundError, ThreadBusy, ToolFailure, UserError
+from deerflow.notebooks.access import NotebookError
 from deerflow.persistence.store import MetadataStore, ThreadIdUnavailable
 from deerflow_jupyter.handlers.base import (
     MAX_JSON_DEPTH,
@@ -70,3 +71,19 @@ def test_a_thread_id_is_claimed_once_whoever_asks(tmp_path: Path):
         assert str(info.value) == "unknown thread 'shared'"
     assert store.get_thread("shared", "bob") is None
     assert store.get_thread("shared", "alice").metadata == {"k": 1}
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (Conflict("thread id 'x' is not available"), 409),
+    (ThreadBusy("t1", run_id="r1"), 409),
+    (NotebookError("proposal p1 is already applied", code="conflict"), 409),
+    (NotebookError("the user's notebooks are not reachable", code="unavailable"), 409),
+    (NotebookError("no notebook nb.ipynb", code="not_found"), 404),
+    (NotebookError("bad operation", code="invalid_operation"), 422),
+    (ToolFailure("this browser session belongs to another user.", code="forbidden"), 403),
+    (ToolFailure("someone else is watching", code="live_view_busy"), 409),
+    (ToolFailure("bad argument", code="invalid_argument"), 422),
+    (UserError("the prompt is empty"), 422),
+])
+def test_typed_errors_map_to_their_status_in_one_place(error: Exception, status: int):
+    assert error_response(error) == (status, str(error) if not isinstance(error, ToolFailure) else error.message)

@@ -11,6 +11,7 @@ from deerflow.agents.interaction_policy import (
     parse_blocked_result,
 )
 from deerflow.errors import ConfigError, UserError
+from deerflow.run_options import RunOptions
 
 resolve = RunInteractionPolicy.resolve
 
@@ -25,11 +26,16 @@ def test_explicit_mode_is_case_insensitive():
     assert resolve({"interaction_mode": " Scheduled "}).mode == "scheduled"
 
 
-@pytest.mark.parametrize("bad", ["batch", "", "interactive!", 3])
+@pytest.mark.parametrize("bad", ["batch", "", "interactive!"])
 def test_an_unknown_explicit_mode_is_a_config_error(bad):
     with pytest.raises(ConfigError) as info:
         resolve({"interaction_mode": bad})
     assert info.value.key == "interaction_mode" and "interactive, scheduled, webhook, autonomous" in str(info.value)
+
+
+def test_a_mode_that_is_not_text_is_refused_as_a_run_option():
+    with pytest.raises(UserError, match="run option 'interaction_mode'"):
+        resolve({"interaction_mode": 3})
 
 
 @pytest.mark.parametrize(("context", "mode"), [
@@ -61,9 +67,9 @@ def test_an_explicit_mode_wins_over_legacy_hints():
 def test_public_requests_may_not_carry_internal_keys():
     for key in sorted(INTERNAL_CONTEXT_KEYS):
         with pytest.raises(UserError, match=key):
-            RunInteractionPolicy.for_request({key: True, "model_name": "m"}, trusted=False)
-    assert RunInteractionPolicy.for_request({"model_name": "m"}, trusted=False).mode == "interactive"
-    assert RunInteractionPolicy.for_request({"non_interactive": True}, trusted=True).mode == "scheduled"
+            RunInteractionPolicy.for_request(RunOptions.parse({key: "1", "model_name": "m"}), trusted=False)
+    assert RunInteractionPolicy.for_request(RunOptions(model_name="m"), trusted=False).mode == "interactive"
+    assert RunInteractionPolicy.for_request(RunOptions(non_interactive=True), trusted=True).mode == "scheduled"
 
 
 def test_only_interactive_runs_offer_and_allow_clarification():

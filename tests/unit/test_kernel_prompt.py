@@ -35,13 +35,13 @@ def test_cell_options_parse_and_map_to_run_options(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     opts = parse_cell_line("--new --model gpt --plan --subagents --mode autonomous --with a b --with c --record run.jsonl")
     assert opts.new and opts.with_vars == ["a", "b", "c"]
-    assert opts.run_options() == {"model_name": "gpt", "interaction_mode": "autonomous", "is_plan_mode": True,
+    assert opts.run_options().to_dict() == {"model_name": "gpt", "interaction_mode": "autonomous", "is_plan_mode": True,
                                   "subagent_enabled": True, "record": str(tmp_path / "run.jsonl")}
 
 
 def test_ref_is_repeatable_and_grants_the_named_threads(tmp_path):
     opts = parse_cell_line("--ref a1 --ref b2 --ref a1")
-    assert opts.run_options() == {"referenced_threads": ["a1", "b2"]}
+    assert opts.run_options().to_dict() == {"referenced_threads": ["a1", "b2"]}
     assert split_line("--ref a1 compare --ref")[0].refs == ["a1"]
 
 

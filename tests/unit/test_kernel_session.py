@@ -41,7 +41,7 @@ class FakeBackend(Backend):
         self.cancel_seen = threading.Event()
 
     def _handle(self, kind: str, payload: Any, options: Any) -> RunHandle:
-        self.calls.append((kind, payload, dict(options)))
+        self.calls.append((kind, payload, options.to_dict()))
         produce = self.runs.pop(0)
         return RunHandle(lambda emit: produce(emit, self), self._cancel).start()
 
@@ -112,7 +112,7 @@ def test_a_submitted_form_streams_the_next_run_into_the_same_view(session):
         play(started("r2"), ev.Message(run_id="r2", thread_id="t1", message_id="m", text="Using 2024."),
              finished("r2", text="Using 2024.")),
     ]))
-    first = session.run("Analyse it", session_module.RunOptions(model="scripted"))
+    first = session.run("Analyse it", session_module.CellOptions(model="scripted"))
     assert first.waiting and first.clarification["question"] == "Which year?"
     view = session.last_view
     form = view.forms["clarification:c1"]
@@ -134,7 +134,7 @@ def test_a_reply_the_backend_refuses_shows_in_the_form_and_keeps_it_editable(ses
         play(started("r1"), ev.Clarification(run_id="r1", thread_id="t1", call_id="c1", request=REQUEST, text="?"),
              finished("r1", "interrupted")),
     ]))
-    session.run("Analyse it", session_module.RunOptions())
+    session.run("Analyse it", session_module.CellOptions())
     form = session.last_view.forms["clarification:c1"]
     form.text.value = "bad"
     form.submit.click()
@@ -159,7 +159,7 @@ def test_an_interrupt_while_streaming_cancels_the_run_and_shows_how_it_ended(ses
             raise KeyboardInterrupt  # what a kernel interrupt does to the cell's thread
 
     monkeypatch.setattr(RunView, "render", interrupted_render)
-    result = session.run("wait a minute", session_module.RunOptions())
+    result = session.run("wait a minute", session_module.CellOptions())
     assert backend.cancelled == ["r1"]
     assert result.status == "cancelled"
     assert "cancelled" in session.last_view.header.value
@@ -171,7 +171,7 @@ def test_a_stream_that_breaks_ends_as_an_error_not_a_traceback(session):
         raise UserError("lost the event stream from http://srv/")
 
     use(session, FakeBackend([broken]))
-    result = session.run("go", session_module.RunOptions())
+    result = session.run("go", session_module.CellOptions())
     assert result.status == "error" and "lost the event stream" in result.error
 
 
@@ -209,7 +209,7 @@ class RecordingLine:
 
 def test_a_reply_from_a_later_cell_turns_the_waiting_form_read_only(session):
     use(session, FakeBackend([play(*ASKS), play(started("r2"), finished("r2", text="Using 2024."))]))
-    first = session.run("Analyse it", session_module.RunOptions())
+    first = session.run("Analyse it", session_module.CellOptions())
     first._displays.append(line := RecordingLine())
     asked = session.last_view
     form = asked.forms["clarification:c1"]
@@ -223,7 +223,7 @@ def test_a_reply_from_a_later_cell_turns_the_waiting_form_read_only(session):
 
 def test_a_run_a_form_continued_updates_the_cell_result_in_place(session):
     backend = use(session, FakeBackend([play(*ASKS), play(started("r2"), finished("r2", text="Using 2024."))]))
-    first = session.run("Analyse it", session_module.RunOptions())
+    first = session.run("Analyse it", session_module.CellOptions())
     first._displays.append(line := RecordingLine())  # the line IPython showed under the cell
     form = session.last_view.forms["clarification:c1"]
     form.text.value = "2024"
@@ -244,7 +244,7 @@ def _slow_second_run(emit, backend):
 
 def test_the_stop_button_cancels_a_run_continued_from_a_form(session):
     backend = use(session, FakeBackend([play(*ASKS), _slow_second_run]))
-    session.run("Analyse it", session_module.RunOptions())
+    session.run("Analyse it", session_module.CellOptions())
     view = session.last_view
     view.forms["clarification:c1"].text.value = "2024"
     view.forms["clarification:c1"].submit.click()
@@ -259,7 +259,7 @@ def test_the_stop_button_cancels_a_run_continued_from_a_form(session):
 def test_kernel_interrupt_cancels_a_run_continued_from_a_form(session):
     session.shell.kernel = Kernel()
     backend = use(session, FakeBackend([play(*ASKS), _slow_second_run]))
-    session.run("Analyse it", session_module.RunOptions())
+    session.run("Analyse it", session_module.CellOptions())
     view = session.last_view
     view.forms["clarification:c1"].text.value = "2024"
     view.forms["clarification:c1"].submit.click()
@@ -302,9 +302,9 @@ class ListingBackend(FakeBackend):
 def test_an_unknown_model_or_thread_is_one_line_that_names_what_exists(session):
     backend = use(session, ListingBackend([]))
     with pytest.raises(UserError, match=r"^unknown model 'nosuchmodel'; configured models: research, agents$"):
-        session.run("go", session_module.RunOptions(model="nosuchmodel"))
+        session.run("go", session_module.CellOptions(model="nosuchmodel"))
     with pytest.raises(UserError, match=r"^unknown thread 'nope'; recent threads: t1aaaaaaaaaa, t2bbbbbbbbbb"):
-        session.run("go", session_module.RunOptions(thread="nope"))
+        session.run("go", session_module.CellOptions(thread="nope"))
     assert backend.calls == []  # nothing was sent
 
 
@@ -312,7 +312,7 @@ def test_an_undefined_placeholder_is_an_error_before_sending(session):
     backend = use(session, ListingBackend([]))
     session.shell.user_ns.update(sites=["a"], question="q")
     with pytest.raises(UserError, match=r"\{sties\} \(did you mean \{sites\}\?\).*write \{\{sties\}\} for literal"):
-        session.run("Visit {sties} about {question}", session_module.RunOptions())
+        session.run("Visit {sties} about {question}", session_module.CellOptions())
     assert backend.calls == []
 
 

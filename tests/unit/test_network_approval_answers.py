@@ -11,6 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
+from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.network_approval import ALLOW_ALWAYS, approval_request
 
 
@@ -27,9 +29,9 @@ def run_middleware(mode: str, *, subagent: bool = False) -> tuple[list[str], lis
     notices: list[dict[str, Any]] = []
     context = SimpleNamespace(
         interaction=RunInteractionPolicy.resolve({"interaction_mode": mode}),
-        services={"sandbox": SimpleNamespace(egress=SimpleNamespace(gate=gate))},
+        services=HostServices(sandbox=SimpleNamespace(egress=SimpleNamespace(gate=gate))),
         paths=SimpleNamespace(root=Path("/nonexistent")), run_id="r2",
-        options={"is_subagent": True} if subagent else {},
+        options=RunOptions(is_subagent=True) if subagent else RunOptions(),
     )
     request = approval_request(["example.org:443"], tool_call_id="c1", tool="bash")
     messages = [HumanMessage("fetch it"), AIMessage("", tool_calls=[{"name": "bash", "args": {}, "id": "c1"}]),

@@ -11,6 +11,8 @@ from deerflow.notebooks.access import FileNotebookAccess
 from deerflow.notebooks.host import context_for_run, with_context
 from deerflow.notebooks.render import MAX_OUTPUT_CHARS, output_text
 from deerflow.notebooks.service import notebook_context
+from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 from deerflow_kernel.notebook import context_option, notebook_path
 from deerflow_kernel.options import parse_cell_line, split_line
 
@@ -74,14 +76,14 @@ def test_error_outputs_keep_name_value_and_last_traceback_lines():
 
 def test_run_context_option_and_its_failures(tmp_path):
     write(tmp_path / "w.ipynb", [nbformat.v4.new_markdown_cell("hello", id="h")])
-    services = {"notebooks": FileNotebookAccess(tmp_path)}
-    assert asyncio.run(context_for_run(services, {})) is None
-    text, note = asyncio.run(context_for_run(services, {"notebook_context": {"path": "w.ipynb", "cell_id": None}}))
+    services = HostServices(notebooks=FileNotebookAccess(tmp_path))
+    assert asyncio.run(context_for_run(services, RunOptions())) is None
+    text, note = asyncio.run(context_for_run(services, RunOptions(notebook_context={"path": "w.ipynb", "cell_id": None})))
     assert note == "context: 1 cells of w.ipynb" and "hello" in text
     assert with_context("Why?", text).startswith("Why?\n\n")  # the prompt first: the title comes from it
-    _, note = asyncio.run(context_for_run(services, {"notebook_context": {"path": "../x.ipynb"}}))
+    _, note = asyncio.run(context_for_run(services, RunOptions(notebook_context={"path": "../x.ipynb"})))
     assert note.startswith("context: none (") and "leaves the Jupyter root" in note
-    _, note = asyncio.run(context_for_run({}, {"notebook_context": {"path": "w.ipynb"}}))
+    _, note = asyncio.run(context_for_run(HostServices(), RunOptions(notebook_context={"path": "w.ipynb"})))
     assert note == "context: none (notebooks are not reachable from this host)"
 
 

@@ -24,6 +24,7 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookError
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import apply_proposal, discard_proposal, undo_run
+from deerflow.run_options import RunOptions
 from deerflow.tools.builtins.notebook_tools import notebook_tools
 from deerflow.tools.errors import ToolFailure
 from fixtures.tool_runtime import make_runtime
@@ -78,7 +79,7 @@ def call(access, thread, name: str, *, mode: str = "interactive", edits: str | N
     runtime = make_runtime(thread, notebooks=access)
     runtime.context.interaction = RunInteractionPolicy(mode=mode)
     if edits:
-        runtime.context.options["notebook_edits"] = edits
+        runtime.context.options = RunOptions(notebook_edits=edits)
     message = TOOLS[name].invoke({"type": "tool_call", "name": name, "args": {**args, "runtime": runtime},
                                   "id": "t1"})
     return message.content, message.artifact
@@ -213,7 +214,7 @@ def test_apply_mode_writes_with_an_undo_record_but_unattended_runs_only_propose(
                         operations=op)
     assert scheduled["status"] == "proposed" and sources(root_dir / "work.ipynb")["fail"].endswith("totl)")
     runtime = make_runtime(thread, notebooks=access, subagent_run=object())  # a subagent: proposes too
-    runtime.context.options["notebook_edits"] = "apply"
+    runtime.context.options = RunOptions(notebook_edits="apply")
     child = TOOLS["edit_notebook"].invoke({"type": "tool_call", "name": "edit_notebook", "id": "t2", "args": {
         "path": "work.ipynb", "operations": op, "runtime": runtime}})
     assert child.artifact["status"] == "proposed"

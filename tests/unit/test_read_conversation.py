@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from deerflow.errors import NotFoundError, UserError
+from deerflow.run_options import RunOptions
 from deerflow.tools.builtins.conversation import (
     GrantedConversations,
     grant_conversation_reader,
@@ -40,7 +41,7 @@ class Threads:
 
 
 async def grant(referenced: list[str], user: str = "alice", page_chars: int = 1000) -> GrantedConversations | None:
-    return await grant_conversation_reader(Threads(), {"referenced_threads": referenced}, user_id=user,
+    return await grant_conversation_reader(Threads(), RunOptions(referenced_threads=referenced), user_id=user,
                                            current_thread="t-alice", page_chars=page_chars)
 
 
@@ -85,14 +86,14 @@ async def test_unreferenced_and_foreign_threads_are_refused():
         await grant(["t-bob"])  # bob's thread cannot even be referenced by alice
     assert await grant([]) is None and await grant(["t-alice"]) is None  # nothing (else) referenced: no grant
     with pytest.raises(UserError, match="bootstrap"):
-        await grant_conversation_reader(Threads(), {"referenced_threads": ["t-alice-2"]}, user_id="alice",
+        await grant_conversation_reader(Threads(), RunOptions(referenced_threads=["t-alice-2"]), user_id="alice",
                                         current_thread=None, page_chars=1000, bootstrap=True)
 
 
 async def test_the_tool_refuses_subagents():
     tool = read_conversation_tool(await grant(["t-alice-2"]))
-    child = SimpleNamespace(context=SimpleNamespace(options={"is_subagent": True}))
+    child = SimpleNamespace(context=SimpleNamespace(options=RunOptions(is_subagent=True)))
     with pytest.raises(ToolFailure, match="subagents"):
         await tool.coroutine(thread_id="t-alice-2", runtime=child)
-    lead = SimpleNamespace(context=SimpleNamespace(options={}))
+    lead = SimpleNamespace(context=SimpleNamespace(options=RunOptions()))
     assert (await tool.coroutine(thread_id="t-alice-2", runtime=lead)).startswith("Conversation t-alice-2")

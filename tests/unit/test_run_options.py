@@ -64,10 +64,16 @@ def test_the_scopes_split_the_options_and_the_policy_keys_are_internal():
     assert set(RunOptions.model_fields) >= PUBLIC_OPTIONS | INTERNAL_OPTIONS
 
 
-def test_the_kernel_refuses_locally_exactly_the_internal_options_its_flags_can_set():
-    from deerflow_kernel.server import LOCAL_ONLY_OPTIONS
+def test_the_server_backend_refuses_the_internal_options_naming_their_flags():
+    from deerflow_kernel.backend import BackendError
+    from deerflow_kernel.server import FLAG_OF, ServerBackend
 
     asked = {*parse_cell_line("--model m --plan --subagents --mode scheduled --record r --agent a --ref t")
-             .run_options(), *parse_cell_line("--replay r").run_options()}
-    assert asked - PUBLIC_OPTIONS == set(LOCAL_ONLY_OPTIONS)
-    assert set(LOCAL_ONLY_OPTIONS) <= INTERNAL_OPTIONS
+             .run_options().to_dict(), *parse_cell_line("--replay r").run_options().to_dict()}
+    assert asked - PUBLIC_OPTIONS == set(FLAG_OF) and set(FLAG_OF) <= INTERNAL_OPTIONS
+    backend = ServerBackend("http://127.0.0.1:9/")  # refused before any request is made
+    try:
+        with pytest.raises(BackendError, match=r"^--mode, --record only work when the harness runs in the kernel"):
+            backend.start("hi", "t", parse_cell_line("--mode scheduled --record r").run_options())
+    finally:
+        backend.close()

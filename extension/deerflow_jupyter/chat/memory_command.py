@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from deerflow.memory import MEMORY_SERVICE, MemoryService
+from deerflow.memory import MemoryService
 from deerflow.memory.commands import memory_action, render_text, split_verb
 from deerflow.runtime.manager import RunManager
 from deerflow_jupyter.chat.clarify import md_escape
@@ -31,7 +31,7 @@ async def memory_reply(manager: RunManager, user_id: str, text: str) -> str:
     """
     match = _COMMAND.match(text)
     verb, argument = split_verb((match.group("rest") or "") if match else "")
-    service = manager.services.get(MEMORY_SERVICE)
+    service = manager.services.memory
     if not isinstance(service, MemoryService):
         return "⚠️ Memory is not available on this server."
     result = await asyncio.to_thread(memory_action, service.book(user_id), verb, argument)

@@ -228,10 +228,9 @@ class ChatSession:
 
     async def skill_commands(self) -> list[tuple[str, str]]:
         """``(name, description)`` of the owner's enabled skills (read from disk off the event loop)."""
-        from deerflow.skills.run import SKILLS_LIBRARY_SERVICE
 
         manager = await self.server.manager()
-        library = manager.services.get(SKILLS_LIBRARY_SERVICE)
+        library = manager.services.skills
         if library is None:
             return []
         infos = await asyncio.wait_for(asyncio.to_thread(library.skills, self.server.user_id), timeout=30)

@@ -30,7 +30,14 @@ from pydantic import BaseModel, ValidationError
 from tornado import httputil, web
 
 from deerflow.config.paths import UnsafeIdError, check_id
-from deerflow.errors import BudgetSpent, Busy, ConfigError, NotFoundError, ToolFailure, UserError
+from deerflow.errors import (
+    BudgetSpent,
+    ConfigError,
+    Conflict,
+    NotFoundError,
+    ToolFailure,
+    UserError,
+)
 from deerflow.persistence.sqlite import StorageError
 from deerflow.runtime.manager import RunManager
 from deerflow_jupyter.host import HarnessHost
@@ -134,6 +141,15 @@ class NotFoundRoute(DeerFlowHandler):
     post = put = delete = patch = get
 
 
+CODE_STATUS = {
+    "not_found": 404, "no_browser_session": 404, "browser_unavailable": 404,
+    "forbidden": 403,
+    "conflict": 409, "unavailable": 409, "live_view_busy": 409,
+}
+"""The status of a typed error's ``code`` (a :class:`ToolFailure`'s, a :class:`UserError` kind's);
+any other code is bad input, 422."""
+
+
 def error_response(exc: BaseException | None) -> tuple[int, str]:
     """The status and one-line detail for an exception: the one map from errors to answers."""
     if isinstance(exc, web.HTTPError):
@@ -146,14 +162,14 @@ def error_response(exc: BaseException | None) -> tuple[int, str]:
         return 500, one_line(f"DeerFlow configuration error: {exc}")
     if isinstance(exc, BudgetSpent):  # too many tokens today: 429, as for any rate limit
         return 429, one_line(str(exc))
-    if isinstance(exc, Busy):
+    if isinstance(exc, Conflict):  # Busy and ThreadBusy included
         return 409, one_line(str(exc))
     if isinstance(exc, UserError):
-        return 422, one_line(str(exc))
+        return CODE_STATUS.get(exc.code or "", 422), one_line(str(exc))
     if isinstance(exc, UnsafeIdError):
         return 400, "invalid id: use 1-128 letters, digits, '_', '-', '.', '@' (not starting with '.' or '-')"
     if isinstance(exc, ToolFailure):
-        return (404 if exc.code == "not_found" else 422), one_line(exc.message)
+        return CODE_STATUS.get(exc.code, 422), one_line(exc.message)
     return 500, "internal error in DeerFlow; the server log has the details"
 
 

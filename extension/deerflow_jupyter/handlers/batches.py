@@ -12,7 +12,6 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from deerflow.subagents.batches.submitter import BatchSubmitter
-from deerflow.subagents.runtime import SUBAGENTS_SERVICE
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 BATCH_ID = r"(?P<batch_id>[A-Za-z0-9_-]{1,64})"
@@ -22,7 +21,7 @@ class _BatchHandler(DeerFlowHandler):
     """Every store call goes through ``submitter.store.aio`` (off the event loop; 503 when locked)."""
 
     async def submitter(self) -> BatchSubmitter:
-        runtime = (await self.manager()).services.get(SUBAGENTS_SERVICE)
+        runtime = (await self.manager()).services.subagents
         submitter = getattr(runtime, "submitter", None)
         if submitter is None:
             raise web.HTTPError(404, "durable batches are not enabled on this server (subagents.batches.enabled)")

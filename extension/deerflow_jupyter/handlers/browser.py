@@ -27,7 +27,6 @@ from deerflow.errors import ToolFailure
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 BOUNDARY = "deerflow-frame"
-_STATUS = {"forbidden": 403, "live_view_busy": 409, "no_browser_session": 404, "browser_unavailable": 404}
 
 
 class _BrowserHandler(DeerFlowHandler):
@@ -42,9 +41,9 @@ class _BrowserHandler(DeerFlowHandler):
         frames = live_frames(manager.services, thread_id, self.user_id, interval=interval, max_frames=max_frames)
         try:
             return await anext(frames), frames
-        except ToolFailure as exc:
+        except ToolFailure:
             await frames.aclose()
-            raise web.HTTPError(_STATUS.get(exc.code, 422), exc.message) from None
+            raise  # its code decides the status (error_response)
         except StopAsyncIteration:
             raise web.HTTPError(404, "the browser session closed") from None
 

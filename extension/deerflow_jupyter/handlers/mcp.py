@@ -21,7 +21,7 @@ from tornado import web
 
 from deerflow.errors import ConfigError
 from deerflow.mcp.editing import masked_config, update_config
-from deerflow.mcp.manager import MCP_SERVICE, McpManager
+from deerflow.mcp.manager import McpManager
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 
@@ -33,7 +33,7 @@ class McpConfigBody(BaseModel):
 
 class _McpHandler(DeerFlowHandler):
     async def mcp(self) -> McpManager:
-        return (await self.manager()).services[MCP_SERVICE]
+        return (await self.manager()).services.mcp
 
     def require_owner(self) -> None:
         """Config changes are an operator's decision: the owner only, when users are distinct."""

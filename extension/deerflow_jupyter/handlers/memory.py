@@ -27,7 +27,7 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
-from deerflow.memory import MEMORY_SERVICE, MemoryBook, MemoryService
+from deerflow.memory import MemoryBook, MemoryService
 from deerflow.memory.commands import memory_action
 from deerflow.memory.guard import MAX_FACT_CHARS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
@@ -46,14 +46,14 @@ class FactBody(BaseModel):
 class _MemoryHandler(DeerFlowHandler):
     async def book(self, agent: str | None = None) -> MemoryBook:
         manager = await self.manager()
-        service = manager.services.get(MEMORY_SERVICE)
+        service = manager.services.memory
         if not isinstance(service, MemoryService):
             raise web.HTTPError(503, "memory is not available on this server")
         return service.book(self.user_id, agent or self.get_query_argument("agent", None) or None)
 
     async def act(self, verb: str, argument: str = "", *, agent: str | None = None) -> dict[str, Any]:
         book = await self.book(agent)
-        service = (await self.manager()).services[MEMORY_SERVICE]
+        service = (await self.manager()).services.memory
         return await asyncio.to_thread(memory_action, book, verb, argument,
                                        max_tokens=service.config.memory.max_injection_tokens)
 
@@ -109,7 +109,7 @@ class MemoryChangesHandler(_MemoryHandler):
             raise web.HTTPError(400, "wait must be a number of seconds") from None
         agent = self.get_query_argument("agent", None) or None
         await self.book(agent)  # 503 without memory; the agent name checked
-        service = (await self.manager()).services[MEMORY_SERVICE]
+        service = (await self.manager()).services.memory
         change = await service.changes_after(self.user_id, agent, run, timeout=wait)
         self.send_json({"change": change.to_dict() if change is not None else None})
 

@@ -24,12 +24,10 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
-from deerflow.notebooks.access import NotebookError
 from deerflow.notebooks.host import notebook_action
-from deerflow_jupyter.handlers.base import DeerFlowHandler, one_line
+from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 ACTION = r"(?P<action>apply|discard|undo|insert|localize)"
-_STATUS = {"conflict": 409, "not_found": 404, "unavailable": 409}
 
 
 class EditTarget(BaseModel):
@@ -45,11 +43,8 @@ class EditTarget(BaseModel):
 
 class _NotebookEditsHandler(DeerFlowHandler):
     async def act(self, thread_id: str, action: str, target: str | None = None, **payload: Any) -> None:
-        try:
-            found = await notebook_action(await self.manager(), user_id=self.user_id, thread_id=thread_id,
-                                          action=action, target=target, **payload)
-        except NotebookError as exc:
-            raise web.HTTPError(_STATUS.get(exc.code, 422), "%s", one_line(str(exc))) from None
+        found = await notebook_action(await self.manager(), user_id=self.user_id, thread_id=thread_id,
+                                      action=action, target=target, **payload)  # NotebookError: error_response
         self.send_json(found)
 
 

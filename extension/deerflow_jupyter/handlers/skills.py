@@ -27,7 +27,6 @@ from tornado import web
 from deerflow.skills.archive import ARCHIVE_SUFFIXES
 from deerflow.skills.installer import SkillScanBlocked
 from deerflow.skills.library import SkillLibrary
-from deerflow.skills.run import SKILLS_LIBRARY_SERVICE
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 NAME_PATTERN = r"(?P<name>[a-z0-9][a-z0-9-]{0,63})"
@@ -41,7 +40,7 @@ class SkillUpdate(BaseModel):
 
 class _SkillsHandler(DeerFlowHandler):
     async def library(self) -> SkillLibrary:
-        return (await self.manager()).services[SKILLS_LIBRARY_SERVICE]
+        return (await self.manager()).services.skills
 
 
 class SkillsHandler(_SkillsHandler):

@@ -3,7 +3,7 @@
 ACP's ``session/new`` carries the MCP servers the agent should connect to.  We
 pass the user's enabled servers in ACP's shapes (stdio, HTTP, SSE).  Where they
 come from is a seam: the host puts a callable under
-``RunContext.services["mcp_server_configs"]`` returning ``{name: server}`` in
+``RunContext.services.mcp_server_configs`` returning ``{name: server}`` in
 ``extensions_config.json``'s ``mcpServers`` format (the MCP module can provide
 its resolved view there); :func:`extensions_mcp_servers` is the plain reading
 of that file, ``$VAR`` values taken from the environment.  A malformed entry is skipped and logged:

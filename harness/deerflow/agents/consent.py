@@ -40,9 +40,6 @@ CONSENT_SOURCE = "persistence_approval"
 APPROVE = "Approve"
 DENY = "Deny"
 OPTIONS = (APPROVE, DENY)
-GRANTS_SERVICE = "consent_grants"
-"""``RunContext.services`` key of the run's :class:`ConsentGrants` (set by the consent middleware)."""
-SUBAGENT_OPTION = "is_subagent"
 REPLAY_NOTE = "consent_replay"
 """``additional_kwargs`` marker of the tool call the harness replays after a yes."""
 
@@ -93,8 +90,8 @@ class ConsentGrants:
 
 
 def is_subagent(context: Any) -> bool:
-    options = getattr(context, "options", None) or {}
-    return bool(options.get(SUBAGENT_OPTION))
+    """Whether ``context`` (a :class:`RunContext`, or None outside a run) is a subagent's."""
+    return bool(context is not None and context.options.is_subagent)
 
 
 def refusal(tool: str, context: Any, *, hint: str = "") -> ToolFailure | None:
@@ -166,7 +163,7 @@ def decision_notice(change: Mapping[str, Any], *, approved: bool, reason: str, r
 
 
 __all__ = [
-    "APPROVE", "CONSENT_SOURCE", "DENY", "GRANTS_SERVICE", "OPTIONS", "REPLAY_NOTE", "ConsentGrants",
+    "APPROVE", "CONSENT_SOURCE", "DENY", "OPTIONS", "REPLAY_NOTE", "ConsentGrants",
     "PendingChange", "ask", "consent_request", "decision_notice", "is_consent_request", "is_subagent",
     "parse_answer", "refusal",
 ]

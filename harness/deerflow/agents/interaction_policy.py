@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from deerflow.errors import ConfigError, UserError
-from deerflow.run_options import INTERACTION_OPTIONS
+from deerflow.run_options import INTERACTION_OPTIONS, RunOptions
 
 InteractionMode = Literal["interactive", "scheduled", "webhook", "autonomous"]
 MODES: tuple[str, ...] = get_args(InteractionMode)
@@ -67,38 +67,39 @@ class RunInteractionPolicy:
     source: str = "default"
 
     @classmethod
-    def resolve(cls, context: Mapping[str, Any] | None) -> RunInteractionPolicy:
-        """Resolve the policy from run options / context.
+    def resolve(cls, options: RunOptions | Mapping[str, Any] | None) -> RunInteractionPolicy:
+        """Resolve the policy from a run's options.
 
         Raises:
             ConfigError: an explicit ``interaction_mode`` that is not a known mode.
+            UserError: raw options that are not valid run options.
         """
-        context = context or {}
-        explicit = context.get("interaction_mode")
+        options = RunOptions.parse(options)
+        explicit = options.interaction_mode
         if explicit is not None:
             mode = str(explicit).strip().lower()
             if mode not in MODES:
                 raise ConfigError(f"unknown interaction mode {str(explicit)!r}; use one of: {', '.join(MODES)}",
                                   key="interaction_mode")
             return cls(mode=mode, source="interaction_mode")  # type: ignore[arg-type]
-        if _flag(context.get("non_interactive")):
+        if _flag(options.non_interactive):
             return cls(mode="scheduled", source="non_interactive")
-        channel = context.get("channel_name")
+        channel = options.channel_name
         if isinstance(channel, str) and channel.strip().lower() == "github":
             return cls(mode="webhook", source="channel_name")
-        if _flag(context.get("disable_clarification")):
+        if _flag(options.disable_clarification):
             return cls(mode="autonomous", source="disable_clarification")
         return cls()
 
     @classmethod
-    def for_request(cls, options: Mapping[str, Any], *, trusted: bool) -> RunInteractionPolicy:
+    def for_request(cls, options: RunOptions, *, trusted: bool) -> RunInteractionPolicy:
         """Resolve the policy of a run request, enforcing the trust boundary.
 
         Raises:
             UserError: a public (untrusted) request carries internal-only keys.
             ConfigError: an unknown explicit mode.
         """
-        refused = sorted(INTERNAL_CONTEXT_KEYS.intersection(options)) if not trusted else []
+        refused = sorted(INTERNAL_CONTEXT_KEYS.intersection(options.to_dict())) if not trusted else []
         if refused:
             raise UserError(f"run option{'s' if len(refused) > 1 else ''} {', '.join(refused)} "
                             "can only be set by internal callers, not in a public request")

@@ -1,8 +1,8 @@
 """The lead agent: a ``create_agent`` graph with DeerFlow's state and middlewares.
 
-``make_lead_agent`` reads the run's options (:class:`~deerflow.run_options.RunOptions`)
-from ``config["configurable"]`` (the LangGraph convention) and everything host-specific — the app config,
-the checkpointer, tool sources — from an explicit :class:`LeadAgentDeps`.
+``make_lead_agent`` takes the run's options (:class:`~deerflow.run_options.RunOptions`) and what
+the run manager resolved from them (model, interaction policy, agent profile), and everything
+host-specific — the app config, the checkpointer, tool sources — from an explicit :class:`LeadAgentDeps`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import datetime as dt
 from dataclasses import dataclass, field, replace
 
 from langchain.agents import create_agent
-from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
@@ -21,12 +20,12 @@ from deerflow.agents.middlewares import MiddlewareOptions, build_middlewares
 from deerflow.agents.prompt import build_system_prompt
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.schema import AppConfig
-from deerflow.custom_agents.profile import AgentProfile, resolve_profile
+from deerflow.custom_agents.profile import AgentProfile
 from deerflow.custom_agents.store import AgentStore
 from deerflow.mcp.run_tools import McpRunTools
-from deerflow.models.factory import ResolvedModel, create_chat_model
+from deerflow.models.factory import ResolvedModel
 from deerflow.plugins import PluginSet
-from deerflow.run_options import LANGGRAPH_KEYS, RunOptions
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.skills.run import RunSkills
 from deerflow.tools.assembly import ToolSources, get_available_tools
@@ -65,49 +64,37 @@ class LeadAgent:
     profile: AgentProfile = field(default_factory=AgentProfile)
 
 
-def runtime_options(config: RunnableConfig | None) -> RunOptions:
-    """The run options in ``config["configurable"]`` (LangGraph's own keys left aside).
-
-    Raises:
-        UserError: an unknown option or a value of the wrong type.
-    """
-    configurable = (config or {}).get("configurable") or {}
-    return RunOptions.parse({k: v for k, v in configurable.items() if k not in LANGGRAPH_KEYS})
-
-
 def make_lead_agent(
-    config: RunnableConfig | None, *, deps: LeadAgentDeps, model: ResolvedModel | None = None,
-    interaction: RunInteractionPolicy | None = None, profile: AgentProfile | None = None,
+    options: RunOptions, *, deps: LeadAgentDeps, model: ResolvedModel,
+    interaction: RunInteractionPolicy, profile: AgentProfile,
 ) -> LeadAgent:
-    """Build the lead agent for a run.
+    """Build the lead agent for a run from what the run manager resolved.
+
+    Nothing is derived here a second time: the manager parses the options,
+    resolves the model (``model_name``, else the profile's, else the default),
+    the interaction policy and the agent profile once per run, and the lead
+    agent only assembles them.
 
     Args:
-        config: LangGraph runnable config; ``configurable`` holds the run options.
+        options: The run's options.
         deps: Host-provided config, checkpointer and tool sources.
-        model: A pre-resolved model (else resolved from ``model_name``).
-        interaction: The run's interaction policy (the run manager resolves it
-            once per run); else resolved from ``configurable``.  It decides
-            whether ``ask_clarification`` is offered, what the clarification
-            middleware does and the prompt's interaction guidance.
-        profile: The run's agent identity (:mod:`deerflow.custom_agents.profile`); else
-            resolved from ``agent_name``/``is_bootstrap``.  A custom agent's soul goes into
-            the prompt and its model, tool groups and skills narrow the run.
+        model: The run's model.
+        interaction: The run's interaction policy: whether ``ask_clarification`` is
+            offered, what the clarification middleware does and the prompt's
+            interaction guidance.
+        profile: The run's agent identity (:mod:`deerflow.custom_agents.profile`).  A
+            custom agent's soul goes into the prompt and its tool groups and skills
+            narrow the run.
     """
-    options = runtime_options(config)
-    if interaction is None:
-        interaction = RunInteractionPolicy.resolve(options.to_dict())
     app = deps.app_config
     subagents_on = app.subagents.enabled if options.subagent_enabled is None else options.subagent_enabled
-    profile = profile or resolve_profile(options.to_dict(), deps.agents)
-    resolved = model or create_chat_model(app, options.model_name or profile.model,
-                                          config_file=deps.config_file)
     sources = deps.sources if deps.mcp is None else replace(deps.sources, mcp=deps.mcp.source)
     if deps.plugins is not None:
         sources = replace(sources, plugins=deps.plugins.tools)
     sources = with_run_tools(sources, app, profile=profile, store=deps.agents, skill_names=deps.skill_names,
                              mode=interaction.mode, reader=deps.conversation_reader)
     tools = get_available_tools(
-        profile.tool_groups, True, resolved.name, subagents_on,
+        profile.tool_groups, True, model.name, subagents_on,
         app_config=app, sources=sources, user_id=deps.user_id, config_file=deps.config_file,
         hidden=interaction.hidden_tools,
     )
@@ -122,13 +109,13 @@ def make_lead_agent(
         max_total_subagents=options.max_total_subagents,
         mcp=deps.mcp,
         plugin_middlewares=tuple(deps.plugins.middlewares()) if deps.plugins else (),
-    ), model=resolved, config_file=deps.config_file)
+    ), model=model, config_file=deps.config_file)
     prompt = build_system_prompt(today=dt.date.today().isoformat(), tool_names=[t.name for t in tools],
                                  interaction_guidance=interaction.prompt_guidance(),
                                  agent_instructions=profile.soul,
                                  sections=[*profile.prompt_sections(), deps.skills.prompt_section() if deps.skills else ""])
     graph = create_agent(
-        resolved.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
+        model.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
         context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",
     )
-    return LeadAgent(graph=graph, model=resolved, tools=tools, profile=profile)
+    return LeadAgent(graph=graph, model=model, tools=tools, profile=profile)

@@ -1,7 +1,7 @@
 """The browser session manager: one browser, one session per thread, a hard cap.
 
 One :class:`BrowserSessionManager` per host, owned by the run manager
-(``RunContext.services["browser"]``) and closed with it; no globals.  It
+(``RunContext.services.browser``) and closed with it; no globals.  It
 owns a private :class:`~deerflow.browser.loop.LoopThread` on which
 Playwright, the browser and every session live, so a thread's session
 survives across runs whichever loop (or no loop) the caller uses: callers

@@ -1,8 +1,8 @@
 """Starting the web and browser capabilities of a host.
 
 :func:`open_browsing_services` is called once when the run manager opens.
-It builds the web service (``services["web"]``) and, when ``browser.enabled``,
-starts the browser session manager (``services["browser"]``) and registers its
+It builds the web service (``services.web``) and, when ``browser.enabled``,
+starts the browser session manager (``services.browser``) and registers its
 shutdown on the manager's exit stack.  Any problem — an unknown search
 provider, Playwright or Chromium missing, a browser that does not start, an
 unguarded CDP endpoint without opt-in — is a ``ConfigError`` here, so the CLI
@@ -15,34 +15,34 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import TYPE_CHECKING
 
 from deerflow.config.schema import AppConfig
 from deerflow.errors import UserError
+from deerflow.runtime.services import HostServices
 
-WEB_SERVICE = "web"
-BROWSER_SERVICE = "browser"
-
+if TYPE_CHECKING:
+    from deerflow.browser.manager import BrowserSessionManager
+    from deerflow.web.service import WebService
 
 async def open_browsing_services(config: AppConfig, stack: AsyncExitStack, *,
-                                 config_file: str | None = None) -> dict[str, Any]:
+                                 config_file: str | None = None) -> tuple[WebService | None, BrowserSessionManager | None]:
     """The ``web`` and ``browser`` services ``config`` asks for (ConfigError when unusable)."""
-    services: dict[str, Any] = {}
+    web = browser = None
     if config.web.enabled:
         from deerflow.web.service import WebService
 
-        services[WEB_SERVICE] = WebService.from_config(config.web, config_file=config_file)
+        web = WebService.from_config(config.web, config_file=config_file)
     if config.browser.enabled:
         from deerflow.browser.manager import BrowserSessionManager
 
         browser = BrowserSessionManager(config.browser, config_file=config_file)
         await browser.start()
         stack.push_async_callback(browser.aclose)
-        services[BROWSER_SERVICE] = browser
-    return services
+    return web, browser
 
 
-async def live_frames(services: dict[str, Any], thread_id: str, owner: str, *, interval: float = 0.5,
+async def live_frames(services: HostServices, thread_id: str, owner: str, *, interval: float = 0.5,
                       max_frames: int | None = None) -> AsyncIterator[bytes]:
     """JPEG frames of ``thread_id``'s browser page for its owner (the client's and server's live view).
 
@@ -53,7 +53,7 @@ async def live_frames(services: dict[str, Any], thread_id: str, owner: str, *, i
         UserError: the browser is not enabled on this host.
         ToolFailure: no session, another viewer is watching, or not the owner.
     """
-    browser = services.get(BROWSER_SERVICE)
+    browser = services.browser
     if browser is None:
         raise UserError("the browser is not enabled: set browser.enabled: true in config.yaml")
     count = 0

@@ -14,7 +14,7 @@ raised before anything is written.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from deerflow.config.schema import AppConfig
 from deerflow.custom_agents.definition import AgentCatalog, CustomAgent, check_agent_name
 from deerflow.custom_agents.store import AgentStore
 from deerflow.errors import UserError
+from deerflow.run_options import RunOptions
 
 BOOTSTRAP_COMMAND = "/bootstrap"
 AGENT_COMMAND = "/agent"
@@ -101,7 +102,7 @@ def custom_agent_section(name: str, label: str, skills: list[str] | None) -> str
     return "\n".join(lines)
 
 
-def apply_agent_commands(prompt: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def apply_agent_commands(prompt: str, options: RunOptions) -> tuple[str, RunOptions]:
     """Turn a leading agent command into run options, for hosts that only pass text (chat).
 
     * ``/bootstrap NAME what it is for`` — a bootstrap run creating agent NAME;
@@ -115,7 +116,7 @@ def apply_agent_commands(prompt: str, options: Mapping[str, Any]) -> tuple[str, 
     """
     match = _COMMAND.match(prompt.strip())
     if not match:
-        return prompt, dict(options)
+        return prompt, options
     command, name = match.group("cmd"), match.group("name")
     rest = (match.group("rest") or "").strip()
     if not name:
@@ -125,26 +126,24 @@ def apply_agent_commands(prompt: str, options: Mapping[str, Any]) -> tuple[str, 
     if command == AGENT_COMMAND:
         if not rest:
             raise UserError(f"/agent {name} needs a prompt after the agent's name")
-        return rest, {**options, "agent_name": name}
+        return rest, options.merged(agent_name=name)
     text = rest or f"Help me set up the custom agent {name!r}."
-    return text, {**options, "agent_name": name, "is_bootstrap": True}
+    return text, options.merged(agent_name=name, is_bootstrap=True)
 
 
-def resolve_profile(options: Mapping[str, Any], store: AgentStore | None) -> AgentProfile:
+def resolve_profile(options: RunOptions, store: AgentStore | None) -> AgentProfile:
     """The agent identity the run options ask for.
 
     Raises:
         UserError: ``is_bootstrap`` without ``agent_name``, an invalid name, an
             unknown agent, or custom agents asked for where the host has none.
     """
-    name = options.get("agent_name")
-    bootstrap = bool(options.get("is_bootstrap"))
+    name = options.agent_name
+    bootstrap = bool(options.is_bootstrap)
     if not name:
         if bootstrap:
             raise UserError("a bootstrap run needs agent_name: the name of the agent to create")
         return AgentProfile()
-    if not isinstance(name, str):
-        raise UserError("agent_name must be a string")
     check_agent_name(name)
     if store is None:
         raise UserError("custom agents are not available in this host")

@@ -40,14 +40,13 @@ from deerflow._lazy import lazy_exports
 if TYPE_CHECKING:
     from deerflow.mcp.config import McpServerConfig
     from deerflow.mcp.credentials import UserCredential
-    from deerflow.mcp.manager import MCP_SERVICE, McpManager, McpOptions, open_mcp
+    from deerflow.mcp.manager import McpManager, McpOptions, open_mcp
     from deerflow.mcp.run_tools import McpRunTools
 
 # Imported on first use: importing the package (the CLI does) stays cheap.
 _EXPORTS = {
     "McpServerConfig": "config",
     "UserCredential": "credentials",
-    "MCP_SERVICE": "manager",
     "McpManager": "manager",
     "McpOptions": "manager",
     "open_mcp": "manager",
@@ -55,4 +54,4 @@ _EXPORTS = {
 }
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = ["MCP_SERVICE", "McpManager", "McpOptions", "McpRunTools", "McpServerConfig", "UserCredential", "open_mcp"]
+__all__ = ["McpManager", "McpOptions", "McpRunTools", "McpServerConfig", "UserCredential", "open_mcp"]

@@ -52,7 +52,6 @@ from deerflow.mcp.credentials import (
     resolve_credentials,
 )
 from deerflow.mcp.deferral import DeferredCatalog, ServerInfo
-from deerflow.mcp.keys import MCP_SERVICE
 from deerflow.mcp.results import map_result
 from deerflow.mcp.run_tools import McpRunTools
 from deerflow.mcp.secrets import Redactor, config_secrets
@@ -67,6 +66,7 @@ from deerflow.mcp.transport import (
     describe,
     transport_errors,
 )
+from deerflow.runtime.services import HostServices
 from deerflow.tools.builtins.tool_search import make_tool_search
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first session, not with the host
@@ -383,9 +383,9 @@ def open_mcp(loaded: LoadedConfig, home: HomePaths) -> McpManager:
     return McpManager(extensions_path=loaded.extensions_path, home=home, options=options)
 
 
-async def prepare_mcp_run(services: dict[str, Any], *, user_id: str, thread_id: str) -> McpRunTools | None:
+async def prepare_mcp_run(services: HostServices, *, user_id: str, thread_id: str) -> McpRunTools | None:
     """The run's MCP view when the host has an MCP manager (None otherwise)."""
-    manager = services.get(MCP_SERVICE)
+    manager = services.mcp
     if not isinstance(manager, McpManager):
         return None
     return await manager.prepare_run(user_id=user_id, thread_id=thread_id)

@@ -14,10 +14,10 @@ from deerflow._lazy import lazy_exports
 _EXPORTS = {
     "CATEGORIES": "book", "Fact": "book", "MemoryBook": "book", "namespace": "book",
     "Applied": "extraction", "Exchange": "extraction",
-    "MEMORY_SERVICE": "service", "MemoryService": "service", "memory_enabled": "service",
+    "MemoryService": "service", "memory_enabled": "service",
     "note_settled_run": "service",
 }
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = ["CATEGORIES", "MEMORY_SERVICE", "Applied", "Exchange", "Fact", "MemoryBook", "MemoryService",
+__all__ = ["CATEGORIES", "Applied", "Exchange", "Fact", "MemoryBook", "MemoryService",
            "memory_enabled", "namespace", "note_settled_run"]

@@ -1,7 +1,7 @@
 """The host's memory service: the store, injection, and debounced extraction off the run's path.
 
 One per host (CLI, embedded client, Jupyter server), in ``RunContext.services``
-under :data:`MEMORY_SERVICE`.  After a run has settled (its ``run_finished``
+as ``services.memory``.  After a run has settled (its ``run_finished``
 is published and recorded) the host calls :meth:`MemoryService.after_run`,
 which only queues the run's :class:`~deerflow.memory.extraction.Exchange` and
 (re)arms a per-(user, agent) timer: a burst of runs costs one extraction after
@@ -31,10 +31,11 @@ from deerflow.memory.changes import ChangeRecord, find_change, record_changes
 from deerflow.memory.extraction import Applied, Exchange, apply_changes, propose
 from deerflow.memory.prompt import memory_block
 from deerflow.memory.store import open_store
+from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 
 logger = logging.getLogger(__name__)
 
-MEMORY_SERVICE = "memory"
 """Key of the host's :class:`MemoryService` in ``RunContext.services``."""
 _MAX_QUEUED = 10  # exchanges kept per (user, agent) while waiting; older ones are dropped
 _MAX_SETTLED = 256  # runs whose extraction a view may still be waiting on
@@ -43,9 +44,9 @@ ModelFactory = Callable[[str | None], BaseChatModel]
 Key = tuple[str, str | None]
 
 
-def memory_enabled(options: dict[str, Any] | None) -> bool:
+def memory_enabled(options: RunOptions | None) -> bool:
     """False when the run asked for no memory (``--no-memory``, ``configurable.memory: false``)."""
-    value = (options or {}).get("memory", True)
+    value = options.memory if options is not None else None
     return not (value is False or (isinstance(value, str) and value.strip().lower() in {"false", "off", "0", "no"}))
 
 
@@ -94,13 +95,13 @@ class MemoryService:
         return await asyncio.to_thread(self.block_for, user_id, agent, query, config=config)
 
     def after_run(self, exchange: Exchange, *, user_id: str, agent: str | None, model_name: str | None,
-                  attended: bool, options: dict[str, Any]) -> bool:
+                  attended: bool, options: RunOptions) -> bool:
         """Queue a settled run for extraction; False when memory must not learn from it.
 
         Never blocks and never raises for memory reasons: the run is already over.
         """
         settings = self.config.memory
-        if not settings.enabled or not memory_enabled(options) or options.get("replay"):
+        if not settings.enabled or not memory_enabled(options) or options.replay:
             return False
         if not attended and not settings.from_unattended:
             return False
@@ -212,23 +213,23 @@ class MemoryService:
                             "removed": len(applied.removed), "dropped": len(applied.dropped)}})
 
 
-def note_settled_run(services: dict[str, Any], context: Any, prompt: str, finished: Any) -> None:
+def note_settled_run(services: HostServices, context: Any, prompt: str, finished: Any) -> None:
     """The host's hook after a run settled: queue its user message and final answer for extraction.
 
     Only successful runs teach memory; the mode decides whether an unattended run may.
     """
-    service = services.get(MEMORY_SERVICE)
+    service = services.memory
     if not isinstance(service, MemoryService) or getattr(finished, "status", None) != "success":
         return
     service.config = context.config  # the config the run had: an edited memory section applies from here
     exchange = Exchange(user_text=prompt, answer_text=finished.text or "", thread_id=context.thread_id,
                         run_id=context.run_id)
-    service.after_run(exchange, user_id=context.user_id, agent=context.options.get("agent_name"),
+    service.after_run(exchange, user_id=context.user_id, agent=context.options.agent_name,
                       model_name=context.model_name, attended=context.interaction.attended,
                       options=context.options)
 
 
-async def learned_from_run(services: dict[str, Any], user_id: str, agent: str | None, run_id: str, *,
+async def learned_from_run(services: HostServices, user_id: str, agent: str | None, run_id: str, *,
                            now: bool = False, timeout: float | None = None) -> ChangeRecord | None:
     """What memory learned from ``run_id`` (None: nothing, or memory is off on this host).
 
@@ -236,7 +237,7 @@ async def learned_from_run(services: dict[str, Any], user_id: str, agent: str | 
     CLI, which is about to exit anyway); else wait up to ``timeout`` (default: the
     quiet spell plus the extraction deadline).
     """
-    service = services.get(MEMORY_SERVICE)
+    service = services.memory
     if not isinstance(service, MemoryService):
         return None
     settings = service.config.memory

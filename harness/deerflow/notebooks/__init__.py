@@ -7,11 +7,10 @@ commands do), ``host`` (run context and apply/undo for hosts).
 """
 
 from deerflow.notebooks.access import (
-    NOTEBOOKS_SERVICE,
     ContentsNotebookAccess,
     FileNotebookAccess,
     NotebookAccess,
     NotebookError,
 )
 
-__all__ = ["NOTEBOOKS_SERVICE", "ContentsNotebookAccess", "FileNotebookAccess", "NotebookAccess", "NotebookError"]
+__all__ = ["ContentsNotebookAccess", "FileNotebookAccess", "NotebookAccess", "NotebookError"]

@@ -1,7 +1,7 @@
 """Reading and writing the user's notebooks, behind one small seam.
 
 The harness never imports Jupyter's server: the host hands it a
-:class:`NotebookAccess` as ``RunContext.services["notebooks"]``.
+:class:`NotebookAccess` as ``RunContext.services.notebooks``.
 
 * :class:`ContentsNotebookAccess` wraps the Jupyter server's ContentsManager
   (sync or async), so paths honour the server's root, its hidden-file rules and
@@ -42,7 +42,6 @@ from deerflow.threadfs import SafeDir, UnsafePath
 if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
     from nbformat import NotebookNode
 
-NOTEBOOKS_SERVICE = "notebooks"
 ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
 _LISTED = 12
 

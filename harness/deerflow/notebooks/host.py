@@ -1,7 +1,7 @@
 """Host glue: the notebook service of a run manager, a run's notebook context, apply/undo by thread.
 
 Hosts (the Jupyter extension, the embedded client) put a
-:class:`~deerflow.notebooks.access.NotebookAccess` in ``services["notebooks"]``;
+:class:`~deerflow.notebooks.access.NotebookAccess` in ``services.notebooks``;
 these helpers are what their routes and commands call.
 """
 
@@ -11,12 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from deerflow.notebooks.access import (
-    NOTEBOOKS_SERVICE,
-    NotebookAccess,
-    NotebookError,
-    check_notebook_path,
-)
+from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
 from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import (
@@ -26,33 +21,32 @@ from deerflow.notebooks.service import (
     notebook_context,
     undo_run,
 )
+from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.virtual_paths import VirtualFS
 
-CONTEXT_OPTION = "notebook_context"
-"""Run option ``{"path": "work.ipynb", "cell_id": "…"}``: the notebook a run was called from
-(``"cell_ids": [...]`` instead: only those cells, as attached to a chat message)."""
 MAX_CELL_IDS = 200
 ACTIONS = ("apply", "discard", "undo", "list", "insert", "localize")
 MAX_SOURCES = 200
 
 
-def notebook_access(services: Mapping[str, Any]) -> NotebookAccess:
+def notebook_access(services: HostServices) -> NotebookAccess:
     """The host's notebook access, or a one-line error saying there is none."""
-    access = services.get(NOTEBOOKS_SERVICE)
+    access = services.notebooks
     if access is None:
         raise NotebookError("the user's notebooks are not reachable from this host", code="unavailable")
     return access
 
 
-async def context_for_run(services: Mapping[str, Any], options: Mapping[str, Any]) -> tuple[str, str] | None:
+async def context_for_run(services: HostServices, options: RunOptions) -> tuple[str, str] | None:
     """``(fenced context, view note)`` for a run that names its notebook; None otherwise.
 
     A notebook that cannot be read is not fatal to the run: the note says so.
     """
-    ref = options.get(CONTEXT_OPTION)
+    ref = options.notebook_context
     if not isinstance(ref, Mapping) or not ref.get("path"):
         return None
-    access = services.get(NOTEBOOKS_SERVICE)
+    access = services.notebooks
     if access is None:
         return "", "context: none (notebooks are not reachable from this host)"
     cell_id = ref.get("cell_id") if isinstance(ref.get("cell_id"), str) else None

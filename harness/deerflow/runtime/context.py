@@ -9,11 +9,12 @@ in the harness needs a global to find them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
+from deerflow.run_options import RunOptions
+from deerflow.runtime.services import HostServices
 
 
 @dataclass
@@ -31,9 +32,10 @@ class RunContext:
         interaction: The run's interaction policy, the one source for mode-dependent
             behaviour (clarification, network approval...).  Resolved from
             ``interaction_mode`` when not given; when given, it sets ``interaction_mode``.
-        options: Remaining runtime options (``is_plan_mode``, ``subagent_enabled``...).
-        services: Host-provided capabilities (sandbox provider, kernel pool...),
-            keyed by name; a capability absent here is simply not available.
+        options: The run's options (:class:`~deerflow.run_options.RunOptions`), as the
+            run manager parsed them; read as attributes (``context.options.agent_name``).
+        services: Host-provided capabilities (:class:`~deerflow.runtime.services.HostServices`:
+            sandbox provider, kernel pool...); one absent (``None``) is simply not available.
     """
 
     user_id: str
@@ -43,11 +45,11 @@ class RunContext:
     config: AppConfig
     model_name: str | None = None
     interaction_mode: str = "interactive"
-    options: dict[str, Any] = field(default_factory=dict)
-    services: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
+    services: HostServices = field(default_factory=HostServices)
     interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
 
     def __post_init__(self) -> None:
         if self.interaction.source == "default" and self.interaction_mode != self.interaction.mode:
-            self.interaction = RunInteractionPolicy.resolve({"interaction_mode": self.interaction_mode})
+            self.interaction = RunInteractionPolicy.resolve(RunOptions(interaction_mode=self.interaction_mode))
         self.interaction_mode = self.interaction.mode

@@ -22,7 +22,7 @@ from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.deliverables import DeliveryWatch
 from deerflow.runtime.projection import Projector
-from deerflow.runtime.usage import BUDGET_GUARD, USAGE_SERVICE, TokenBudgetExceeded
+from deerflow.runtime.usage import BUDGET_GUARD, TokenBudgetExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +52,10 @@ def guard_stop(event: Any) -> tuple[str, str] | None:
 
 def graph_config(context: RunContext) -> dict[str, Any]:
     """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
-    recursion_limit = int(context.options.get("recursion_limit") or 200)
+    recursion_limit = int(context.options.recursion_limit or 200)
     config: dict[str, Any] = {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
                               "metadata": {"run_id": context.run_id}}
-    meter = context.services.get(USAGE_SERVICE)  # meters every model call of the run (subagents inherit it)
+    meter = context.services.usage_meter  # meters every model call of the run (subagents inherit it)
     if meter is not None:
         config["callbacks"] = [meter]
     return config

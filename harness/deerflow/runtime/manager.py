@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +48,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.mcp.keys import MCP_RUN_SERVICE, MCP_SERVICE
-from deerflow.memory.service import MEMORY_SERVICE, MemoryService, note_settled_run
+from deerflow.memory.service import MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import StorageError
@@ -62,14 +61,14 @@ from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.execution import execute_run
 from deerflow.runtime.live import LiveRun
+from deerflow.runtime.services import HostServices
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
-from deerflow.runtime.usage import USAGE_SERVICE, UsageMeter, check_daily_budget
+from deerflow.runtime.usage import UsageMeter, check_daily_budget
 from deerflow.sandbox.factory import make_kernel_pool, make_provider
 from deerflow.skills.library import SkillLibrary
-from deerflow.skills.run import SKILLS_LIBRARY_SERVICE, prepare_run_skills, project_run_skills
+from deerflow.skills.run import prepare_run_skills, project_run_skills
 from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
-from deerflow.subagents.runtime import SUBAGENTS_SERVICE
-from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolCache
+from deerflow.tools.assembly import ToolCache
 from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
@@ -78,7 +77,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunRequest:
-    """What a caller asks for.  ``options`` are the runtime options of the lead agent.
+    """What a caller asks for.  ``options`` are the run's options, built by the host.
 
     ``trusted`` marks an internal, in-process caller (embedded client, CLI,
     scheduler).  Only trusted requests may carry the internal-only interaction
@@ -89,7 +88,7 @@ class RunRequest:
     prompt: str
     thread_id: str | None = None
     user_id: str = "local"
-    options: RunOptions | Mapping[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     trusted: bool = False
 
 
@@ -113,7 +112,7 @@ class RunManager:
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
-        self.services: dict[str, Any] = {TOOL_CACHE_SERVICE: self.tool_cache}
+        self.services = HostServices(tool_cache=self.tool_cache)
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
         self._stop_reason: str | None = None  # set by close(reason=...): runs it cancels end "interrupted: ..."
@@ -133,19 +132,21 @@ class RunManager:
             manager = cls(loaded=loaded, home=home, store=store, checkpointer=saver, stack=stack)
             manager.plugins = plugins if plugins is not None else load_plugins(
                 loaded.config.plugins, home=home.home, base_dir=loaded.path.parent if loaded.path else None)
-            manager.services.update(open_execution_services(loaded.config, stack))
-            manager.services.update(browsing)
-            manager.services[SKILLS_LIBRARY_SERVICE] = SkillLibrary.from_config(loaded, home)
-            manager.services.setdefault("mcp_server_configs", extensions_mcp_servers(loaded.extensions_path))
-            manager.services[SUBAGENTS_SERVICE] = await open_subagent_runtime(
-                loaded.config, home, stack, services=manager.services, config_file=_str(loaded.path))
+            services = manager.services
+            execution = open_execution_services(loaded.config, stack)
+            services.sandbox, services.kernels = execution.sandbox, execution.kernels
+            services.web, services.browser = browsing
+            services.skills = SkillLibrary.from_config(loaded, home)
+            services.mcp_server_configs = extensions_mcp_servers(loaded.extensions_path)
+            services.subagents = await open_subagent_runtime(
+                loaded.config, home, stack, services=services, config_file=_str(loaded.path))
             from deerflow.mcp.manager import (
                 open_mcp,  # the MCP SDK loads with the first host, not on import
             )
 
-            manager.services[MCP_SERVICE] = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
+            services.mcp = mcp = open_mcp(loaded, home)  # lazy: nothing starts before a run
             stack.push_async_callback(mcp.aclose)
-            manager.services[MEMORY_SERVICE] = memory = await asyncio.to_thread(  # may wait on a database
+            services.memory = memory = await asyncio.to_thread(  # may wait on a database
                 MemoryService.open, loaded.config, home=home.home, stack=stack, model_factory=manager.memory_model)
             stack.push_async_callback(memory.aclose)  # pending extractions: a bounded grace, then cancelled
         except BaseException:
@@ -327,7 +328,7 @@ class RunManager:
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
         await self.store.aio.run(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
-        prompt, options = apply_agent_commands(prompt, RunOptions.parse(request.options).to_dict())
+        prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
         profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written
@@ -335,9 +336,8 @@ class RunManager:
         reader = await grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
                                            page_chars=self.loaded.config.tool_output.max_chars,
                                            bootstrap=profile.bootstrap)
-        resolved = create_chat_model(self.loaded.config, options.get("model_name") or profile.model,
-                                     config_file=_str(self.loaded.path),
-                                     record=options.get("record"), replay=options.get("replay"))
+        resolved = create_chat_model(self.loaded.config, options.model_name or profile.model,
+                                     config_file=_str(self.loaded.path), record=options.record, replay=options.replay)
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
         from deerflow.mcp.manager import prepare_mcp_run
 
@@ -347,15 +347,14 @@ class RunManager:
         deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
                              sources=with_subagent_source(
                                  builtin_sources(self.loaded.config, resolved,
-                                                 sandbox=self.services.get("sandbox"), skills=skills,
+                                                 sandbox=self.services.sandbox, skills=skills,
                                                  cache=self.tool_cache),
                                  self.services, self.loaded.config),
                              config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
-                                                      library=self.services.get(SKILLS_LIBRARY_SERVICE)),
+                                                      library=self.services.skills),
                              conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
-        lead = make_lead_agent({"configurable": options}, deps=deps, model=resolved, interaction=interaction,
-                               profile=profile)
+        lead = make_lead_agent(options, deps=deps, model=resolved, interaction=interaction, profile=profile)
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run
@@ -366,16 +365,15 @@ class RunManager:
         notebook = await context_for_run(self.services, options)  # the notebook a %%deerflow run came from
         now = time.time()
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
-                           options={k: v for k, v in options.items()
+                           options={k: v for k, v in options.to_dict().items()
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
         context = RunContext(
             user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
             paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
-            options=options, services={**self.services, **project_run_skills(
-                skills, self.home.thread(user_id, thread.thread_id)),
-                **({MCP_RUN_SERVICE: mcp_run} if mcp_run is not None else {}),
-                USAGE_SERVICE: _usage_meter(self.loaded.config, resolved.name)},
+            options=options, services=self.services.for_run(
+                **project_run_skills(skills, self.home.thread(user_id, thread.thread_id)),
+                mcp_run=mcp_run, usage_meter=_usage_meter(self.loaded.config, resolved.name)),
         )
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
@@ -431,7 +429,7 @@ class RunManager:
                 artifacts=list(projector.artifacts) if projector else [],
                 receipt=outcome.receipt if outcome else None,
                 error=error, stopped_by=outcome.stopped_by if outcome else None,
-                usage=context.services[USAGE_SERVICE].summary(),
+                usage=context.services.usage_meter.summary() if context.services.usage_meter else None,
             )
             await self._record_end(live, finished, lease)  # before run_finished: a next run finds the thread free
             await publish(finished)
@@ -548,7 +546,7 @@ def _known_run(record: RunRecord | None, run_id: str, thread_id: str | None) -> 
     return record
 
 
-def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> dict[str, Any]:
+def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> HostServices:
     """The sandbox provider and kernel pool of a host; ``stack`` closes them (kernels first)."""
     provider = make_provider(config.sandbox)
     close_provider = getattr(provider, "close", None)
@@ -556,7 +554,7 @@ def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> dict[st
         stack.callback(close_provider)
     kernels = make_kernel_pool(provider, config.sandbox)
     stack.push_async_callback(kernels.aclose)
-    return {"sandbox": provider, "kernels": kernels}
+    return HostServices(sandbox=provider, kernels=kernels)
 
 
 def state_reader(checkpointer: BaseCheckpointSaver) -> Any:

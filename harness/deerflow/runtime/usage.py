@@ -33,7 +33,6 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 LEAD = "lead"
 BUDGET_GUARD = "token_budget"
-USAGE_SERVICE = "usage_meter"
 """Key of the run's meter in ``RunContext.services``."""
 
 _KEYS = ("input_tokens", "output_tokens", "total_tokens")

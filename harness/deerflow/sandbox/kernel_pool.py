@@ -1,7 +1,7 @@
 """Per-thread Python kernels, owned by one host object.
 
 :class:`KernelPool` is created by the host (Jupyter server extension, CLI,
-tests), handed to tools through ``RunContext.services["kernels"]`` and
+tests), handed to tools through ``RunContext.services.kernels`` and
 closed by the host; there is no module-level registry.
 
 Design:

@@ -33,11 +33,14 @@ import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
 from deerflow.sandbox.process import ExecResult, run_command
+
+if TYPE_CHECKING:
+    from deerflow.sandbox.egress_proxy import EgressProxy
 from deerflow.sandbox.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
 
 NetworkMode = Literal["isolated", "open", "allowlist"]
@@ -101,6 +104,8 @@ class SandboxProvider(ABC):
     """
 
     name: ClassVar[str]
+    egress: EgressProxy | None = None
+    """The egress proxy deciding the sandbox's connections (``network: allowlist``); None: no proxy."""
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
 ``/mnt/skills`` never shows the canonical skill trees.  Each thread gets
 ``{thread}/skills/<name>/``, a copy of the skills enabled for its user, and
-that directory is what the file tools (``RunContext.services["skills_root"]``)
+that directory is what the file tools (``RunContext.services.skills_root``)
 and the sandbox providers (``ThreadPaths.skills_view``) mount read-only.  So:
 
 * a disabled skill is simply absent: no file tool, shell or kernel can read it;

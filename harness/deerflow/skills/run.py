@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.runtime.services import HostServices, services_of
 from deerflow.skills.activation import check_slash
 from deerflow.skills.catalog import Skill
 from deerflow.skills.projection import project_skills
@@ -24,9 +25,6 @@ from deerflow.skills.prompt import discovery_section
 if TYPE_CHECKING:
     from deerflow.skills.library import SkillLibrary
 
-RUN_SKILLS_SERVICE = "run_skills"
-SKILLS_ROOT_SERVICE = "skills_root"
-SKILLS_LIBRARY_SERVICE = "skills"
 INSTALL_TOOL = "install_skill"
 MAX_MATCHES = 5
 _WORD = re.compile(r"[a-z0-9]+")
@@ -73,7 +71,7 @@ class RunSkills:
     def project(self, paths: ThreadPaths) -> dict[str, Any]:
         """Build the thread's view and return the run services that expose it."""
         view: Path = project_skills(self.skills, paths)
-        return {RUN_SKILLS_SERVICE: self, SKILLS_ROOT_SERVICE: str(view)}
+        return {"run_skills": self, "skills_root": str(view)}
 
     def search(self, query: str) -> list[Skill]:
         """``select:a,b`` picks names; otherwise keywords ranked by name, then description hits."""
@@ -96,19 +94,18 @@ class RunSkills:
 
 def run_skills_of(context: Any) -> RunSkills | None:
     """The run's skills from a ``RunContext`` (None when skills are not set up)."""
-    services = getattr(context, "services", None) or {}
-    found = services.get(RUN_SKILLS_SERVICE)
+    found = services_of(context).run_skills
     return found if isinstance(found, RunSkills) else None
 
 
-def prepare_run_skills(services: Mapping[str, Any], user_id: str, prompt: str, *,
+def prepare_run_skills(services: HostServices, user_id: str, prompt: str, *,
                        allow: Sequence[str] | None = None) -> RunSkills | None:
-    """A run's skills from the host's library (``services["skills"]``); None without one.
+    """A run's skills from the host's library (``services.skills``); None without one.
 
     Raises:
         UserError: the prompt starts with a reserved or unknown ``/name``.
     """
-    library = services.get(SKILLS_LIBRARY_SERVICE)
+    library = services.skills
     if library is None:
         return None
     return library.for_run(user_id, prompt, allow=allow)

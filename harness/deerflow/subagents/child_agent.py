@@ -37,44 +37,29 @@ from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMidd
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from deerflow.config.schema import AppConfig
-from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.skills.activation import active_skills
 from deerflow.skills.run import run_skills_of
-from deerflow.subagents.child_run import CHILD_RUN_SERVICE, ChildRun
+from deerflow.subagents.child_run import ChildRun
 from deerflow.subagents.middlewares import (
     ReceiptMiddleware,
     SubagentLimitsMiddleware,
     SubagentToolGuard,
 )
 from deerflow.subagents.registry import FORBIDDEN_CHILD_TOOLS, SubagentType
-from deerflow.tools.assembly import TOOL_CACHE_SERVICE, ToolSources, get_available_tools
+from deerflow.tools.assembly import ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy
 from deerflow.tools.builtins import builtin_sources
-
-SKILL_ALLOWLIST_KEY = "skill_allowed_tools"
-"""Run option (or host service) that pins the parent's skill allowlist explicitly.
-
-The parent's allowlist is normally derived from its conversation: the tool
-scope of the skills active in the current turn
-(:meth:`deerflow.skills.activation.ActiveSkills.scope`, see
-:func:`skill_scope_of`).  A host or custom integration may instead set
-``RunContext.options[SKILL_ALLOWLIST_KEY]`` to names or glob patterns.  The
-child's context carries the resulting tool names under the same key.
-"""
-
-DELEGATION_SERVICES = frozenset({"subagents", "batch_submitter"})
-"""Host services a child never receives (no nesting, no batch submission)."""
 
 ToolSourcesFactory = Callable[[AppConfig, ResolvedModel, RunContext], ToolSources]
 
 
 def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContext) -> ToolSources:
     """The lead's built-in tool sources, on the thread's sandbox, plus the parent run's MCP tools."""
-    sources = builtin_sources(config, model, sandbox=ctx.services.get("sandbox"),
-                              cache=ctx.services.get(TOOL_CACHE_SERVICE))
-    mcp_run = ctx.services.get(MCP_RUN_SERVICE)
+    sources = builtin_sources(config, model, sandbox=ctx.services.sandbox, cache=ctx.services.tool_cache)
+    mcp_run = ctx.services.mcp_run
     if mcp_run is not None:
         sources = replace(sources, mcp=mcp_run.child_source)
     return sources
@@ -83,12 +68,14 @@ def default_tool_sources(config: AppConfig, model: ResolvedModel, ctx: RunContex
 def parent_skill_allowlist(ctx: RunContext, state: Any = None) -> frozenset[str] | None:
     """The parent's skill allowlist (None: no skill limits the parent).
 
-    An explicit :data:`SKILL_ALLOWLIST_KEY` wins; else the scope of the skills
-    active in the parent's current turn, when its state is known.
+    The allowlist is normally derived from the parent's conversation: the tool
+    scope of the skills active in its current turn (:func:`skill_scope_of`).
+    An explicit ``RunOptions.skill_allowed_tools`` (names or glob patterns, set by
+    a host or on a child's context) wins.
     """
-    value = ctx.options.get(SKILL_ALLOWLIST_KEY, ctx.services.get(SKILL_ALLOWLIST_KEY))
+    value = ctx.options.skill_allowed_tools
     if value is not None:
-        return frozenset([value] if isinstance(value, str) else value)
+        return frozenset(value)
     return skill_scope_of(ctx, state)
 
 
@@ -149,18 +136,15 @@ def build_child_graph(
 def child_context(parent: RunContext, child: ChildRun, *, config: AppConfig, model_name: str,
                   skill_allowlist: Collection[str] | None) -> RunContext:
     """The child's run context: the thread's files and sandbox, none of the delegation services."""
-    services: dict[str, Any] = {k: v for k, v in parent.services.items() if k not in DELEGATION_SERVICES}
-    services[CHILD_RUN_SERVICE] = child
-    options: dict[str, Any] = {"is_subagent": True, "parent_run_id": parent.run_id, "task_id": child.task_id}
-    if skill_allowlist is not None:
-        options[SKILL_ALLOWLIST_KEY] = sorted(skill_allowlist)
+    options = RunOptions(is_subagent=True, parent_run_id=parent.run_id, task_id=child.task_id,
+                         skill_allowed_tools=sorted(skill_allowlist) if skill_allowlist is not None else None)
     return replace(
         parent, run_id=f"{parent.run_id or 'norun'}.sub.{child.task_id}", config=config, model_name=model_name,
         interaction_mode="autonomous", interaction=RunInteractionPolicy(mode="autonomous", source="subagent"),
-        options=options, services=services,
+        options=options, services=parent.services.for_child(child),
     )
 
 
-__all__ = ["DELEGATION_SERVICES", "SKILL_ALLOWLIST_KEY", "ToolSourcesFactory", "allowlist_layers",
+__all__ = ["ToolSourcesFactory", "allowlist_layers",
            "build_child_graph", "child_context", "child_middlewares", "default_tool_sources",
            "parent_skill_allowlist", "resolve_child_tools", "skill_scope_of"]

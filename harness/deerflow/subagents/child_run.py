@@ -3,7 +3,7 @@
 Child graphs are compiled once and reused, so nothing about a particular
 execution may live on a middleware instance.  Each execution gets one
 :class:`ChildRun`, placed in the child's ``RunContext.services`` under
-:data:`CHILD_RUN_SERVICE`: the receipts ledger, the limits, the tool
+``subagent_run``: the receipts ledger, the limits, the tool
 allowlist, turn and token counters, the stop reason, and the narrow
 ``record`` hook to the parent (a :class:`~deerflow.subagents.recorder.ParentLoopRecorder`
 or nothing).  The child's middlewares write it on the controller loop; the
@@ -17,11 +17,9 @@ from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
+from deerflow.runtime.services import services_of
 from deerflow.subagents.receipts import ReceiptLedger
 from deerflow.subagents.registry import FORBIDDEN_CHILD_TOOLS, SubagentLimits
-
-CHILD_RUN_SERVICE = "subagent_run"
-"""Key of the :class:`ChildRun` in a child's ``RunContext.services``."""
 
 Record = Callable[[str, Mapping[str, Any]], Any]
 
@@ -93,10 +91,8 @@ class ChildRun:
 
 def child_run_of(runtime: Any) -> ChildRun | None:
     """The :class:`ChildRun` of a middleware's or tool's runtime (None outside a subagent)."""
-    context = getattr(runtime, "context", None)
-    services = getattr(context, "services", None) or {}
-    found = services.get(CHILD_RUN_SERVICE)
+    found = services_of(getattr(runtime, "context", None)).subagent_run
     return found if isinstance(found, ChildRun) else None
 
 
-__all__ = ["CHILD_RUN_SERVICE", "ChildRun", "child_run_of"]
+__all__ = ["ChildRun", "child_run_of"]

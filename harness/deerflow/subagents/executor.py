@@ -38,12 +38,10 @@ from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ToolFailure, UserError
-from deerflow.mcp.keys import MCP_RUN_SERVICE
 from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.models.script_format import ModelError
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
-from deerflow.runtime.usage import USAGE_SERVICE
 from deerflow.sandbox.virtual_paths import VirtualFS
 from deerflow.subagents.acceptance import (
     AcceptanceContext,
@@ -154,7 +152,7 @@ class SubagentExecutor:
         return self.config or parent.config
 
     def registry(self, parent: RunContext) -> SubagentRegistry:
-        sandbox = parent.services.get("sandbox")
+        sandbox = parent.services.sandbox
         return SubagentRegistry.from_config(self.app_config(parent).subagents,
                                             bash_allowed=bool(sandbox is not None and sandbox.allows_bash))
 
@@ -198,21 +196,21 @@ class SubagentExecutor:
         skills = [t.name for t in tools] if (parent_skills is not None or kind.skills is not None) else None
         context = child_context(parent, child, config=config, model_name=model.name, skill_allowlist=skills)
         key = (kind, model.name, id(model.model), tuple(t.name for t in tools), id(config),
-               id(parent.services.get("sandbox")), child.receipts_enabled)
+               id(parent.services.sandbox), child.receipts_enabled)
         graph = self._graphs.get(key)
         if graph is None:
             prompt = child_system_prompt(kind.prompt, receipts_enabled=child.receipts_enabled)
             graph = self._graphs[key] = build_child_graph(model, tools, prompt, child_middlewares(config, parent.user_id))
-        skills_root = parent.services.get("skills_root")
+        skills_root = parent.services.skills_root
         vfs = VirtualFS(parent.paths.ensure(), skills_root=Path(skills_root) if skills_root else None)
-        acceptance = AcceptanceContext(parent.paths, vfs, parent.services.get("sandbox"),
+        acceptance = AcceptanceContext(parent.paths, vfs, parent.services.sandbox,
                                        snapshot_targets(job.criteria, vfs), config.sandbox.command_timeout)
         return PreparedJob(job, kind, child, graph, context, acceptance)
 
     def _available_tools(self, config: AppConfig, model: ResolvedModel, parent: RunContext) -> list[BaseTool]:
-        mcp_run = parent.services.get(MCP_RUN_SERVICE)  # its tools are the catalog's: stable across runs
+        mcp_run = parent.services.mcp_run  # its tools are the catalog's: stable across runs
         mcp_ids = tuple(id(t) for t in mcp_run.tools) if mcp_run is not None else ()
-        key = (id(config), model.name, id(model.model), id(parent.services.get("sandbox")), parent.user_id, mcp_ids)
+        key = (id(config), model.name, id(model.model), id(parent.services.sandbox), parent.user_id, mcp_ids)
         if key not in self._tools:
             self._tools[key] = resolve_child_tools(config, model, parent, sources=self.tool_sources)
         return self._tools[key]
@@ -236,7 +234,7 @@ class SubagentExecutor:
         inputs = {"messages": [HumanMessage(content=child_task_message(prep.job.prompt, prep.job.criteria))]}
         config: dict[str, Any] = {"recursion_limit": child.limits.max_turns * 6 + 20,
                                   "metadata": {"run_id": prep.context.run_id, "subagent_type": prep.kind.name}}
-        meter = prep.context.services.get(USAGE_SERVICE)  # the parent run's usage meter counts the child's calls
+        meter = prep.context.services.usage_meter  # the parent run's usage meter counts the child's calls
         if meter is not None:
             config["callbacks"] = [meter]
         try:

@@ -10,20 +10,19 @@ run, :func:`with_subagent_source` plugs the subagent tools into the run's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import Any
 
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
+from deerflow.runtime.services import HostServices
 from deerflow.subagents.controller import SubagentController
-from deerflow.subagents.runtime import SUBAGENTS_SERVICE, SubagentRuntime
+from deerflow.subagents.runtime import SubagentRuntime
 from deerflow.subagents.tools import subagent_tools
 from deerflow.tools.assembly import ToolSources
 
 
 async def open_subagent_runtime(config: AppConfig, home: HomePaths, stack: AsyncExitStack, *,
-                                services: Mapping[str, Any], config_file: str | None = None) -> SubagentRuntime:
+                                services: HostServices, config_file: str | None = None) -> SubagentRuntime:
     """The host's runtime; closed (children cancelled, batch workers stopped) with ``stack``.
 
     ``services`` are the host's execution services (sandbox, kernels) batch items run with.
@@ -38,11 +37,11 @@ async def open_subagent_runtime(config: AppConfig, home: HomePaths, stack: Async
     return runtime
 
 
-def with_subagent_source(sources: ToolSources, services: dict[str, Any], config: AppConfig) -> ToolSources:
+def with_subagent_source(sources: ToolSources, services: HostServices, config: AppConfig) -> ToolSources:
     """``sources`` with the subagent tools of the host's runtime (if it has one)."""
-    runtime = services.get(SUBAGENTS_SERVICE)
+    runtime = services.subagents
     if isinstance(runtime, SubagentRuntime):
-        sandbox = services.get("sandbox")
+        sandbox = services.sandbox
         bash = bool(sandbox is not None and sandbox.allows_bash)
         sources.subagents = lambda: subagent_tools(runtime, config, bash_allowed=bash)
     return sources

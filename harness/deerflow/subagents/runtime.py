@@ -11,7 +11,7 @@
   is installed).
 
 The run manager creates one per host and puts it in ``RunContext.services``
-under :data:`SUBAGENTS_SERVICE`; tools built without a runtime look it up
+as ``services.subagents``; tools built without a runtime look it up
 there.  ``create_deerflow_agent`` instead clones the tools bound to the
 runtime its caller passes, so that graph uses exactly that runtime — never
 another application's.
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ToolFailure
 from deerflow.models.factory import ResolvedModel
+from deerflow.runtime.services import services_of
 from deerflow.subagents.child_agent import ToolSourcesFactory, default_tool_sources
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.executor import SubagentExecutor
@@ -31,7 +32,6 @@ from deerflow.subagents.executor import SubagentExecutor
 if TYPE_CHECKING:
     from deerflow.subagents.batches.submitter import BatchSubmitter
 
-SUBAGENTS_SERVICE = "subagents"
 """Key of the host's :class:`SubagentRuntime` in ``RunContext.services``."""
 
 
@@ -88,12 +88,11 @@ def runtime_from_context(context: Any) -> SubagentRuntime:
     Raises:
         ToolFailure: ``subagents_unavailable`` when the host installed none.
     """
-    services = getattr(context, "services", None) or {}
-    found = services.get(SUBAGENTS_SERVICE)
+    found = services_of(context).subagents
     if not isinstance(found, SubagentRuntime):
         raise ToolFailure("delegation is not available in this session (no subagent runtime)",
                           code="subagents_unavailable")
     return found
 
 
-__all__ = ["SUBAGENTS_SERVICE", "SubagentRuntime", "runtime_from_context"]
+__all__ = ["SubagentRuntime", "runtime_from_context"]

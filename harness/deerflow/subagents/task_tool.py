@@ -130,7 +130,7 @@ def make_task_tool(
     """The ``task`` tool, unbound (host runtime from the context) or bound to ``bound``.
 
     Args:
-        bound: The runtime to use; None = ``RunContext.services["subagents"]``.
+        bound: The runtime to use; None = ``RunContext.services.subagents``.
         types_text: The subagent types, one per line, for the description.
         receipts_enabled: Whether reports carry ``[rN]`` citations (changes the description).
         max_concurrent: Per-response limit to state in the description.

@@ -86,7 +86,6 @@ class ToolCache:
             self._tools.clear()
 
 
-TOOL_CACHE_SERVICE = "tool_cache"
 """Key of the host's :class:`ToolCache` in ``RunManager.services`` (subagents build from it too)."""
 
 

@@ -2,7 +2,7 @@
 
 Built once from ``config.web`` when the run manager opens (a bad provider
 setting is a startup error) and handed to tools as
-``RunContext.services["web"]``.  Tests build one with a
+``RunContext.services.web``.  Tests build one with a
 :class:`~deerflow.web.url_guard.StaticResolver` to pin names to addresses.
 """
 

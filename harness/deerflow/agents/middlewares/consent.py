@@ -30,7 +30,6 @@ from langgraph.runtime import Runtime
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.agents.consent import (
-    GRANTS_SERVICE,
     REPLAY_NOTE,
     ConsentGrants,
     decision_notice,
@@ -39,18 +38,18 @@ from deerflow.agents.consent import (
     parse_answer,
 )
 from deerflow.agents.middlewares._notes import NOTE_KEY
+from deerflow.runtime.services import HostServices
 
 logger = logging.getLogger(__name__)
 
 
 def _grants(context: Any) -> ConsentGrants | None:
     services = getattr(context, "services", None)
-    if not isinstance(services, dict):
+    if not isinstance(services, HostServices):
         return None
-    grants = services.get(GRANTS_SERVICE)
-    if not isinstance(grants, ConsentGrants):
-        grants = services[GRANTS_SERVICE] = ConsentGrants()
-    return grants
+    if services.consent_grants is None:
+        services.consent_grants = ConsentGrants()
+    return services.consent_grants
 
 
 class ConsentMiddleware(AgentMiddleware):

@@ -18,7 +18,7 @@ from langchain_core.messages import HumanMessage
 
 from deerflow.agents.middlewares._notes import note_kind
 from deerflow.agents.middlewares.skill_activation import with_section
-from deerflow.memory.service import MEMORY_SERVICE, MemoryService, memory_enabled
+from deerflow.memory.service import MemoryService, memory_enabled
 from deerflow.runtime.projection import message_text
 
 
@@ -32,9 +32,9 @@ def _query(request: ModelRequest) -> str:
 
 def _service(request: ModelRequest) -> MemoryService | None:
     context = request.runtime.context
-    if context is None or not memory_enabled(getattr(context, "options", None)):
+    if context is None or not memory_enabled(context.options):
         return None
-    service = (getattr(context, "services", None) or {}).get(MEMORY_SERVICE)
+    service = context.services.memory
     return service if isinstance(service, MemoryService) else None
 
 
@@ -60,7 +60,7 @@ class MemoryMiddleware(AgentMiddleware):
         if block is None:
             context = request.runtime.context
             block = self._blocks[run_id] = service.block_for(
-                context.user_id, context.options.get("agent_name"), _query(request), config=context.config)
+                context.user_id, context.options.agent_name, _query(request), config=context.config)
         return handler(self._with_block(request, block))
 
     async def awrap_model_call(
@@ -72,5 +72,5 @@ class MemoryMiddleware(AgentMiddleware):
         if block is None:
             context = request.runtime.context
             block = self._blocks[run_id] = await service.prompt_block(
-                context.user_id, context.options.get("agent_name"), _query(request), config=context.config)
+                context.user_id, context.options.agent_name, _query(request), config=context.config)
         return await handler(self._with_block(request, block))

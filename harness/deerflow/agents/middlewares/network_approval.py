@@ -31,6 +31,7 @@ from langgraph.runtime import Runtime
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.agents.consent import is_subagent
+from deerflow.runtime.services import services_of
 from deerflow.sandbox.network_approval import answer_notices, is_approval_request, parse_answer
 
 logger = logging.getLogger(__name__)
@@ -51,8 +52,8 @@ class NetworkApprovalMiddleware(AgentMiddleware):
         attended = policy is not None and policy.may_request_consent(subagent=is_subagent(context))
         answer = parse_answer(messages[-1].text) if attended else "deny"
         targets = [t for t in request["targets"] if isinstance(t, str)]
-        services = getattr(context, "services", None) or {}
-        egress = getattr(services.get("sandbox"), "egress", None)
+        sandbox = services_of(context).sandbox
+        egress = sandbox.egress if sandbox is not None else None
         if egress is None:
             logger.warning("network approval answered, but the sandbox has no egress proxy")
             return None

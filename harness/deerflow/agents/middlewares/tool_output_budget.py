@@ -200,7 +200,7 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
     def _apply(self, result: Result, context: Any) -> Result:
         vfs = None
         if isinstance(context, RunContext):
-            vfs = VirtualFS(context.paths, skills_root=context.services.get("skills_root"))
+            vfs = VirtualFS(context.paths, skills_root=context.services.skills_root)
 
         def fit(message: ToolMessage) -> ToolMessage:
             return budget_message(message, vfs, max_chars=self.max_chars, synopsis_chars=self.synopsis_chars)

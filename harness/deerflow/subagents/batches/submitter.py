@@ -15,7 +15,7 @@ import asyncio
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from deerflow.config.schema import AppConfig, BatchesConfig
 from deerflow.errors import NotFoundError, ToolFailure
 from deerflow.persistence.aio import DEADLINE_SECONDS, StoreUnavailable
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import HostServices
 from deerflow.subagents.acceptance import normalize_criteria
 from deerflow.subagents.batches.sql import open_backend
 from deerflow.subagents.batches.store import (
@@ -34,7 +35,6 @@ from deerflow.subagents.batches.store import (
     ItemSpec,
 )
 from deerflow.subagents.batches.worker import BatchWorker, ItemRunner
-from deerflow.subagents.child_agent import DELEGATION_SERVICES
 from deerflow.subagents.executor import SubagentJob
 from deerflow.subagents.outcome import SubagentOutcome
 
@@ -145,15 +145,14 @@ def _spec(index: int, item: Mapping[str, Any], known_types: Sequence[str]) -> It
 
 
 def item_runner(runtime: SubagentRuntime, config: AppConfig, home: HomePaths,
-                services: Mapping[str, Any]) -> ItemRunner:
+                services: HostServices) -> ItemRunner:
     """Runs a claimed item as a subagent in its batch's thread (no parent journal, no recorder)."""
     async def run(item: ClaimedItem) -> SubagentOutcome:
         batch = item.batch
         context = RunContext(
             user_id=batch.user_id, thread_id=batch.thread_id, run_id=f"{batch.batch_id}.{item.index}",
             paths=home.thread(batch.user_id, batch.thread_id), config=config, model_name=batch.model_name,
-            options={"batch_id": batch.batch_id},
-            services={k: v for k, v in services.items() if k not in DELEGATION_SERVICES},
+            services=replace(services, subagents=None),  # no delegation from a batch item
         )
         job = SubagentJob(f"{batch.batch_id}.{item.index}", item.prompt, item.subagent_type, list(item.criteria),
                           f"{batch.label} #{item.index}", context)
@@ -162,7 +161,7 @@ def item_runner(runtime: SubagentRuntime, config: AppConfig, home: HomePaths,
 
 
 async def open_batch_submitter(config: AppConfig, home: HomePaths, runtime: SubagentRuntime,
-                               stack: AsyncExitStack, services: Mapping[str, Any]) -> BatchSubmitter:
+                               stack: AsyncExitStack, services: HostServices) -> BatchSubmitter:
     """The SQL store plus an in-process worker on the current loop (stopped with ``stack``)."""
     settings = config.subagents.batches
     store = await open_store(settings, home)

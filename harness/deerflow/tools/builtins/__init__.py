@@ -21,7 +21,7 @@ def builtin_groups(
     provider; ``bash`` is left out when the provider does not allow it.  ``web``
     (``web_fetch``, ``web_search``, ``image_search``) is on unless ``web.enabled`` is
     false; ``browser`` only with ``browser.enabled``.  ``notebook`` (``read_notebook``,
-    ``edit_notebook``) works when the host provides ``services["notebooks"]``.  The skill
+    ``edit_notebook``) works when the host provides ``services.notebooks``.  The skill
     tools (``describe_skill``, ``install_skill``) join ``builtin`` when the run's
     skills call for them (see :mod:`deerflow.tools.builtins.skill_tools`).
 
@@ -44,7 +44,7 @@ def builtin_groups(
         "builtin": [present_files, list_uploaded_files, ask_clarification, *vision, *skill_tools(skills)],
         "file:read": list(FILE_READ_TOOLS),
         "file:write": list(FILE_WRITE_TOOLS),
-        # the user's notebooks, through the host's services["notebooks"] (read at call time: cacheable)
+        # the user's notebooks, through the host's services.notebooks (read at call time: cacheable)
         "notebook": cache.get(("notebook",), notebook_tools),
     }
     if sandbox is not None:

@@ -29,7 +29,6 @@ from deerflow.threadfs import SafeDir, UnsafePath
 
 ACP_TOOL_NAME = "invoke_acp_agent"
 ACP_WORKSPACE_VIRTUAL = "/mnt/acp-workspace"
-MCP_SERVICE = "mcp_server_configs"
 
 
 class InvokeAcpArgs(BaseModel):
@@ -71,7 +70,7 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
         raise ToolFailure("ACP support is not installed: the 'acp' extra (pip install '.[acp]' in a clone) "
                           "(the agent-client-protocol SDK)", code="acp_unavailable") from None
     workspace = context.paths.acp_workspace
-    source = context.services.get(MCP_SERVICE)
+    source = context.services.mcp_server_configs
     invocation = AcpInvocation(name=name, config=config, workspace=workspace,
                                attended=context.interaction.attended,
                                mcp_servers=to_acp(source()) if callable(source) else [])
@@ -101,4 +100,4 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-__all__ = ["ACP_TOOL_NAME", "MCP_SERVICE", "acp_tools", "invoke_acp_agent_tool"]
+__all__ = ["ACP_TOOL_NAME", "acp_tools", "invoke_acp_agent_tool"]

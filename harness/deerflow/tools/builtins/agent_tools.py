@@ -26,13 +26,14 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from deerflow.agents.consent import GRANTS_SERVICE, ConsentGrants, PendingChange, ask, refusal
+from deerflow.agents.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
 from deerflow.custom_agents.definition import AgentCatalog, AgentChange, InvalidAgentChange
 from deerflow.custom_agents.profile import AgentProfile, build_catalog, known_skills
 from deerflow.custom_agents.store import AgentStore
 from deerflow.errors import NotFoundError, ToolFailure
+from deerflow.runtime.services import HostServices, services_of
 from deerflow.tools.assembly import ToolSources
 from deerflow.tools.builtins.conversation import ConversationReader, read_conversation_tool
 
@@ -94,8 +95,7 @@ def update_agent_tool(store: AgentStore, name: str, catalog: AgentCatalog) -> Ba
             raise refused
         change = AgentChange(soul=soul, description=description, skills=skills, tool_groups=tool_groups,
                              model=model)
-        services = getattr(runtime.context, "services", None) or {}
-        grants = services.get(GRANTS_SERVICE)
+        grants = services_of(runtime.context).consent_grants
         if isinstance(grants, ConsentGrants) and grants.take(runtime.tool_call_id, UPDATE_AGENT) is not None:
             try:
                 store.update(name, change, catalog=catalog)
@@ -160,15 +160,14 @@ def with_run_tools(
     return dataclasses.replace(sources, builtins=builtins)
 
 
-def host_catalog(app_config: AppConfig, home: HomePaths, user_id: str, *, services: dict[str, Any]) -> AgentCatalog:
+def host_catalog(app_config: AppConfig, home: HomePaths, user_id: str, *, services: HostServices) -> AgentCatalog:
     """The catalog for changes made outside a run (CLI, API, client): what a run on this host would offer."""
     from deerflow.models.factory import ResolvedModel
-    from deerflow.skills.run import SKILLS_LIBRARY_SERVICE
     from deerflow.tools.builtins import builtin_groups
 
     groups = builtin_groups(app_config, ResolvedModel(model=None, name="catalog", entry=None),  # type: ignore[arg-type]
-                            sandbox=services.get("sandbox"))
-    skills = known_skills(app_config, home, user_id, library=services.get(SKILLS_LIBRARY_SERVICE))
+                            sandbox=services.sandbox)
+    skills = known_skills(app_config, home, user_id, library=services.skills)
     return build_catalog(app_config, builtin_groups=groups.keys(), skills=skills)
 
 

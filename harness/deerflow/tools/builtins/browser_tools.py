@@ -5,7 +5,7 @@
 
 Each is a thin boundary over the host's
 :class:`~deerflow.browser.manager.BrowserSessionManager`
-(``runtime.context.services["browser"]``), keyed by the run's thread and
+(``runtime.context.services.browser``), keyed by the run's thread and
 owned by its user.  Every action answers with a fresh snapshot whose
 interactive elements carry ``[ref]`` numbers; the model acts by ref.  Page
 text is untrusted: it is neutralized and framed with its URL and time
@@ -37,13 +37,13 @@ from deerflow.browser.manager import BrowserSessionManager
 from deerflow.browser.session import ActionResult, BrowserSession
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.sandbox.virtual_paths import OUTPUTS
 from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.web.fetch import utc_now
 from deerflow.web.untrusted import Provenance, wrap_untrusted
 from deerflow.web.url_guard import UrlRejected
 
-BROWSER_SERVICE = "browser"
 SCREENSHOT_DIR = "screenshots"
 MAX_TEXT_CHARS = 60_000
 T = TypeVar("T")
@@ -60,7 +60,7 @@ FilenameArg = Annotated[str | None, "File name for the PNG (e.g. 'pricing.png');
 
 
 def _manager(runtime: ToolRuntime[RunContext]) -> BrowserSessionManager:
-    manager = (getattr(runtime.context, "services", None) or {}).get(BROWSER_SERVICE)
+    manager = services_of(runtime.context).browser
     if manager is None:
         raise ToolFailure("the browser is not available in this session (browser.enabled is off or the host "
                           "did not start it); use web_fetch to read pages instead.", code="browser_unavailable")

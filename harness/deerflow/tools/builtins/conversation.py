@@ -30,6 +30,7 @@ from langchain_core.tools import BaseTool
 
 from deerflow.config.paths import check_id
 from deerflow.errors import ToolFailure, UserError
+from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 
 CONVERSATION_TOOL_NAME = "read_conversation"
@@ -110,7 +111,7 @@ class GrantedConversations:
 
 
 async def grant_conversation_reader(
-    source: ThreadSource, options: dict[str, Any], *, user_id: str, current_thread: str | None,
+    source: ThreadSource, options: RunOptions, *, user_id: str, current_thread: str | None,
     page_chars: int, bootstrap: bool = False,
 ) -> GrantedConversations | None:
     """The reader for a run whose request references other threads (else None).
@@ -120,7 +121,7 @@ async def grant_conversation_reader(
             or is given to a bootstrap run.
         NotFoundError: a referenced thread does not exist or is another user's.
     """
-    raw = options.get("referenced_threads")
+    raw = options.referenced_threads
     if not raw:
         return None
     if bootstrap:
@@ -214,7 +215,7 @@ def read_conversation_tool(reader: ConversationReader) -> BaseTool:
 def _is_subagent(context: RunContext | None) -> bool:
     if context is None:
         return True  # no run context: not a lead-agent run of this host
-    return bool(getattr(context, "is_subagent", False) or context.options.get("is_subagent"))
+    return bool(context.options.is_subagent)
 
 
 __all__ = ["CONVERSATION_TOOL_NAME", "ConversationPage", "ConversationReader", "GrantedConversations",

@@ -1,7 +1,7 @@
 """The ``bash`` and ``python`` tools.
 
-Both are thin: the sandbox provider (``runtime.context.services["sandbox"]``)
-runs commands and the kernel pool (``runtime.context.services["kernels"]``)
+Both are thin: the sandbox provider (``runtime.context.services.sandbox``)
+runs commands and the kernel pool (``runtime.context.services.kernels``)
 runs cells.  The tools add what the model and the UI need around that:
 
 * ``bash`` audits the command first (:func:`deerflow.sandbox.audit.audit_command`).
@@ -39,6 +39,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.sandbox.audit import MAX_COMMAND_CHARS, AuditVerdict, audit_command
 from deerflow.sandbox.kernel import KernelStartError
 from deerflow.sandbox.kernel_pool import CellResult, KernelPool
@@ -51,9 +52,6 @@ from deerflow.tools.offload import OFFLOADER, Offloader
 logger = logging.getLogger(__name__)
 
 MAX_TIMEOUT_S = 1800.0
-SANDBOX_SERVICE = "sandbox"
-KERNELS_SERVICE = "kernels"
-OFFLOADER_SERVICE = "offloader"
 AUDIT_DEADLINE_S = 10.0
 """The audit is linear; this only guards against a wedged host."""
 HANG_GRACE_S = 30.0
@@ -65,14 +63,23 @@ CodeArg = Annotated[str, "Python source to run as one notebook cell."]
 TimeoutArg = Annotated[float | None, "Seconds before it is stopped; omit for the default."]
 
 
-def _service(runtime: ToolRuntime[RunContext], name: str) -> Any:
-    services = getattr(runtime.context, "services", None) or {}
-    if name not in services:
-        raise ToolFailure(
-            f"code execution is not available in this session (no {name} service)",
-            code="sandbox_unavailable",
-        )
-    return services[name]
+def _unavailable(name: str) -> ToolFailure:
+    return ToolFailure(f"code execution is not available in this session (no {name} service)",
+                       code="sandbox_unavailable")
+
+
+def _sandbox(runtime: ToolRuntime[RunContext]) -> SandboxProvider:
+    found = services_of(runtime.context).sandbox
+    if found is None:
+        raise _unavailable("sandbox")
+    return found
+
+
+def _kernels(runtime: ToolRuntime[RunContext]) -> KernelPool:
+    found = services_of(runtime.context).kernels
+    if found is None:
+        raise _unavailable("kernels")
+    return found
 
 
 def _paths(runtime: ToolRuntime[RunContext]) -> ThreadPaths:
@@ -88,8 +95,7 @@ def _timeout(requested: float | None) -> float | None:
 
 
 def _offloader(runtime: ToolRuntime[RunContext]) -> tuple[Offloader, str]:
-    services = getattr(runtime.context, "services", None) or {}
-    return services.get(OFFLOADER_SERVICE, OFFLOADER), str(runtime.context.thread_id)
+    return services_of(runtime.context).offloader or OFFLOADER, str(runtime.context.thread_id)
 
 
 def _check_length(command: str) -> None:
@@ -208,7 +214,7 @@ def render_cell_result(result: CellResult, *, timeout: float) -> Reply:
 def bash(
     command: CommandArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None
 ) -> Reply:
-    provider: SandboxProvider = _service(runtime, SANDBOX_SERVICE)
+    provider = _sandbox(runtime)
     limit = _timeout(timeout) or provider.command_timeout
     _check_length(command)
     verdict = _audit(runtime, command)
@@ -226,7 +232,7 @@ def bash(
 async def abash(
     command: CommandArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None
 ) -> Reply:
-    provider: SandboxProvider = _service(runtime, SANDBOX_SERVICE)
+    provider = _sandbox(runtime)
     limit = _timeout(timeout) or provider.command_timeout
     _check_length(command)
     verdict = await _aaudit(runtime, command)
@@ -250,7 +256,7 @@ def _kernel_unavailable(exc: KernelStartError) -> ToolFailure:
 
 
 def python(code: CodeArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None) -> Reply:
-    pool: KernelPool = _service(runtime, KERNELS_SERVICE)
+    pool = _kernels(runtime)
     limit = _timeout(timeout) or pool.default_timeout
     try:
         with network_scope(runtime, pool.provider) as net:
@@ -263,7 +269,7 @@ def python(code: CodeArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg 
 async def apython(
     code: CodeArg, runtime: ToolRuntime[RunContext], timeout: TimeoutArg = None
 ) -> Reply:
-    pool: KernelPool = _service(runtime, KERNELS_SERVICE)
+    pool = _kernels(runtime)
     limit = _timeout(timeout) or pool.default_timeout
     try:
         with network_scope(runtime, pool.provider) as net:

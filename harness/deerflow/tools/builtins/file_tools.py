@@ -4,7 +4,7 @@
 Each tool is a thin boundary over :mod:`deerflow.sandbox.fs_ops`:
 
 1. build the thread's :class:`VirtualFS` from ``runtime.context`` (a
-   :class:`RunContext`: ``paths``, and ``services["skills_root"]`` when skills
+   :class:`RunContext`: ``paths``, and ``services.skills_root`` when skills
    are mounted) — nothing global, so one process can serve many threads;
 2. run the operation, which returns a dataclass;
 3. render it to text and mask every host path before the model sees it.
@@ -36,6 +36,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.sandbox import fs_ops
 from deerflow.sandbox.read_marks import ReadMarks
 from deerflow.sandbox.virtual_paths import VirtualFS
@@ -45,7 +46,6 @@ FILE_READ = "file:read"
 FILE_WRITE = "file:write"
 FILE_OP_DEADLINE_S = 30.0
 """How long one file tool call may take before the model is told it timed out."""
-OFFLOADER_SERVICE = "offloader"
 _WORKSPACE = "/mnt/user-data/workspace"
 
 
@@ -55,7 +55,7 @@ def thread_fs(runtime: ToolRuntime[Any, Any]) -> VirtualFS:
     if not isinstance(ctx, RunContext):
         raise TypeError("file tools need a RunContext as runtime.context")
     ctx.paths.ensure()
-    skills = ctx.services.get("skills_root")
+    skills = ctx.services.skills_root
     return VirtualFS(ctx.paths, skills_root=Path(skills) if skills else None)
 
 
@@ -82,11 +82,10 @@ def _grouped(t: BaseTool, group: str) -> BaseTool:
 
 
 def _bounds(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Offloader, str]:
-    """The offloader (``services["offloader"]`` or the process's) and the call's key."""
+    """The offloader (``services.offloader`` or the process's) and the call's key."""
     runtime = kwargs.get("runtime") or next(a for a in args if isinstance(a, ToolRuntime))
     ctx = runtime.context
-    services = getattr(ctx, "services", None) or {}
-    return services.get(OFFLOADER_SERVICE, OFFLOADER), str(getattr(ctx, "thread_id", ""))
+    return services_of(ctx).offloader or OFFLOADER, str(getattr(ctx, "thread_id", ""))
 
 
 def offloaded_tool(fn: Callable[..., str]) -> BaseTool:

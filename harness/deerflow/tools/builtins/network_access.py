@@ -36,14 +36,12 @@ from deerflow.sandbox.network_approval import (
 )
 from deerflow.sandbox.network_policy import CallScope, OpenScope, ScopeReport
 
-SUBAGENT_OPTION = "is_subagent"
-
 Reply = tuple[str, dict[str, Any]]
 
 
 def call_scope(context: RunContext) -> CallScope:
     """The scope of a tool call made in ``context`` (its run, and whether it may ask)."""
-    subagent = bool(context.options.get(SUBAGENT_OPTION))
+    subagent = bool(context.options.is_subagent)
     may_ask = context.interaction.may_request_network_approval(subagent=subagent)
     reason = "" if may_ask else ("subagent" if subagent else "unattended")
     return CallScope(context.run_id, may_ask, reason)
@@ -95,4 +93,4 @@ def settle(
     return "\n".join(lines), artifact
 
 
-__all__ = ["SUBAGENT_OPTION", "call_scope", "network_scope", "settle"]
+__all__ = ["call_scope", "network_scope", "settle"]

@@ -2,7 +2,7 @@
 
 Paths are relative to the Jupyter root and resolved by the host's
 :class:`~deerflow.notebooks.access.NotebookAccess`
-(``runtime.context.services["notebooks"]``: the server's ContentsManager, or a
+(``runtime.context.services.notebooks``: the server's ContentsManager, or a
 notebook root when no server runs).  Without one, both tools say so.
 
 ``edit_notebook`` *proposes* by default: the tool result is a per-cell diff,
@@ -27,9 +27,7 @@ from deerflow.notebooks.host import notebook_access
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import EDIT_MODES, edit_cells, read_cells
 from deerflow.runtime.context import RunContext
-from deerflow.subagents.child_run import CHILD_RUN_SERVICE
 
-EDITS_OPTION = "notebook_edits"
 Reply = tuple[str, dict[str, Any]]
 PathArg = Annotated[str, "The notebook's path relative to the Jupyter root, e.g. 'work.ipynb'."]
 CellIdsArg = Annotated[list[str] | None, "Only these cell ids (default: all cells)."]
@@ -44,8 +42,8 @@ def edit_mode(ctx: RunContext) -> str:
 
     Subagents, like unattended runs, only propose: nobody reviews what they write as it happens.
     """
-    asked = ctx.options.get(EDITS_OPTION) or getattr(ctx.config, EDITS_OPTION, "propose")
-    if asked not in EDIT_MODES or CHILD_RUN_SERVICE in (ctx.services or {}):
+    asked = ctx.options.notebook_edits or getattr(ctx.config, "notebook_edits", "propose")
+    if asked not in EDIT_MODES or ctx.services.subagent_run is not None:
         return "propose"
     return asked if ctx.interaction.attended else "propose"
 

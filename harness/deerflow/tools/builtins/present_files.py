@@ -52,7 +52,7 @@ def present_files(
         filepaths: Paths of the output files, e.g. ["/mnt/user-data/outputs/report.md"].
     """
     ctx = runtime.context
-    vfs = VirtualFS(ctx.paths, skills_root=ctx.services.get("skills_root"))
+    vfs = VirtualFS(ctx.paths, skills_root=ctx.services.skills_root)
     presented = resolve_outputs(vfs, filepaths)
     text = "Presented to the user: " + ", ".join(presented)
     return Command(update={

@@ -18,7 +18,7 @@
   and asks; the approved copy is installed when the answer comes back.
   Unattended runs and subagents are refused.
 
-Both read the run's skills from ``runtime.context.services["run_skills"]``.
+Both read the run's skills from ``runtime.context.services.run_skills``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from typing import Any
 from langchain.tools import ToolRuntime, tool
 from langchain_core.tools import BaseTool
 
-from deerflow.agents.consent import GRANTS_SERVICE, ConsentGrants, PendingChange, ask, refusal
+from deerflow.agents.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.errors import ToolFailure, UserError
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.sandbox.virtual_paths import OUTPUTS, WORKSPACE
 from deerflow.skills.installer import SkillScanBlocked
 from deerflow.skills.pending import PendingPackage, discard, freeze_package, frozen_package
@@ -98,7 +99,7 @@ def _mask(text: str, runtime: ToolRuntime[RunContext]) -> str:
 
 
 def _grants(runtime: ToolRuntime[RunContext]) -> ConsentGrants | None:
-    grants = (getattr(runtime.context, "services", None) or {}).get(GRANTS_SERVICE)
+    grants = services_of(runtime.context).consent_grants
     return grants if isinstance(grants, ConsentGrants) else None
 
 

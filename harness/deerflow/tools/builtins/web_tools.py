@@ -1,7 +1,7 @@
 """``web_fetch``, ``web_search`` and ``image_search`` (group ``web``).
 
 Thin boundaries over :class:`~deerflow.web.service.WebService`, found in
-``runtime.context.services["web"]`` (the run manager builds it from
+``runtime.context.services.web`` (the run manager builds it from
 ``config.web``); without one, a service is built from the run's config, so
 the tools also work in hosts that do not pre-build services.
 
@@ -22,10 +22,10 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.web.search import SearchError
 from deerflow.web.service import WebService
 
-WEB_SERVICE = "web"
 MAX_RESULTS = 10
 MAX_FETCH_CHARS = 60_000
 
@@ -39,7 +39,7 @@ MaxResultsArg = Annotated[int, "How many results (1-10, default 5)."]
 def web_service(runtime: ToolRuntime[RunContext]) -> WebService:
     """The host's web service, or one built from the run's config."""
     ctx = runtime.context
-    service = (getattr(ctx, "services", None) or {}).get(WEB_SERVICE)
+    service = services_of(ctx).web
     return service if service is not None else WebService.from_config(ctx.config.web)
 
 
