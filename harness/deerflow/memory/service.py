@@ -14,8 +14,10 @@ stop never hangs on a slow model.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,11 @@ class MemoryService:
         self._one_at_a_time = asyncio.Lock()
         self.last_applied: dict[Key, Applied] = {}  # the latest extraction per (user, agent), for views and tests
         self._settled: dict[str, asyncio.Event] = {}  # run id -> set once its extraction is over (or dropped)
+        # Store calls run on threads the service owns, so closing can wait for them: the store's
+        # connection closes right after aclose(), and SQLite crashes the process when a connection
+        # is closed under a thread still using it (a watcher's read cancelled by its caller goes on).
+        self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="deerflow-memory")
+        self._closed = False
 
     @classmethod
     def open(cls, config: AppConfig, *, home: Path, stack: ExitStack | AsyncExitStack, model_factory: ModelFactory) -> MemoryService:
@@ -91,8 +98,20 @@ class MemoryService:
 
     async def prompt_block(self, user_id: str, agent: str | None, query: str, *,
                            config: AppConfig | None = None) -> str:
-        """:meth:`block_for`, with the store read off the event loop."""
-        return await asyncio.to_thread(self.block_for, user_id, agent, query, config=config)
+        """:meth:`block_for`, with the store read off the event loop ("" once the service is closed)."""
+        if self._closed:
+            return ""
+        return await self.in_store(self.block_for, user_id, agent, query, config=config)
+
+    async def in_store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` (a blocking store call) on the service's threads; :meth:`aclose` waits for it.
+
+        Raises:
+            UserError: the service is closed (the server is stopping).
+        """
+        if self._closed:
+            raise UserError("memory is closed: the server is stopping")
+        return await asyncio.wrap_future(self._executor.submit(functools.partial(fn, *args, **kwargs)))
 
     def after_run(self, exchange: Exchange, *, user_id: str, agent: str | None, model_name: str | None,
                   attended: bool, options: RunOptions) -> bool:
@@ -133,7 +152,9 @@ class MemoryService:
                 await asyncio.wait_for(event.wait(), timeout=timeout)
             except TimeoutError:
                 return None
-        return await asyncio.to_thread(find_change, self.book(user_id, agent), run_id) if run_id else None
+        if not run_id or self._closed:
+            return None
+        return await self.in_store(find_change, self.book(user_id, agent), run_id)
 
     def _settle(self, run_id: str) -> None:
         event = self._settled.pop(run_id, None)
@@ -158,6 +179,8 @@ class MemoryService:
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*list(self._running), return_exceptions=True)
+        self._closed = True  # no new store call starts; the ones running finish before the store closes
+        await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -184,13 +207,13 @@ class MemoryService:
         last = pending.exchanges[-1]
         try:
             model = self._model_factory(pending.model_name)
-            facts = await asyncio.to_thread(book.list)
+            facts = await self.in_store(book.list)
             changes = await asyncio.wait_for(propose(model, pending.exchanges, facts),
                                              timeout=self.config.memory.extraction_timeout)
-            applied = await asyncio.to_thread(
+            applied = await self.in_store(
                 apply_changes, book, changes, threshold=self.config.memory.confidence_threshold,
                 source={"kind": "extracted", "thread_id": last.thread_id, "run_id": last.run_id})
-            await asyncio.to_thread(  # what a person sees and may undo ("memory: +2 facts")
+            await self.in_store(  # what a person sees and may undo ("memory: +2 facts")
                 record_changes, book, runs=[e.run_id for e in reversed(pending.exchanges)],
                 thread_id=last.thread_id, added=applied.facts_added, updated=applied.facts_updated,
                 removed=applied.facts_removed)
