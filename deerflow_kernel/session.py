@@ -237,7 +237,7 @@ class KernelSession:
         if not hasattr(view, "_append") or result.status != "success" or not result.run_id:
             return None
         backend, run_id = self.backend(), result.run_id
-        agent = self._thread_options.get(result.thread_id or "", {}).get("agent_name")
+        agent = self._thread_options.get(result.thread_id or "", RunOptions()).agent_name
 
         def work() -> None:
             try:
