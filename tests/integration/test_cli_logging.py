@@ -3,42 +3,20 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from deerflow.cli import main
+from fixtures.leaky_tools import KEY, TOKEN, write_leaky_config
 
 pytestmark = pytest.mark.integration
 
-KEY, TOKEN = "lab-key-0123456789", "tok-987654321"
-
-
-def write_config(tmp_path: Path, fmt: str) -> Path:
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-models:
-  - name: scripted
-    use: deerflow.models.scripted:ScriptedChatModel
-    script: |
-      turns:
-        - tool_calls: [{{name: leak, id: c1, args: {{text: "401 for key {KEY} and token {TOKEN}"}}}}]
-        - Done.
-  - name: paid
-    use: langchain_openai:ChatOpenAI
-    api_key: {KEY}
-tools:
-  - {{name: leak, group: test, use: "fixtures.leaky_tools:leak"}}
-logging:
-  format: {fmt}
-""")
-    return config
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_cli_log_lines_never_carry_a_secret(fmt, deerflow_home, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LAB_SERVICE_TOKEN", TOKEN)
-    config = write_config(tmp_path, fmt)
+    config = write_leaky_config(tmp_path, fmt)
     assert main(["--config", str(config), "run", "go"]) == 0
     err = capsys.readouterr().err
     assert KEY not in err and TOKEN not in err

@@ -25,6 +25,7 @@ import pytest
 from deerflow.cli import main
 from deerflow.persistence.store import MetadataStore
 from fixtures.jupyter_process import TESTS, _wait_ready, free_port
+from fixtures.leaky_tools import KEY, TOKEN, write_leaky_config
 from fixtures.openai_server import WAIT_TOOL, fixture_model_config, openai_server_fixture  # noqa: F401
 from fixtures.processes import alive, descendants, start_process, stop_process
 
@@ -162,17 +163,8 @@ def test_metrics_show_sandbox_starts_guard_refusals_and_the_batch_queue(deerflow
         {"text": "The file is outside the sandbox; 42."},
     )
     env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config), "FIXTURE_KEY": "sk-fixture"}
-    proc, url, headers, _ = start_headless_server(tmp_path, env)
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
-            done = http.post("/deerflow/api/threads/m-guard/runs/wait", json={
-                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "read it"}]},
-                "if_not_exists": "create"})
-            assert done.status_code == 200, done.text
-            metrics = http.get("/metrics")
-    finally:
-        stop_process(proc, grace=5)
-    samples = parse_samples(metrics.text)
+    _, metrics = run_and_scrape(tmp_path, env, "m-guard", "read it")
+    samples = parse_samples(metrics)
     assert samples['deerflow_guard_refusals_total{guard="path_escape"}'] == 1
     assert samples['deerflow_tool_calls_total{status="error",tool="read_file"}'] == 1
     assert samples['deerflow_sandbox_starts_total{kind="kernel",provider="local"}'] == 1
@@ -199,43 +191,18 @@ sandbox:
   allowed_hosts: [allowed.test]
 """)
     env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config)}
-    proc, url, headers, _ = start_headless_server(tmp_path, env)
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
-            done = http.post("/deerflow/api/threads/m-egress/runs/wait", json={
-                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": "fetch it"}]},
-                "if_not_exists": "create"})
-            assert done.status_code == 200, done.text
-            metrics = http.get("/metrics")
-    finally:
-        stop_process(proc, grace=5)
+    done, metrics = run_and_scrape(tmp_path, env, "m-egress", "fetch it")
     (tool,) = [m for m in done.json()["messages"] if m["type"] == "tool"]
     assert "deerflow egress proxy: 169.254.169.254:80 refused" in tool["content"]
-    samples = parse_samples(metrics.text)
+    samples = parse_samples(metrics)
     assert samples['deerflow_guard_refusals_total{guard="sandbox_egress"}'] == 1
     assert samples['deerflow_tool_calls_total{status="success",tool="bash"}'] == 1  # curl failed, the tool ran
 
 
 def test_json_logs_one_object_per_line_with_the_run_fields_and_no_secret(deerflow_home, tmp_path):
     """``logging.format: json``: the server's DeerFlow lines parse as JSON; a key code logged is ``***``."""
-    key, token = "lab-key-0123456789", "tok-987654321"
-    config = tmp_path / "config.yaml"
-    config.write_text(f"""
-models:
-  - name: scripted
-    use: deerflow.models.scripted:ScriptedChatModel
-    script: |
-      turns:
-        - tool_calls: [{{name: leak, id: c1, args: {{text: "401 for key {key} and token {token}"}}}}]
-        - Done.
-  - name: paid
-    use: langchain_openai:ChatOpenAI
-    api_key: {key}
-tools:
-  - {{name: leak, group: test, use: "fixtures.leaky_tools:leak"}}
-logging:
-  format: json
-""")
+    key, token = KEY, TOKEN
+    config = write_leaky_config(tmp_path, "json")
     env = {"DEERFLOW_HOME": str(deerflow_home), "DEERFLOW_CONFIG": str(config), "DEERFLOW_USER": "alice",
            "LAB_SERVICE_TOKEN": token}
     proc, url, headers, log = start_headless_server(tmp_path, env)
@@ -259,6 +226,20 @@ logging:
     (failed,) = [line for line in ours if line["message"] == "leak tool failed"]
     assert failed["error"] == "RuntimeError: request failed with 401 for key *** and token ***"
     assert not [line for line in text.splitlines() if "deerflow.runs" in line and not line.startswith("{")]
+
+
+def run_and_scrape(work: Path, env: dict[str, str], thread: str, prompt: str) -> tuple[httpx.Response, str]:
+    """One run on a fresh headless server (its answer asserted 200), then its ``/metrics`` text."""
+    proc, url, headers, _ = start_headless_server(work, env)
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=90) as http:
+            done = http.post(f"/deerflow/api/threads/{thread}/runs/wait", json={
+                "assistant_id": "lead_agent", "input": {"messages": [{"role": "user", "content": prompt}]},
+                "if_not_exists": "create"})
+            assert done.status_code == 200, done.text
+            return done, http.get("/metrics").text
+    finally:
+        stop_process(proc, grace=5)
 
 
 def parse_samples(text: str) -> dict[str, float]:
