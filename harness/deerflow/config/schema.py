@@ -9,12 +9,23 @@ may be plugged in.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from deerflow.sandbox.env import check_environment
 from deerflow.sandbox.limits import parse_size
+
+
+def _import_path(value: str) -> str:
+    module, _, attr = value.partition(":")
+    if not module or not attr:
+        raise ValueError("must look like 'package.module:attribute'")
+    return value
+
+
+ImportPath = Annotated[str, AfterValidator(_import_path)]
+"""A ``use:`` value: ``module:attribute`` (imported only when the thing is built)."""
 
 
 class _Section(BaseModel):
@@ -48,7 +59,7 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="allow", protected_namespaces=())
 
     name: str = Field(min_length=1, description="Name runs select the model by.")
-    use: str = Field(description="'module:Class' of any langchain BaseChatModel.")
+    use: ImportPath = Field(description="'module:Class' of any langchain BaseChatModel.")
     display_name: str | None = None
     supports_vision: bool = False
     supports_thinking: bool = False
@@ -57,14 +68,6 @@ class ModelConfig(BaseModel):
     retries: int = Field(default=0, ge=0, le=5, description="Tries again after a stall or a dropped "
         "connection, only while nothing has been streamed yet.")
     compat: ModelCompat = Field(default_factory=ModelCompat)
-
-    @field_validator("use")
-    @classmethod
-    def _use_is_import_path(cls, value: str) -> str:
-        module, _, attr = value.partition(":")
-        if not module or not attr:
-            raise ValueError("must look like 'package.module:ClassName'")
-        return value
 
     def init_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for the model class: everything but our own keys."""
@@ -86,15 +89,7 @@ class ToolConfig(BaseModel):
 
     name: str = Field(min_length=1)
     group: str = Field(min_length=1)
-    use: str
-
-    @field_validator("use")
-    @classmethod
-    def _use_is_import_path(cls, value: str) -> str:
-        module, _, attr = value.partition(":")
-        if not module or not attr:
-            raise ValueError("must look like 'package.module:attribute'")
-        return value
+    use: ImportPath
 
     def options(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if k not in {"name", "group", "use"}}
@@ -403,19 +398,11 @@ class UploadsConfig(_Section):
 class MemoryEmbeddingConfig(_Section):
     """An embedding model for semantic search over facts (LangGraph's store index)."""
 
-    use: str = Field(description="'module:Class' of a langchain Embeddings class (e.g. "
+    use: ImportPath = Field(description="'module:Class' of a langchain Embeddings class (e.g. "
                      "'langchain_openai:OpenAIEmbeddings').")
     dims: int = Field(ge=1, le=8192, description="Length of the model's vectors.")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class "
                                    "(model, base_url, api_key...).")
-
-    @field_validator("use")
-    @classmethod
-    def _use_is_import_path(cls, value: str) -> str:
-        module, _, attr = value.partition(":")
-        if not module or not attr:
-            raise ValueError("must look like 'package.module:ClassName'")
-        return value
 
 
 class MemoryConfig(_Section):

@@ -20,6 +20,7 @@ from typing import Any
 
 from deerflow.errors import NotFoundError, UserError
 from deerflow.memory.book import Fact, MemoryBook
+from deerflow.memory.extraction import change_summary
 
 KEEP = 50
 _LIMIT = 1_000
@@ -40,12 +41,8 @@ class ChangeRecord:
 
     def summary(self) -> str:
         """``memory: +2 facts, 1 updated`` (and ``, undone`` once undone)."""
-        parts = [f"+{len(self.added)} fact{'s' if len(self.added) != 1 else ''}"]
-        if self.updated:
-            parts.append(f"{len(self.updated)} updated")
-        if self.removed:
-            parts.append(f"{len(self.removed)} removed")
-        return "memory: " + ", ".join(parts) + (" (undone)" if self.undone_at else "")
+        text = change_summary(len(self.added), len(self.updated), len(self.removed))
+        return text + (" (undone)" if self.undone_at else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "summary": self.summary()}

@@ -46,6 +46,16 @@ Answer with JSON only:
  "remove": ["id of a fact the user contradicted or withdrew"]}}"""
 
 
+def change_summary(added: int, updated: int, removed: int) -> str:
+    """``memory: +2 facts, 1 updated``: the one wording of what an extraction changed."""
+    parts = [f"+{added} fact{'s' if added != 1 else ''}"]
+    if updated:
+        parts.append(f"{updated} updated")
+    if removed:
+        parts.append(f"{removed} removed")
+    return "memory: " + ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class Exchange:
     """One settled run, as memory may read it: the user's message and the final answer."""
@@ -78,12 +88,7 @@ class Applied:
     facts_removed: list[Fact] = field(default_factory=list)
 
     def summary(self) -> str:
-        parts = [f"+{len(self.added)} fact{'s' if len(self.added) != 1 else ''}"]
-        if self.updated:
-            parts.append(f"{len(self.updated)} updated")
-        if self.removed:
-            parts.append(f"{len(self.removed)} removed")
-        return "memory: " + ", ".join(parts)
+        return change_summary(len(self.added), len(self.updated), len(self.removed))
 
 
 def extraction_messages(exchanges: Sequence[Exchange], facts: Sequence[Fact]) -> list[BaseMessage]:
