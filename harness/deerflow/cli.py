@@ -176,9 +176,9 @@ def _locked_store(exc: BaseException, client: Any) -> UserError | None:
     """
     import sqlite3
 
-    from deerflow.persistence.aio import StoreUnavailable, _is_locked
+    from deerflow.persistence.aio import StoreUnavailable, is_locked
 
-    if not isinstance(exc, sqlite3.OperationalError) or not _is_locked(exc):
+    if not isinstance(exc, sqlite3.OperationalError) or not is_locked(exc):
         return None
     return StoreUnavailable(client.home.home, "a database under it is locked by another process")
 

@@ -89,7 +89,8 @@ def _in_notebook_kernel() -> bool:
     return kernelapp is not None and kernelapp.IPKernelApp.initialized()
 
 
-def _is_locked(exc: sqlite3.OperationalError) -> bool:
+def is_locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLite's words for "another connection holds the lock" (after its busy timeout)."""
     text = str(exc).lower()
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
@@ -137,7 +138,7 @@ class AsyncStore:
             raise StoreUnavailable(self._store.path, f"{name} did not finish within {self.deadline:g} s "
                                    f"({why})") from None
         except sqlite3.OperationalError as exc:
-            if not _is_locked(exc):
+            if not is_locked(exc):
                 raise
             raise StoreUnavailable(self._store.path, f"the database is locked by another process ({exc})") from None
 
