@@ -8,7 +8,6 @@ server's DeerFlow user), the same ones the CLI and ``%deerflow memory`` show.
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from deerflow.memory import MemoryService
@@ -34,7 +33,7 @@ async def memory_reply(manager: RunManager, user_id: str, text: str) -> str:
     service = manager.services.memory
     if not isinstance(service, MemoryService):
         return "⚠️ Memory is not available on this server."
-    result = await asyncio.to_thread(memory_action, service.book(user_id), verb, argument)
+    result = await service.in_store(memory_action, service.book(user_id), verb, argument)
     body = render_text(verb, result)
     if verb == "export":
         return f"```json\n{body.replace('```', '` ` `')}\n```"

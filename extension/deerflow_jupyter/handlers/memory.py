@@ -20,7 +20,6 @@ Store calls run off the event loop.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Literal
 
 from jupyter_server.auth.decorator import authorized
@@ -44,18 +43,25 @@ class FactBody(BaseModel):
 
 
 class _MemoryHandler(DeerFlowHandler):
-    async def book(self, agent: str | None = None) -> MemoryBook:
-        manager = await self.manager()
-        service = manager.services.memory
+    async def service(self) -> MemoryService:
+        service = (await self.manager()).services.memory
         if not isinstance(service, MemoryService):
             raise web.HTTPError(503, "memory is not available on this server")
+        return service
+
+    async def book(self, agent: str | None = None) -> MemoryBook:
+        service = await self.service()
         return service.book(self.user_id, agent or self.get_query_argument("agent", None) or None)
+
+    async def in_store(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A blocking store call on the memory service's threads (closing waits for it)."""
+        return await (await self.service()).in_store(fn, *args, **kwargs)
 
     async def act(self, verb: str, argument: str = "", *, agent: str | None = None) -> dict[str, Any]:
         book = await self.book(agent)
-        service = (await self.manager()).services.memory
-        return await asyncio.to_thread(memory_action, book, verb, argument,
-                                       max_tokens=service.config.memory.max_injection_tokens)
+        service = await self.service()
+        return await service.in_store(memory_action, book, verb, argument,
+                                      max_tokens=service.config.memory.max_injection_tokens)
 
 
 class MemoryHandler(_MemoryHandler):
@@ -69,7 +75,7 @@ class MemoryHandler(_MemoryHandler):
     async def post(self) -> None:
         body = self.body(FactBody)
         book = await self.book(body.agent)
-        fact = await asyncio.to_thread(book.add, body.text, category=body.category)
+        fact = await self.in_store(book.add, body.text, category=body.category)
         self.send_json({"fact": fact.to_dict()}, status=201)
 
     @web.authenticated
@@ -140,7 +146,7 @@ class MemoryFactHandler(_MemoryHandler):
     @authorized
     async def get(self, fact_id: str) -> None:
         book = await self.book()
-        self.send_json({"fact": (await asyncio.to_thread(book.get, fact_id)).to_dict()})
+        self.send_json({"fact": (await self.in_store(book.get, fact_id)).to_dict()})
 
     @web.authenticated
     @authorized
@@ -152,7 +158,7 @@ class MemoryFactHandler(_MemoryHandler):
     async def patch(self, fact_id: str) -> None:
         body = self.body(EditBody)
         book = await self.book()
-        self.send_json({"fact": (await asyncio.to_thread(book.edit, fact_id, body.text)).to_dict()})
+        self.send_json({"fact": (await self.in_store(book.edit, fact_id, body.text)).to_dict()})
 
 
 ROUTES = [
