@@ -112,7 +112,7 @@ def check_storage_url(storage: StorageConfig) -> Finding | None:
         import psycopg
     except ModuleNotFoundError:
         return Finding("database", subject, False, "the psycopg driver is not installed",
-                       "pip install 'deerflow-notebook[postgres]'")
+                       "install the 'postgres' extra (pip install '.[postgres]' in a clone)")
     try:
         with psycopg.connect(storage.postgres_url, autocommit=True,
                              connect_timeout=max(2, int(storage.connect_timeout + 0.999))) as conn:

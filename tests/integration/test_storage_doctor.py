@@ -7,12 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
 from deerflow.persistence import pgsql
 from deerflow.persistence.store import MetadataStore
 from deerflow.scheduling.store import ScheduleStore
+from fixtures.jupyter_process import running_jupyter
 from fixtures.processes import running_process
 
 pytestmark = pytest.mark.integration
@@ -60,3 +62,18 @@ def test_doctor_flags_a_schema_newer_than_this_deerflow(postgres_url: str, tmp_p
         conn.execute("UPDATE deerflow_schema SET version = 5 WHERE part = 'metadata'")
     status, (line,) = doctor(tmp_path, postgres_url)
     assert status == 1 and "metadata v5 (this DeerFlow knows v1)" in line and "upgrade DeerFlow" in line
+
+
+def test_the_health_route_reports_the_database_as_the_doctor_does(postgres_url: str, tmp_path: Path) -> None:
+    """``GET /deerflow/api/health`` on a server whose storage is PostgreSQL: one ``database`` finding,
+    reachable, with its schema; the URL (and its password) never in the answer."""
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"storage": {"url": postgres_url}, "memory": {"enabled": False}}))
+    env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(config)}
+    with running_jupyter(tmp_path, env=env) as jp, httpx.Client(headers=jp.headers, timeout=DEADLINE) as http:
+        http.post(f"{jp.api}/threads", json={"thread_id": "t1"}).raise_for_status()  # the schema is set up
+        answer = http.get(f"{jp.api}/health")
+    assert answer.status_code == 200, answer.text
+    (database,) = [f for f in answer.json()["findings"] if f["check"] == "database"]
+    assert database["ok"] and database["detail"].startswith("reachable (PostgreSQL "), database
+    assert "metadata v1" in answer.text and postgres_url not in answer.text

@@ -1,6 +1,7 @@
 """``GET /deerflow/api/health``: is this DeerFlow usable, and if not, what to do.
 
-The same findings as ``deerflow doctor`` (config, storage files, sandbox),
+The same findings as ``deerflow doctor`` (config, storage files or the PostgreSQL
+database of ``storage.url``, sandbox),
 for operators and probes: 200 when everything is usable, 503 when something
 is broken, each finding naming the file or part, the problem and the fix.
 The checks touch files and maybe the Docker engine, so they run off the
@@ -54,5 +55,8 @@ class HealthHandler(DeerFlowHandler):
         config = loaded.config if loaded is not None else None
         findings = [config_finding, *doctor.check_storage(doctor.store_files(self.host.home, config), deep=deep)]
         if config is not None:
+            database = doctor.check_storage_url(config.storage)  # None on SQLite: the files above are the store
+            if database is not None:
+                findings.append(database)
             findings.append(doctor.check_sandbox(config))
         return findings
