@@ -215,7 +215,7 @@ def test_a_stopped_server_is_named_connection_refused(tmp_path, deerflow_home):
     wraps the openai client's error, which wraps httpx's); the innermost cause is what the user needs."""
     from fixtures.openai_server import serve_openai
 
-    with serve_openai() as stopped:
-        pass  # the port is closed once the block ends
+    with serve_openai() as server:
+        stopped = server  # its address, kept: leaving the block stops it, so nothing listens there
     result = run(tmp_path, stopped)
     assert_model_error(result, stopped, "cannot reach the server", "connection refused")

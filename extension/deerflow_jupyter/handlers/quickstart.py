@@ -2,9 +2,9 @@
 
 JupyterLab's Launcher takes cards from frontend plugins and kernelspecs only, and DeerFlow
 ships no TypeScript of its own: the Launcher's **DeerFlow** card (the kernelspec) opens an
-empty notebook.  The quickstart template is one click away instead: the DeerFlow kernel puts
-"DeerFlow quickstart" in JupyterLab's **Help** menu (``help_links`` of its ``kernel_info``),
-and the chat's welcome and ``%deerflow help`` link here.
+empty notebook.  The quickstart template is this URL instead (documented in the README); a
+Help-menu link from the kernel does not work (JupyterLab opens those in a sandboxed frame
+without the login cookie), and nothing links here from the chat or ``%deerflow help`` yet.
 
 The route copies ``deerflow-quickstart/`` (the notebook, its offline config and scripts)
 through the server's ContentsManager, so it honours the root and its rules, never overwriting
