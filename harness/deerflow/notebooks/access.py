@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
+from deerflow.notebooks.parsing import parse_v4
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
@@ -243,7 +244,7 @@ class FileNotebookAccess(NotebookAccess):
         import nbformat
 
         try:
-            nb = _parse_v4(text)
+            nb = parse_v4(text)
         except (ValueError, nbformat.reader.NotJSONError) as exc:
             raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
                                 code="not_a_notebook") from None
@@ -308,40 +309,6 @@ class FileNotebookAccess(NotebookAccess):
         if exc.code == "is_dir":
             return NotebookError(f"{path!r} is a directory, not a notebook", code="not_a_notebook")
         return NotebookError(f"{path!r} is not a regular notebook file ({exc.code})", code="not_a_notebook")
-
-
-def _parse_v4(text: str) -> NotebookNode:
-    """A notebook's JSON as nbformat v4, without schema validation on read (writes validate).
-
-    nbformat's validation is most of a read's cost (2.5x the parse on a 500-cell notebook),
-    and reading for context or a diff needs only the cells; other versions are converted.
-    The nodes are made as deep as code reaches with attributes (notebook, cells, outputs and
-    their metadata, as nbformat's writer does): ``from_dict`` would also walk every line of
-    every output, 10x the cost of this on a 59 MB notebook.
-    """
-    import nbformat
-
-    data = json.loads(text)
-    if isinstance(data, dict) and data.get("nbformat") == 4 and isinstance(data.get("cells"), list) \
-            and all(isinstance(c, dict) for c in data["cells"]):
-        return _nodes(data)
-    return nbformat.reads(text, as_version=4)
-
-
-def _nodes(data: dict[str, Any]) -> NotebookNode:
-    from nbformat import NotebookNode  # loaded by the caller already: on first read, not on import
-
-    nb = NotebookNode(data)
-    nb["metadata"] = NotebookNode(data.get("metadata") or {})
-    cells = []
-    for raw in data["cells"]:
-        cell = NotebookNode(raw)
-        cell["metadata"] = NotebookNode(raw.get("metadata") or {})
-        if isinstance(raw.get("outputs"), list):
-            cell["outputs"] = [NotebookNode(o) if isinstance(o, dict) else o for o in raw["outputs"]]
-        cells.append(cell)
-    nb["cells"] = cells
-    return nb
 
 
 def _nearby(root: SafeDir, path: str) -> str:
