@@ -36,10 +36,10 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
-from deerflow.sandbox.kernel_pool import KernelPool
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
 from deerflow.tools.builtins.exec_tools import exec_tools
 
 GOALS = {"python warm": 0.020, "kernel cold": 1.5, "bash true": 0.100}
@@ -97,7 +97,7 @@ def docker_provider(image: str | None) -> SandboxProvider | None:
         print("no --docker-image: not measuring the docker provider")
         return None
     try:
-        from deerflow.sandbox.docker_provider import DockerSandboxProvider, connect_docker
+        from deerflow.sandbox.docker.provider import DockerSandboxProvider, connect_docker
 
         client = connect_docker()
         client.images.get(image)

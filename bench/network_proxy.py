@@ -26,9 +26,9 @@ from timing import summary, timings
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.factory import make_egress_proxy
-from deerflow.sandbox.network_policy import CallScope
+from deerflow.sandbox.network.policy import CallScope
 
 LOOP = """
 import sys, time, urllib.request

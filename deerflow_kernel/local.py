@@ -72,7 +72,7 @@ class InProcessBackend(Backend):
         return RunHandle(produce, self.client.cancel).start()
 
     def upload(self, thread_id: str, name: str, data: bytes) -> UploadInfo:
-        from deerflow.sandbox.uploads import UploadError
+        from deerflow.sandbox.files.uploads import UploadError
 
         try:
             info = self.client.upload(thread_id, data, name)

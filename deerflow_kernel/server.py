@@ -28,7 +28,7 @@ import httpx
 from deerflow.agents.clarification_reply import prepare_reply
 from deerflow.run_options import INTERNAL_OPTIONS, RunOptions
 from deerflow.runtime.events import parse_event
-from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_kernel.backend import (
     ArtifactNotFound,
     Backend,

@@ -27,7 +27,7 @@ from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.compaction import CompactResult
 from deerflow.runtime.manager import RunManager, RunRequest
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
 from deerflow.tools.builtins.agent_tools import host_catalog
@@ -341,7 +341,7 @@ class AsyncDeerFlowClient:
 
     async def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> Any:
         """Put a file into the thread's uploads; returns its upload info."""
-        from deerflow.sandbox.uploads import save_upload
+        from deerflow.sandbox.files.uploads import save_upload
 
         manager = await self.manager()
         await manager.athread(thread_id, self.user_id)

@@ -167,7 +167,7 @@ def check_sandbox(config: AppConfig) -> Finding:
         bash = "host bash allowed" if config.sandbox.allow_host_bash else "no host bash"
         return Finding("sandbox", "local", True, f"runs on the host ({bash})")
     if use == "bwrap":
-        from deerflow.sandbox.bwrap import find_bwrap
+        from deerflow.sandbox.execution.bwrap import find_bwrap
 
         found = find_bwrap()
         if found is None:
@@ -176,7 +176,7 @@ def check_sandbox(config: AppConfig) -> Finding:
         return Finding("sandbox", "bwrap", True, f"bubblewrap at {found}")
     if use == "docker":
         try:
-            from deerflow.sandbox.docker_provider import connect_docker
+            from deerflow.sandbox.docker.provider import connect_docker
 
             connect_docker()
         except ConfigError as exc:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from deerflow.browser.proxy import GuardedProxy
-from deerflow.sandbox.egress_proxy import EgressProxy, Resolved
-from deerflow.sandbox.network_policy import (
+from deerflow.sandbox.network.egress_proxy import EgressProxy, Resolved
+from deerflow.sandbox.network.policy import (
     Allowlist,
     CallScope,
     NetworkGate,
@@ -246,7 +246,7 @@ def test_egress_refuses_a_name_resolving_to_6to4_of_loopback_with_no_dial(tmp_pa
 
 
 def test_an_operator_pin_opens_a_private_address_but_never_the_metadata_service(tmp_path: Path) -> None:
-    from deerflow.sandbox.egress_proxy import refuse_address
+    from deerflow.sandbox.network.egress_proxy import refuse_address
 
     assert refuse_address("10.0.0.5", vouched=True) is None
     assert refuse_address("10.0.0.5") == "private address 10.0.0.5"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
 from fixtures.web_server import serve, text
 
 pytestmark = [

@@ -30,16 +30,16 @@ import pytest
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
-from deerflow.sandbox.kernel_pool import KernelPool
-from deerflow.sandbox.network_policy import CallScope
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
+from deerflow.sandbox.network.policy import CallScope
 from fixtures.web_server import serve, text
 
 docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install '.[docker]')")
 from docker.errors import ContainerError, DockerException, ImageNotFound, NotFound  # noqa: E402
 from requests.exceptions import RequestException  # noqa: E402
 
-from deerflow.sandbox import docker_exec  # noqa: E402
-from deerflow.sandbox.docker_provider import DockerSandboxProvider  # noqa: E402
+from deerflow.sandbox.docker import exec_shim as docker_exec  # noqa: E402
+from deerflow.sandbox.docker.provider import DockerSandboxProvider  # noqa: E402
 from deerflow.sandbox.factory import make_egress_proxy, make_provider  # noqa: E402
 
 IMAGE = os.environ.get("DEERFLOW_TEST_DOCKER_IMAGE", "python:3.11-slim")

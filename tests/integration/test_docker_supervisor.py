@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from deerflow.sandbox import docker_exec
-from deerflow.sandbox.docker_exec import PlainEngine, relay
-from deerflow.sandbox.egress_bridge import supervisor_source
+from deerflow.sandbox.docker import exec_shim as docker_exec
+from deerflow.sandbox.docker.exec_shim import PlainEngine, relay
+from deerflow.sandbox.execution.egress_bridge import supervisor_source
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from deerflow.config.schema import AppConfig
 from deerflow.models.scripted import ScriptedChatModel
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
-from deerflow.sandbox.kernel_pool import KernelPool
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
 from deerflow.tools.builtins.exec_tools import exec_tools
 
 pytestmark = [

@@ -21,10 +21,10 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
-from deerflow.sandbox.kernel_pool import KernelPool
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
 from deerflow.tools.builtins.exec_tools import exec_tools
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::UserWarning")]

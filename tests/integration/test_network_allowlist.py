@@ -22,11 +22,11 @@ from deerflow.run_options import RunOptions
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
-from deerflow.sandbox.egress_proxy import EgressProxy, Resolved
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.factory import make_egress_proxy
-from deerflow.sandbox.kernel_pool import KernelPool
-from deerflow.sandbox.network_policy import Allowlist, CallScope, NetworkGate
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
+from deerflow.sandbox.network.egress_proxy import EgressProxy, Resolved
+from deerflow.sandbox.network.policy import Allowlist, CallScope, NetworkGate
 from deerflow.tools.builtins.exec_tools import exec_tools
 from fixtures.web_server import WebServer, serve, text
 

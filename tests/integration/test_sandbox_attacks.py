@@ -31,7 +31,7 @@ from deerflow import AsyncDeerFlowClient, DeerFlowClient
 from deerflow.client import RunResult
 from deerflow.config.paths import HomePaths
 from deerflow.runtime import events as ev
-from deerflow.sandbox.bwrap import find_bwrap
+from deerflow.sandbox.execution.bwrap import find_bwrap
 from deerflow.tools.errors import ToolFailure
 from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
 from fixtures.web_browser import PAGES, need_chromium

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.bwrap import BwrapSandboxProvider, find_bwrap
-from deerflow.sandbox.env import HOST_PASSTHROUGH
-from deerflow.sandbox.kernel_pool import KernelPool
-from deerflow.sandbox.limits import ProcessLimits
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
+from deerflow.sandbox.execution.env import HOST_PASSTHROUGH
+from deerflow.sandbox.execution.limits import ProcessLimits
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::UserWarning")]
 needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap (bwrap) is not installed")
@@ -42,7 +42,7 @@ SERVER_SECRETS = {
     "PYTHONPATH": "/srv/host-only/site",
     "MPLBACKEND": "module://host-only-backend",
 }
-# Names a sandbox may show: the allowlist of deerflow.sandbox.env and the provider's own.
+# Names a sandbox may show: the allowlist of deerflow.sandbox.execution.env and the provider's own.
 ALLOWED_NAMES = {
     "PATH", "HOME", "TERM", "USER", "LOGNAME", "LD_LIBRARY_PATH", "IPYTHONDIR",
     "PYDEVD_DISABLE_FILE_VALIDATION", "OPERATOR_SETTING", *HOST_PASSTHROUGH,

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from deerflow.sandbox.audit import MAX_COMMAND_CHARS, audit_command
+from deerflow.sandbox.execution.audit import MAX_COMMAND_CHARS, audit_command
 
 HANG_GUARD_S = 10.0
 

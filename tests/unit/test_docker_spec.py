@@ -14,11 +14,11 @@ from docker.errors import NotFound
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
 from deerflow.errors import ConfigError
-from deerflow.sandbox import docker_provider
-from deerflow.sandbox.docker_provider import DockerSandboxProvider
-from deerflow.sandbox.docker_spec import Limits
+from deerflow.sandbox.docker import provider as docker_provider
+from deerflow.sandbox.docker.provider import DockerSandboxProvider
+from deerflow.sandbox.docker.spec import Limits
+from deerflow.sandbox.execution.process import ExecResult
 from deerflow.sandbox.factory import make_provider
-from deerflow.sandbox.process import ExecResult
 
 
 class FakeContainer:
@@ -192,7 +192,7 @@ def test_the_server_python_is_bound_read_only_unless_the_image_brings_its_own(
 
 def test_commands_run_supervised_through_the_exec_shim(provider: DockerSandboxProvider, tmp_path: Path) -> None:
     argv = provider.command_launch(_thread(tmp_path), "echo hi").argv
-    assert argv[1:6] == ["-m", "deerflow.sandbox.docker_exec", "--container", "container-0", "--workdir"]
+    assert argv[1:6] == ["-m", "deerflow.sandbox.docker.exec_shim", "--container", "container-0", "--workdir"]
     inner = argv[argv.index("--") + 1:]
     assert inner[1:4] == ["-I", "-S", "/opt/deerflow/supervisor.py"] and "--watch-stdin" in inner
     assert inner[inner.index("--pidfile") + 1].startswith("/run/deerflow/exec/")

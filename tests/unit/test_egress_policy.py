@@ -17,9 +17,9 @@ from deerflow.errors import ConfigError
 from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.egress_proxy import SystemResolver, parse_request
-from deerflow.sandbox.network_approval import approval_request, parse_answer
-from deerflow.sandbox.network_policy import (
+from deerflow.sandbox.network.approval import approval_request, parse_answer
+from deerflow.sandbox.network.egress_proxy import SystemResolver, parse_request
+from deerflow.sandbox.network.policy import (
     Allowlist,
     CallScope,
     NetworkGate,

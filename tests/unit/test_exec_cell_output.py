@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nbformat.v4 import new_output
 
-from deerflow.sandbox.cell_output import render_outputs, truncate_middle
+from deerflow.sandbox.kernels.cell_output import render_outputs, truncate_middle
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

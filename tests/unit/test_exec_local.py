@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.env import scrub_env
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.provider import HostBashDisabled
+from deerflow.sandbox.execution.env import scrub_env
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.execution.provider import HostBashDisabled
 from deerflow.tools.builtins.exec_tools import exec_tools
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_output
 
-from deerflow.sandbox.notebook_log import NotebookLog
+from deerflow.sandbox.kernels.notebook_log import NotebookLog
 
 
 def test_cells_are_appended_with_outputs_and_validate(tmp_path: Path) -> None:

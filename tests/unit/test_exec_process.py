@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from deerflow.sandbox.process import run_command
+from deerflow.sandbox.execution.process import run_command
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

@@ -13,7 +13,7 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.local import LocalSandboxProvider
+from deerflow.sandbox.execution.local import LocalSandboxProvider
 from deerflow.tools.builtins.exec_tools import exec_tools
 from deerflow.tools.errors import ToolFailure
 

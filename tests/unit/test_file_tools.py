@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.sandbox.uploads import save_upload
+from deerflow.sandbox.files.uploads import save_upload
 from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS, FILE_WRITE_TOOLS, tool_group
 from deerflow.tools.builtins.uploads_tool import list_uploaded_files
 from deerflow.tools.errors import ToolFailure

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.sandbox import fs_ops
-from deerflow.sandbox.read_marks import ReadMarks
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files.read_marks import ReadMarks
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
 
 WS = "/mnt/user-data/workspace"

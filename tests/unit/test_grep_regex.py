@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths
-from deerflow.sandbox import fs_ops
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
 
 HANG_GUARD_S = 10.0

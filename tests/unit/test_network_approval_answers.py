@@ -13,7 +13,7 @@ from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
 from deerflow.run_options import RunOptions
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.network_approval import ALLOW_ALWAYS, approval_request
+from deerflow.sandbox.network.approval import ALLOW_ALWAYS, approval_request
 
 
 class RecordingGate:

@@ -117,7 +117,7 @@ def agent_thread(tmp_path) -> ThreadPaths:
 
 
 def test_an_inserted_cell_reads_the_agents_files_from_a_folder_beside_the_notebook(access, records, agent_thread):
-    from deerflow.sandbox.virtual_paths import VirtualFS
+    from deerflow.sandbox.files.virtual_paths import VirtualFS
 
     root, notebooks = access
     (root / "sub").mkdir()
@@ -143,7 +143,7 @@ def test_an_inserted_cell_reads_the_agents_files_from_a_folder_beside_the_notebo
 
 
 def test_a_link_planted_beside_the_notebook_is_not_written_through(tmp_path, records, agent_thread):
-    from deerflow.sandbox.virtual_paths import VirtualFS
+    from deerflow.sandbox.files.virtual_paths import VirtualFS
 
     root = tmp_path / "root"
     root.mkdir()

@@ -6,9 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from deerflow.config.schema import SandboxConfig
-from deerflow.sandbox.docker_spec import ContainerPython, container_env
-from deerflow.sandbox.env import check_environment, sandbox_env
-from deerflow.sandbox.limits import ProcessLimits, parse_size
+from deerflow.sandbox.docker.spec import ContainerPython, container_env
+from deerflow.sandbox.execution.env import check_environment, sandbox_env
+from deerflow.sandbox.execution.limits import ProcessLimits, parse_size
 
 SERVER = {
     "DATABASE_URL": "postgres://u:secretpw@h/db",

@@ -6,7 +6,7 @@ import pytest
 
 from deerflow.config.schema import AppConfig, SkillsConfig
 from deerflow.errors import UserError
-from deerflow.sandbox.local import LocalSandboxProvider
+from deerflow.sandbox.execution.local import LocalSandboxProvider
 from fixtures.skill_runs import SkillHarness, system_text, write_skill
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.skills import SkillLibrary
 from deerflow.skills.catalog import Skill
 from deerflow.skills.manifest import SkillManifest

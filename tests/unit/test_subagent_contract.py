@@ -13,8 +13,8 @@ from deerflow.agents.middlewares.subagent_limits import clamp, delegations_in_ru
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SubagentsConfig, SubagentTypeConfig
 from deerflow.models.scripted import ScriptedChatModel, ScriptError
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.subagents.acceptance import (
     AcceptanceContext,
     check_acceptance,

@@ -39,7 +39,7 @@ _HOST_ONLY = "host-private files only (config, databases, caches, state outside 
 ALLOWED = {
     "deerflow/threadfs/root.py": "the layer itself: descriptor-relative calls",
     "deerflow/threadfs/_resolve.py": "the layer itself: openat2 and the O_NOFOLLOW walk",
-    "deerflow/sandbox/virtual_paths.py": "VirtualFS's own read_bytes (a facade over SafeDir)",
+    "deerflow/sandbox/files/virtual_paths.py": "VirtualFS's own read_bytes (a facade over SafeDir)",
     "deerflow_kernel/result.py": "RunResult.read_bytes fetches over the server API, no file access",
     "deerflow/acp/mcp_servers.py": _HOST_ONLY,
     "deerflow/acp/session.py": "acp-workspace is written by the ACP agent, a host process we start; "
@@ -61,20 +61,20 @@ ALLOWED = {
     "deerflow/plugins/loader.py": _HOST_ONLY,
     "deerflow/runtime/manager.py": "deletes a whole thread folder with shutil.rmtree, which uses "
                                    "descriptors and never follows links on Linux",
-    "deerflow/sandbox/bwrap.py": "the sandbox's private skeleton under a mkdtemp directory",
-    "deerflow/sandbox/docker_provider.py": "the provider's private run directories (mkdtemp)",
-    "deerflow/sandbox/egress_proxy.py": "the proxy's private socket directory (mkdtemp)",
-    "deerflow/sandbox/kernel.py": "the kernel's private runtime directory, written before the kernel starts",
-    "deerflow/sandbox/network_policy.py": _HOST_ONLY,
-    "deerflow/sandbox/limits.py": "cgroup control files under /sys/fs/cgroup, the host's own",
-    "deerflow/sandbox/local.py": "per-thread HOME folders under a private mkdtemp directory",
-    "deerflow/sandbox/process.py": "reads /proc to find a command's process tree",
-    "deerflow/sandbox/provider.py": "mkdtemp of private runtime directories",
-    "deerflow/sandbox/python_runtime.py": "the sandbox's private venv skeleton",
-    "deerflow/sandbox/read_marks.py": "sandbox-state/, outside every mount",
+    "deerflow/sandbox/execution/bwrap.py": "the sandbox's private skeleton under a mkdtemp directory",
+    "deerflow/sandbox/docker/provider.py": "the provider's private run directories (mkdtemp)",
+    "deerflow/sandbox/network/egress_proxy.py": "the proxy's private socket directory (mkdtemp)",
+    "deerflow/sandbox/kernels/kernel.py": "the kernel's private runtime directory, written before the kernel starts",
+    "deerflow/sandbox/network/policy.py": _HOST_ONLY,
+    "deerflow/sandbox/execution/limits.py": "cgroup control files under /sys/fs/cgroup, the host's own",
+    "deerflow/sandbox/execution/local.py": "per-thread HOME folders under a private mkdtemp directory",
+    "deerflow/sandbox/execution/process.py": "reads /proc to find a command's process tree",
+    "deerflow/sandbox/execution/provider.py": "mkdtemp of private runtime directories",
+    "deerflow/sandbox/execution/python_runtime.py": "the sandbox's private venv skeleton",
+    "deerflow/sandbox/files/read_marks.py": "sandbox-state/, outside every mount",
     "deerflow/notebooks/records.py": "notebook-edits/ (proposals, undo records), outside every mount",
-    "deerflow/sandbox/supervisor.py": "runs inside the sandbox, as the agent's code",
-    "deerflow/sandbox/uploads.py": "uploads/ is read-only to every sandbox; it already refuses links, "
+    "deerflow/sandbox/execution/supervisor.py": "runs inside the sandbox, as the agent's code",
+    "deerflow/sandbox/files/uploads.py": "uploads/ is read-only to every sandbox; it already refuses links, "
                                    "special files and hard links at the destination",
     "deerflow/skills/archive.py": "extracts archives into private temp directories (sources are read "
                                   "through SafeDir)",

@@ -19,8 +19,8 @@ from deerflow.agents.middlewares.tool_output_budget import (
 from deerflow.config.paths import HomePaths, ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox import fs_ops
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 
 RESULTS = "/mnt/user-data/outputs/.tool-results"
 

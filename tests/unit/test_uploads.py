@@ -10,7 +10,7 @@ from typing import IO, cast
 import pytest
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.sandbox.uploads import UploadError, list_uploads, save_upload
+from deerflow.sandbox.files.uploads import UploadError, list_uploads, save_upload
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from deerflow.agents.middlewares.uploads import NOTE_KIND, UploadsMiddleware
 from deerflow.config.paths import HomePaths, ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.uploads import save_upload
+from deerflow.sandbox.files.uploads import save_upload
 
 
 @pytest.fixture
@@ -83,7 +83,7 @@ def test_untrusted_upload_names_cannot_open_or_close_a_tag_in_the_note(thread: T
                                                                         via_upload: bool) -> None:
     import json
 
-    from deerflow.sandbox.uploads import list_uploads
+    from deerflow.sandbox.files.uploads import list_uploads
 
     if via_upload:
         save_upload(thread, name, b"x")

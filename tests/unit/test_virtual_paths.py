@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
 
 

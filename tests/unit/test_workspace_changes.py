@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.sandbox.changes import (
+from deerflow.sandbox.files.changes import (
     ChangeLimits,
     diff_snapshots,
     is_secret_name,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deerflow.runtime import events as ev
-from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow.subagents.board import SubagentBoard
 from deerflow.subagents.outcome import unmet_in
 from deerflow_jupyter.chat.artifacts import ArtifactView

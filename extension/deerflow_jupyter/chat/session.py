@@ -50,8 +50,8 @@ from deerflow.run_options import RunOptions
 from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.manager import RunManager, RunRequest
-from deerflow.sandbox.uploads import UploadError, save_upload
-from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.sandbox.files.uploads import UploadError, save_upload
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
 from deerflow_jupyter.chat.memory_command import is_memory_command, memory_line, memory_reply

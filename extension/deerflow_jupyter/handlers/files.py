@@ -22,8 +22,8 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from deerflow.errors import ToolFailure
-from deerflow.sandbox.uploads import UploadError, list_uploads, save_upload
-from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.sandbox.files.uploads import UploadError, list_uploads, save_upload
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 ACTIVE_TYPES = frozenset({

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from deerflow.sandbox.env import check_environment
-from deerflow.sandbox.limits import parse_size
+from deerflow.sandbox.execution.env import check_environment
+from deerflow.sandbox.execution.limits import parse_size
 
 
 def _import_path(value: str) -> str:

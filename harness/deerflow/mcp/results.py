@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # a result exists only once a session (and so the MCP SDK) has loaded

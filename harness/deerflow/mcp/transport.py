@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from deerflow.mcp.config import McpServerConfig
 from deerflow.mcp.credentials import ResolvedCredentials
-from deerflow.sandbox.env import scrub_env
+from deerflow.sandbox.execution.env import scrub_env
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first session (over a second of imports), not with the host
     import mcp_types

@@ -29,7 +29,7 @@ from typing import Any
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.events import short_id
-from deerflow.sandbox.virtual_paths import USER_DATA
+from deerflow.sandbox.files.virtual_paths import USER_DATA
 from deerflow.threadfs import UnsafePath
 
 FOLDER = "deerflow_files"
@@ -92,7 +92,7 @@ async def localize(access: Any, vfs: Any, notebook: str, thread_id: str, sources
 
     Args:
         access: The host's notebook access (``put_file``/``make_dirs`` under the Jupyter root).
-        vfs: The thread's :class:`~deerflow.sandbox.virtual_paths.VirtualFS` (read side).
+        vfs: The thread's :class:`~deerflow.sandbox.files.virtual_paths.VirtualFS` (read side).
         notebook: The notebook's root-relative path (checked).
         thread_id: The thread the code came from.
         sources: The agent's cells.

@@ -23,7 +23,7 @@ from deerflow.notebooks.service import (
 )
 from deerflow.run_options import RunOptions
 from deerflow.runtime.services import HostServices
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 
 MAX_CELL_IDS = 200
 ACTIONS = ("apply", "discard", "undo", "list", "insert", "localize")

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from deerflow.sandbox.changes import TOOL_RESULTS, ChangeSummary
-from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.sandbox.files.changes import TOOL_RESULTS, ChangeSummary
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 
 ReceiptStatus = Literal["delivered", "partial", "undelivered", "nothing_produced"]
 

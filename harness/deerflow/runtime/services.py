@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from deerflow.memory.service import MemoryService
     from deerflow.notebooks.access import NotebookAccess
     from deerflow.runtime.usage import UsageMeter
-    from deerflow.sandbox.kernel_pool import KernelPool
-    from deerflow.sandbox.provider import SandboxProvider
+    from deerflow.sandbox.execution.provider import SandboxProvider
+    from deerflow.sandbox.kernels.kernel_pool import KernelPool
     from deerflow.skills.library import SkillLibrary
     from deerflow.skills.run import RunSkills
     from deerflow.subagents.child_run import ChildRun

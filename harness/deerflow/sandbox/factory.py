@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deerflow.errors import ConfigError
-from deerflow.sandbox.bwrap import BwrapSandboxProvider
-from deerflow.sandbox.egress_proxy import EgressProxy, SystemResolver
-from deerflow.sandbox.kernel_pool import KernelPool
-from deerflow.sandbox.limits import ProcessLimits
-from deerflow.sandbox.local import LocalSandboxProvider
-from deerflow.sandbox.network_policy import Allowlist, NetworkGate
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider
+from deerflow.sandbox.execution.limits import ProcessLimits
+from deerflow.sandbox.execution.local import LocalSandboxProvider
+from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.kernels.kernel_pool import KernelPool
+from deerflow.sandbox.network.egress_proxy import EgressProxy, SystemResolver
+from deerflow.sandbox.network.policy import Allowlist, NetworkGate
 
 if TYPE_CHECKING:
     from deerflow.config.schema import SandboxConfig
@@ -96,8 +96,8 @@ def _with_egress(
 
 def _make_docker(config: SandboxConfig, *, skills_dir: Path | None) -> SandboxProvider:
     """The Docker provider; a missing SDK or engine is a ConfigError raised here."""
-    from deerflow.sandbox.docker_provider import DockerSandboxProvider, connect_docker
-    from deerflow.sandbox.docker_spec import Limits
+    from deerflow.sandbox.docker.provider import DockerSandboxProvider, connect_docker
+    from deerflow.sandbox.docker.spec import Limits
 
     client = connect_docker()
     limits = Limits(memory=config.memory_limit, cpus=config.cpu_limit, pids=config.pids_limit)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.virtual_paths import state_dir
+from deerflow.sandbox.files.virtual_paths import state_dir
 from deerflow.skills.catalog import Skill
 
 logger = logging.getLogger(__name__)

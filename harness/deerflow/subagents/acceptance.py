@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
-from deerflow.sandbox.audit import audit_command
-from deerflow.sandbox.provider import SandboxProvider
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.execution.audit import audit_command
+from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.threadfs import UnsafePath
 
 Verdict = Literal["MET", "UNMET", "UNVERIFIED"]

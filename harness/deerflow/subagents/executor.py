@@ -42,7 +42,7 @@ from deerflow.models.factory import ResolvedModel, create_chat_model
 from deerflow.models.script_format import ModelError
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.subagents.acceptance import (
     AcceptanceContext,
     AcceptanceReport,

@@ -4,7 +4,7 @@ Three components decide whether the host may connect somewhere on a model's
 behalf: the URL guard (``web_fetch`` and every redirect hop,
 :mod:`deerflow.web.url_guard`), the browser's guarded proxy
 (:mod:`deerflow.browser.proxy`, through the URL guard) and the sandbox's
-egress proxy (:mod:`deerflow.sandbox.egress_proxy`).  They must give the same
+egress proxy (:mod:`deerflow.sandbox.network.egress_proxy`).  They must give the same
 answer for the same address, so the answer lives here, in one table.
 
 Why not ``ipaddress``'s ``is_global``: its tables change between Python

@@ -5,7 +5,7 @@ turn with a human-input request (``source: "network_approval"``, see
 :mod:`deerflow.tools.builtins.network_access`).  The answer arrives as the
 next run's input, through any entry point (``client.reply``, the CLI, the
 HTTP API).  This middleware's ``before_agent`` hook sees that input right
-after the pending request, reads it (:func:`~deerflow.sandbox.network_approval.parse_answer`:
+after the pending request, reads it (:func:`~deerflow.sandbox.network.approval.parse_answer`:
 anything unclear is a denial) and records it on the provider's network gate:
 
 * *allow once* — the targets are reachable for this run only;
@@ -32,7 +32,7 @@ from langgraph.runtime import Runtime
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.agents.consent import is_subagent
 from deerflow.runtime.services import services_of
-from deerflow.sandbox.network_approval import answer_notices, is_approval_request, parse_answer
+from deerflow.sandbox.network.approval import answer_notices, is_approval_request, parse_answer
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ turn.  A result longer than ``tool_output.max_chars`` is written to
 given a synopsis instead: the size, the first and last lines (within
 ``synopsis_chars``) and an exact ``read_file`` call with a line range to read
 more.  ``.tool-results`` is internal process feedback: change summaries and
-delivery receipts ignore it (see :mod:`deerflow.sandbox.changes`).
+delivery receipts ignore it (see :mod:`deerflow.sandbox.files.changes`).
 
 If the file cannot be written, the model gets the same head and tail with a
 note that the rest is lost, never the whole result.  All work is linear in the
@@ -35,8 +35,8 @@ from langgraph.types import Command
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
-from deerflow.sandbox.changes import TOOL_RESULTS
-from deerflow.sandbox.virtual_paths import VirtualFS, tool_failure
+from deerflow.sandbox.files.changes import TOOL_RESULTS
+from deerflow.sandbox.files.virtual_paths import VirtualFS, tool_failure
 from deerflow.threadfs import UnsafePath
 
 Result = ToolMessage | Command[Any]

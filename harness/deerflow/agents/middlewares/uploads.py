@@ -24,8 +24,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.uploads import UploadInfo, list_uploads
-from deerflow.sandbox.virtual_paths import UPLOADS, WORKSPACE
+from deerflow.sandbox.files.uploads import UploadInfo, list_uploads
+from deerflow.sandbox.files.virtual_paths import UPLOADS, WORKSPACE
 
 NOTE_KIND = "uploads"
 """``additional_kwargs["deerflow_note"]`` of the announcement messages."""

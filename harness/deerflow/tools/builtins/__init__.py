@@ -6,7 +6,7 @@ from langchain_core.tools import BaseTool
 
 from deerflow.config.schema import AppConfig
 from deerflow.models.factory import ResolvedModel
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.provider import SandboxProvider
 from deerflow.skills.run import RunSkills
 from deerflow.tools.assembly import ToolCache, ToolSources
 

@@ -38,7 +38,7 @@ from deerflow.browser.session import ActionResult, BrowserSession
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
-from deerflow.sandbox.virtual_paths import OUTPUTS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.web.fetch import utc_now
 from deerflow.web.untrusted import Provenance, wrap_untrusted

@@ -4,7 +4,7 @@ Both are thin: the sandbox provider (``runtime.context.services.sandbox``)
 runs commands and the kernel pool (``runtime.context.services.kernels``)
 runs cells.  The tools add what the model and the UI need around that:
 
-* ``bash`` audits the command first (:func:`deerflow.sandbox.audit.audit_command`).
+* ``bash`` audits the command first (:func:`deerflow.sandbox.execution.audit.audit_command`).
   A blocked command never reaches the provider; the model gets the reason
   as a :class:`ToolFailure`.  Warnings are streamed to the UI as
   ``{"type": "audit", ...}`` custom events and repeated in the result.
@@ -40,12 +40,12 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
-from deerflow.sandbox.audit import MAX_COMMAND_CHARS, AuditVerdict, audit_command
-from deerflow.sandbox.kernel import KernelStartError
-from deerflow.sandbox.kernel_pool import CellResult, KernelPool
-from deerflow.sandbox.notebook_log import NOTEBOOK_NAME
-from deerflow.sandbox.process import ExecResult
-from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, SandboxProvider
+from deerflow.sandbox.execution.audit import MAX_COMMAND_CHARS, AuditVerdict, audit_command
+from deerflow.sandbox.execution.process import ExecResult
+from deerflow.sandbox.execution.provider import VIRTUAL_WORKSPACE, SandboxProvider
+from deerflow.sandbox.kernels.kernel import KernelStartError
+from deerflow.sandbox.kernels.kernel_pool import CellResult, KernelPool
+from deerflow.sandbox.kernels.notebook_log import NOTEBOOK_NAME
 from deerflow.tools.builtins.network_access import network_scope, settle
 from deerflow.tools.offload import OFFLOADER, Offloader
 

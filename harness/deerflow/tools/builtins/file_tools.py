@@ -1,7 +1,7 @@
 """The file tools the model calls: ``ls``, ``read_file``, ``write_file``,
 ``str_replace``, ``glob``, ``grep``.
 
-Each tool is a thin boundary over :mod:`deerflow.sandbox.fs_ops`:
+Each tool is a thin boundary over :mod:`deerflow.sandbox.files.fs_ops`:
 
 1. build the thread's :class:`VirtualFS` from ``runtime.context`` (a
    :class:`RunContext`: ``paths``, and ``services.skills_root`` when skills
@@ -37,9 +37,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
-from deerflow.sandbox import fs_ops
-from deerflow.sandbox.read_marks import ReadMarks
-from deerflow.sandbox.virtual_paths import VirtualFS
+from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files.read_marks import ReadMarks
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.offload import OFFLOADER, Offloader
 
 FILE_READ = "file:read"

@@ -28,13 +28,13 @@ from typing import Any
 from langchain.tools import ToolRuntime
 
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.network_approval import (
+from deerflow.sandbox.network.approval import (
     approval_request,
     reason_text,
     record_notices,
     request_text,
 )
-from deerflow.sandbox.network_policy import CallScope, OpenScope, ScopeReport
+from deerflow.sandbox.network.policy import CallScope, OpenScope, ScopeReport
 
 Reply = tuple[str, dict[str, Any]]
 

@@ -16,7 +16,7 @@ from langgraph.types import Command
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
 
 
 def resolve_outputs(vfs: VirtualFS, filepaths: list[str]) -> list[str]:

@@ -32,7 +32,7 @@ from deerflow.agents.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.errors import ToolFailure, UserError
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
-from deerflow.sandbox.virtual_paths import OUTPUTS, WORKSPACE
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, WORKSPACE
 from deerflow.skills.installer import SkillScanBlocked
 from deerflow.skills.pending import PendingPackage, discard, freeze_package, frozen_package
 from deerflow.skills.prompt import describe_skills_text

@@ -2,7 +2,7 @@
 
 The agent could ``ls /mnt/user-data/uploads``, but a dedicated tool lets the
 prompt point at it and returns sizes and times in one compact table, built from
-the same :func:`deerflow.sandbox.uploads.list_uploads` the UI uses.
+the same :func:`deerflow.sandbox.files.uploads.list_uploads` the UI uses.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from langchain.tools import ToolRuntime, tool
 
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.uploads import UploadInfo, list_uploads
+from deerflow.sandbox.files.uploads import UploadInfo, list_uploads
 from deerflow.tools.builtins.file_tools import model_errors, thread_fs
 
 

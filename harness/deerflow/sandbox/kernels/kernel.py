@@ -22,7 +22,7 @@ sandboxed case work:
 * **a cell's children die with the cell.**  When the kernel first answers,
   the launch's process tree (sandbox wrapper, supervisor, kernel) is noted as
   its *spine*; after every cell, and after an interrupt, every other process
-  in the tree is killed (:func:`~deerflow.sandbox.process.kill_strays`) and
+  in the tree is killed (:func:`~deerflow.sandbox.execution.process.kill_strays`) and
   the kernel is asked, silently, to reap the zombies.  Inside bubblewrap the
   tree is the sandbox's whole pid namespace, so a double-forked daemon cannot
   escape it; on the ``local`` provider such a daemon escapes to the host.
@@ -45,8 +45,8 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.process import descendants, kill_strays
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.process import descendants, kill_strays
+from deerflow.sandbox.execution.provider import SandboxProvider
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # nbformat is imported on first use (its jsonschema import is slow)

@@ -41,7 +41,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.virtual_paths import NOISE_DIRS, OUTPUTS, WORKSPACE
+from deerflow.sandbox.files.virtual_paths import NOISE_DIRS, OUTPUTS, WORKSPACE
 from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 
 TOOL_RESULTS_DIR = ".tool-results"

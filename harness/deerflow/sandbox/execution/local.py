@@ -5,14 +5,14 @@ shell can reach every file the server can, whatever the virtual mounts say,
 so ``bash`` is refused unless the operator sets ``allow_host_bash=True``.
 The Python kernel still runs (it is the notebook experience the project is
 about) with the workspace as its working directory and an environment built
-from the allowlist of :mod:`deerflow.sandbox.env` (never the server's own);
+from the allowlist of :mod:`deerflow.sandbox.execution.env` (never the server's own);
 use the ``bwrap`` provider when the model is not trusted.
 
 ``HOME`` is a private directory per thread that the provider creates and
 removes on :meth:`LocalSandboxProvider.close`, so tools that write dot files
 (pip, matplotlib, IPython) touch neither the server's home nor the workspace.
 A cell's leftover child processes are killed when it ends (see
-:mod:`deerflow.sandbox.kernel`); processes that detach from the kernel
+:mod:`deerflow.sandbox.kernels.kernel`); processes that detach from the kernel
 entirely (double fork) escape on the host, which is one more reason this
 provider is no boundary.
 
@@ -35,8 +35,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.env import SYSTEM_PATH, check_environment, sandbox_env
-from deerflow.sandbox.provider import VIRTUAL_USER_DATA, KernelLaunch, Launch, SandboxProvider
+from deerflow.sandbox.execution.env import SYSTEM_PATH, check_environment, sandbox_env
+from deerflow.sandbox.execution.provider import (
+    VIRTUAL_USER_DATA,
+    KernelLaunch,
+    Launch,
+    SandboxProvider,
+)
 
 
 class LocalSandboxProvider(SandboxProvider):

@@ -3,7 +3,7 @@
 Design:
 
 * **A container per user+thread.**  Its spec (mounts at the virtual paths,
-  network, limits, hardening; :mod:`deerflow.sandbox.docker_spec`) is built
+  network, limits, hardening; :mod:`deerflow.sandbox.docker.spec`) is built
   from the thread's paths.  Containers are keyed by the thread's host root,
   which names user and thread, and are never handed to another key; a
   container whose spec no longer matches (a mount appeared, the config
@@ -15,8 +15,8 @@ Design:
   whenever a container is acquired or released.  ``warm_pool_size: 0`` means
   a container lives exactly as long as something runs in it.
 * **Execution through a process.**  Commands and kernels run via the host
-  shim :mod:`deerflow.sandbox.docker_exec` (the Engine API, no CLI needed)
-  and, inside, under :mod:`deerflow.sandbox.supervisor`.  So the timeouts,
+  shim :mod:`deerflow.sandbox.docker.exec_shim` (the Engine API, no CLI needed)
+  and, inside, under :mod:`deerflow.sandbox.execution.supervisor`.  So the timeouts,
   output caps and kernel management of the other providers apply unchanged.
   A timeout kills the shim; the supervisor sees its stdin close and kills
   the command's process group, and the provider also kills that group from
@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ConfigError
-from deerflow.sandbox.docker_spec import (
+from deerflow.sandbox.docker.spec import (
     RUN_VIEW,
     ContainerPython,
     ContainerSpec,
@@ -63,18 +63,18 @@ from deerflow.sandbox.docker_spec import (
     PythonMode,
     build_container_spec,
 )
-from deerflow.sandbox.egress_bridge import supervised, supervisor_source
-from deerflow.sandbox.egress_proxy import EgressProxy
-from deerflow.sandbox.env import check_environment, scrub_env
-from deerflow.sandbox.network_policy import Allowlist, NetworkGate
-from deerflow.sandbox.process import ExecResult, run_command
-from deerflow.sandbox.provider import (
+from deerflow.sandbox.execution.egress_bridge import supervised, supervisor_source
+from deerflow.sandbox.execution.env import check_environment, scrub_env
+from deerflow.sandbox.execution.process import ExecResult, run_command
+from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
     KernelLaunch,
     Launch,
     NetworkMode,
     SandboxProvider,
 )
+from deerflow.sandbox.network.egress_proxy import EgressProxy
+from deerflow.sandbox.network.policy import Allowlist, NetworkGate
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class DockerSandboxProvider(SandboxProvider):
     def exec_argv(self, slot: _Slot, inner: list[str], *, pidfile: str) -> list[str]:
         """The host command line running ``inner`` in ``slot``'s container, supervised."""
         return [
-            sys.executable, "-m", "deerflow.sandbox.docker_exec", "--container", str(slot.container.id),
+            sys.executable, "-m", "deerflow.sandbox.docker.exec_shim", "--container", str(slot.container.id),
             "--workdir", VIRTUAL_WORKSPACE, "--",
             *supervised(self._inner_python, inner, relay=self.network == "allowlist", pidfile=pidfile,
                         watch_stdin=True),

@@ -35,8 +35,8 @@ from pathlib import PurePosixPath
 from typing import Literal
 
 from deerflow.errors import ToolFailure
-from deerflow.sandbox.read_marks import ReadMarks, content_hash, exclusive_lock
-from deerflow.sandbox.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS, tool_failure
+from deerflow.sandbox.files.read_marks import ReadMarks, content_hash, exclusive_lock
+from deerflow.sandbox.files.virtual_paths import WORKSPACE, ResolvedPath, VirtualFS, tool_failure
 from deerflow.text.safe_regex import PatternError, Regex, compile_pattern
 from deerflow.threadfs import SafeDir, UnsafePath
 

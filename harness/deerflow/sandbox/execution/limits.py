@@ -5,7 +5,7 @@ CPU-time cap (``cpu_time_limit``).  Two mechanisms, because neither holds
 everywhere:
 
 * **rlimits, set inside the sandbox** by the in-sandbox supervisor
-  (:mod:`deerflow.sandbox.supervisor`) before it starts the command or
+  (:mod:`deerflow.sandbox.execution.supervisor`) before it starts the command or
   kernel: ``RLIMIT_NPROC`` = ``pids_limit``, ``RLIMIT_CPU`` =
   ``cpu_time_limit`` seconds (per process), and ``RLIMIT_AS`` =
   ``memory_limit`` when no cgroup can hold memory.  Each bwrap sandbox has a

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deerflow.sandbox.provider import VIRTUAL_WORKSPACE
+from deerflow.sandbox.execution.provider import VIRTUAL_WORKSPACE
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # nbformat is imported on first use (its jsonschema import is slow)

@@ -1,6 +1,6 @@
 """Which hosts a sandbox in ``allowlist`` mode may reach, and who decides about the rest.
 
-The egress proxy (:mod:`deerflow.sandbox.egress_proxy`) asks a
+The egress proxy (:mod:`deerflow.sandbox.network.egress_proxy`) asks a
 :class:`NetworkGate` about every connection.  The gate answers from three
 sources, in this order:
 

@@ -20,7 +20,7 @@ the security-relevant choices testable without an engine:
   capabilities dropped, ``no-new-privileges``, an init process reaping zombies,
   the server's own uid/gid (files written appear as the server's, and are
   never root-owned unless the server runs as root);
-* **environment** — built from the allowlist of :mod:`deerflow.sandbox.env`
+* **environment** — built from the allowlist of :mod:`deerflow.sandbox.execution.env`
   (never from the server's), plus the operator's ``sandbox.environment``.
 """
 
@@ -33,11 +33,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from deerflow.sandbox.egress_bridge import EGRESS_VIEW, SUPERVISOR_VIEW, proxy_env
-from deerflow.sandbox.env import SYSTEM_PATH, sandbox_env
-from deerflow.sandbox.provider import VIRTUAL_WORKSPACE, NetworkMode
-from deerflow.sandbox.python_runtime import SANDBOX_PYTHON_HOME, SANDBOX_VENV, PythonRuntime
-from deerflow.sandbox.virtual_paths import Mount
+from deerflow.sandbox.execution.egress_bridge import EGRESS_VIEW, SUPERVISOR_VIEW, proxy_env
+from deerflow.sandbox.execution.env import SYSTEM_PATH, sandbox_env
+from deerflow.sandbox.execution.provider import VIRTUAL_WORKSPACE, NetworkMode
+from deerflow.sandbox.execution.python_runtime import (
+    SANDBOX_PYTHON_HOME,
+    SANDBOX_VENV,
+    PythonRuntime,
+)
+from deerflow.sandbox.files.virtual_paths import Mount
 
 RUN_VIEW = "/run/deerflow"
 KEEPALIVE = ("sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done")
@@ -210,7 +214,7 @@ def build_container_spec(
         user: ``uid:gid`` the container runs as.
         thread_mounts: The thread's existing virtual mounts (from the provider's VFS).
         run_dir: The thread's host run directory, bound at ``/run/deerflow``.
-        supervisor: The host copy of :mod:`deerflow.sandbox.supervisor`.
+        supervisor: The host copy of :mod:`deerflow.sandbox.execution.supervisor`.
         network: The sandbox network mode.
         limits: Memory, CPU and process limits.
         python: The server interpreter to bind (``host`` mode), or ``None`` to use the image's.

@@ -1,6 +1,6 @@
 """A ``docker exec`` for hosts that have the Python SDK but maybe no CLI.
 
-Run on the host as ``python -m deerflow.sandbox.docker_exec --container ID
+Run on the host as ``python -m deerflow.sandbox.docker.exec_shim --container ID
 [--workdir DIR] -- COMMAND...``.  It starts COMMAND in the container with
 the Engine API, copies its stdout and stderr to its own, and exits with its
 status.  It is a real process on purpose: the sandbox layer launches

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deerflow.agents.clarification_form import format_request_text, option_items
-from deerflow.sandbox.network_policy import Approval, NetworkRecord, ScopeReport
+from deerflow.sandbox.network.policy import Approval, NetworkRecord, ScopeReport
 
 APPROVAL_SOURCE = "network_approval"
 ALLOW_ONCE = "Allow once (this run only)"

@@ -3,22 +3,22 @@
 A :class:`SandboxProvider` answers two questions for a thread:
 
 * *run this shell command* — :meth:`SandboxProvider.execute` returns an
-  :class:`~deerflow.sandbox.process.ExecResult` (output, exit code, truncated,
+  :class:`~deerflow.sandbox.execution.process.ExecResult` (output, exit code, truncated,
   timed out).  Subclasses only say *how* to launch (:meth:`command_launch`);
   the timeout, process-group kill and output cap live in one place.
 * *how to start a Python kernel* — :meth:`SandboxProvider.kernel_launch`
   returns a :class:`KernelLaunch` (command line, environment, where the
   kernel's runtime directory is visible).  The kernel's lifecycle belongs to
-  :class:`~deerflow.sandbox.kernel_pool.KernelPool`, which asks the provider.
+  :class:`~deerflow.sandbox.kernels.kernel_pool.KernelPool`, which asks the provider.
 
 Implementations: ``local`` (the host; shell refused unless explicitly
 allowed), ``bwrap`` (bubblewrap namespaces) and ``docker`` (a container per
-thread, :mod:`deerflow.sandbox.docker_provider`).  Network modes: ``open``,
+thread, :mod:`deerflow.sandbox.docker.provider`).  Network modes: ``open``,
 ``isolated`` and ``allowlist`` (no network of its own; an egress proxy owned
-by the provider decides every connection, :mod:`deerflow.sandbox.egress_proxy`).
+by the provider decides every connection, :mod:`deerflow.sandbox.network.egress_proxy`).
 
 The agent only ever sees virtual paths (``/mnt/user-data/...``).  The mount
-table is :class:`~deerflow.sandbox.virtual_paths.VirtualFS`, shared with the
+table is :class:`~deerflow.sandbox.files.virtual_paths.VirtualFS`, shared with the
 file tools, so a sandbox shows exactly what the file tools show, with the
 same access (uploads, skills and ACP files read-only).  A provider masks host
 paths in output with it (:meth:`~SandboxProvider.mask_out`); the ``local``
@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
-from deerflow.sandbox.process import ExecResult, run_command
+from deerflow.sandbox.execution.process import ExecResult, run_command
 
 if TYPE_CHECKING:
-    from deerflow.sandbox.egress_proxy import EgressProxy
-from deerflow.sandbox.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
+    from deerflow.sandbox.network.egress_proxy import EgressProxy
+from deerflow.sandbox.files.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
 
 NetworkMode = Literal["isolated", "open", "allowlist"]
 

@@ -5,7 +5,7 @@ same from inside in ``allowlist`` mode:
 
 * the thread's proxy socket directory is bound read-only at
   :data:`EGRESS_VIEW` (connecting to a socket needs no write access);
-* :mod:`deerflow.sandbox.supervisor` is bound read-only at
+* :mod:`deerflow.sandbox.execution.supervisor` is bound read-only at
   :data:`SUPERVISOR_VIEW` and wraps the command, relaying
   ``127.0.0.1:3128`` to the socket;
 * the standard proxy variables point there (both spellings: curl reads only
@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from deerflow.sandbox import supervisor
-from deerflow.sandbox.egress_proxy import SOCKET_NAME
+from deerflow.sandbox.execution import supervisor
+from deerflow.sandbox.network.egress_proxy import SOCKET_NAME
 
 EGRESS_VIEW = "/run/egress"
 SUPERVISOR_VIEW = "/opt/deerflow/supervisor.py"

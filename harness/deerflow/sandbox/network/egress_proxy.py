@@ -3,7 +3,7 @@
 A sandbox in ``allowlist`` mode has no network of its own (bubblewrap's
 ``--unshare-net``, Docker's ``network_mode="none"``).  The harness runs this
 proxy on the host and gives each thread its own UNIX socket, bind-mounted
-into the sandbox; an in-sandbox relay (:mod:`deerflow.sandbox.supervisor`)
+into the sandbox; an in-sandbox relay (:mod:`deerflow.sandbox.execution.supervisor`)
 exposes it on ``127.0.0.1:3128`` so ordinary clients work with
 ``HTTP_PROXY``/``HTTPS_PROXY``.  Because the socket is per thread, the proxy
 knows which thread every connection comes from without trusting anything
@@ -16,7 +16,7 @@ It speaks two forms of HTTP proxying, one request per connection:
   with ``Host`` set from the URL, proxy and hop-by-hop headers dropped and
   ``Connection: close``.
 
-Every target is judged by the :class:`~deerflow.sandbox.network_policy.NetworkGate`
+Every target is judged by the :class:`~deerflow.sandbox.network.policy.NetworkGate`
 *before* the proxy resolves or dials anything, so a refused host costs no
 DNS query (no exfiltration through names) and not a byte the client sent
 reaches it; the client gets a ``403`` saying why.  Allowed names are then
@@ -51,8 +51,8 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from deerflow.errors import ConfigError
-from deerflow.sandbox.network_approval import reason_text
-from deerflow.sandbox.network_policy import (
+from deerflow.sandbox.network.approval import reason_text
+from deerflow.sandbox.network.policy import (
     CallScope,
     NetworkGate,
     NetworkRecord,

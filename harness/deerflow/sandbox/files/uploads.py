@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import IO
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.read_marks import exclusive_lock
-from deerflow.sandbox.virtual_paths import UPLOADS, state_dir
+from deerflow.sandbox.files.read_marks import exclusive_lock
+from deerflow.sandbox.files.virtual_paths import UPLOADS, state_dir
 
 DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # same defaults as UploadsConfig
 DEFAULT_MAX_UPLOAD_FILES = 200

@@ -17,7 +17,7 @@ Design:
   cell; an idle one is shut down after ``idle_timeout`` seconds, and the next
   cell starts a fresh kernel and says so (earlier variables are gone).
 * **Every cell is logged** to ``<workspace>/agent.ipynb`` (see
-  :mod:`deerflow.sandbox.notebook_log`) before its result is rendered.
+  :mod:`deerflow.sandbox.kernels.notebook_log`) before its result is rendered.
 * **Cancellation interrupts.**  If the awaiting caller is cancelled (the user
   stopped the run), the kernel is interrupted instead of left computing, and
   the processes the cell started are killed.
@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.cell_output import render_outputs, truncate_middle
-from deerflow.sandbox.kernel import Recovery, ThreadKernel
-from deerflow.sandbox.notebook_log import NOTEBOOK_NAME, NotebookLog
-from deerflow.sandbox.provider import SandboxProvider
+from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.kernels.cell_output import render_outputs, truncate_middle
+from deerflow.sandbox.kernels.kernel import Recovery, ThreadKernel
+from deerflow.sandbox.kernels.notebook_log import NOTEBOOK_NAME, NotebookLog
 
 T = TypeVar("T")
 

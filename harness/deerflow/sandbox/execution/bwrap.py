@@ -11,30 +11,30 @@ What a sandboxed process sees:
   give them (workspace and outputs writable; uploads, ``/mnt/skills`` and
   ``/mnt/acp-workspace`` read-only), with the workspace as cwd;
 * the server's Python relocated to ``/opt/deerflow`` (see
-  :mod:`deerflow.sandbox.python_runtime`);
+  :mod:`deerflow.sandbox.execution.python_runtime`);
 * private ``/tmp`` (also ``$HOME``), ``/proc`` and a minimal ``/dev``.
 
 Namespaces: user (uid/gid 1000, no capabilities), pid, ipc, uts, cgroup, and
 network unless the mode is ``open``.  In ``allowlist`` mode the sandbox keeps
 its private network namespace and reaches the outside only through the
-provider's :class:`~deerflow.sandbox.egress_proxy.EgressProxy`: the thread's
+provider's :class:`~deerflow.sandbox.network.egress_proxy.EgressProxy`: the thread's
 proxy socket directory is bound at ``/run/egress`` and every command and
-kernel runs under :mod:`deerflow.sandbox.supervisor`, which relays
+kernel runs under :mod:`deerflow.sandbox.execution.supervisor`, which relays
 ``127.0.0.1:3128`` (``HTTP_PROXY``) to it.  ``--new-session`` stops terminal
 injection; ``--die-with-parent`` ties the sandbox to the server.  The
 environment is built from scratch (``--clearenv``) from the allowlist of
-:mod:`deerflow.sandbox.env`, so no host variable — secret or not — reaches
+:mod:`deerflow.sandbox.execution.env`, so no host variable — secret or not — reaches
 the sandbox unless listed there.
 
 Every command and kernel runs under the in-sandbox supervisor, which applies
-the rlimits of :class:`~deerflow.sandbox.limits.ProcessLimits` (``pids_limit``,
+the rlimits of :class:`~deerflow.sandbox.execution.limits.ProcessLimits` (``pids_limit``,
 ``memory_limit``, ``cpu_time_limit``); where the server can create cgroups the
 whole sandbox also starts inside a cgroup of its own with ``pids.max`` and a
 memory limit, which holds even when the server runs as root (see
-:mod:`deerflow.sandbox.limits`).  When a command ends, bubblewrap's init (pid 1
+:mod:`deerflow.sandbox.execution.limits`).  When a command ends, bubblewrap's init (pid 1
 of the sandbox's pid namespace) exits and the kernel kills everything left in
 the namespace; a kernel's leftover children are killed after each cell by
-:mod:`deerflow.sandbox.kernel`.
+:mod:`deerflow.sandbox.kernels.kernel`.
 
 Kernels: the pool's per-kernel runtime directory is bound at
 ``/run/kernel``.  The kernel talks ZMQ over ``ipc`` sockets in that
@@ -56,25 +56,23 @@ from typing import ClassVar
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ConfigError
-from deerflow.sandbox.egress_bridge import (
+from deerflow.sandbox.execution.egress_bridge import (
     EGRESS_VIEW,
     SUPERVISOR_VIEW,
     proxy_env,
     supervised,
     supervisor_source,
 )
-from deerflow.sandbox.egress_proxy import EgressProxy
-from deerflow.sandbox.env import SYSTEM_PATH, check_environment, sandbox_env
-from deerflow.sandbox.limits import (
+from deerflow.sandbox.execution.env import SYSTEM_PATH, check_environment, sandbox_env
+from deerflow.sandbox.execution.limits import (
     CgroupLayout,
     LaunchCgroup,
     ProcessLimits,
     detect_cgroups,
     remove_layout,
 )
-from deerflow.sandbox.network_policy import Allowlist, NetworkGate
-from deerflow.sandbox.process import ExecResult, run_command
-from deerflow.sandbox.provider import (
+from deerflow.sandbox.execution.process import ExecResult, run_command
+from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
     HostBashDisabled,
     KernelLaunch,
@@ -82,7 +80,9 @@ from deerflow.sandbox.provider import (
     NetworkMode,
     SandboxProvider,
 )
-from deerflow.sandbox.python_runtime import PythonRuntime
+from deerflow.sandbox.execution.python_runtime import PythonRuntime
+from deerflow.sandbox.network.egress_proxy import EgressProxy
+from deerflow.sandbox.network.policy import Allowlist, NetworkGate
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class BwrapSandboxProvider(SandboxProvider):
         self.python.write_skeleton(self._skeleton)
 
     def sandbox_env(self) -> dict[str, str]:
-        """The complete environment inside the sandbox (the allowlist of :mod:`~deerflow.sandbox.env`)."""
+        """The complete environment inside the sandbox (the allowlist of :mod:`~deerflow.sandbox.execution.env`)."""
         return sandbox_env(
             path=f"{self.python.bin_dir}:{SYSTEM_PATH}",
             home="/tmp",
