@@ -45,7 +45,7 @@ from deerflow.config.paths import HomePaths  # noqa: E402
 from deerflow.models.script_format import load_script  # noqa: E402
 from deerflow.models.scripted import ScriptedChatModel  # noqa: E402
 from deerflow.run_options import RunOptions  # noqa: E402
-from deerflow.runtime.manager import RunManager, RunRequest  # noqa: E402
+from deerflow.runs.manager import RunManager, RunRequest  # noqa: E402
 
 Timed = tuple[float, float]  # (cpu s, wall s)
 

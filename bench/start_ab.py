@@ -32,7 +32,7 @@ import bench_tools
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.models.script_format import load_script
-from deerflow.runtime.manager import RunManager, RunRequest
+from deerflow.runs.manager import RunManager, RunRequest
 
 async def main(runs):
     bench_tools.SCRIPTS["bench-1"] = load_script(

@@ -23,7 +23,7 @@ from IPython.core.error import UsageError
 from deerflow import run_options as harness
 
 try:
-    from deerflow.agents.interaction_policy import MODES
+    from deerflow.runtime.interaction_policy import MODES
 except ImportError:  # pragma: no cover - older harness
     MODES = ("interactive", "scheduled", "webhook", "autonomous")
 

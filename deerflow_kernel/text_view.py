@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from deerflow.agents.clarification_form import field_hint
 from deerflow.cli import TerminalRenderer
 from deerflow.runtime import events as ev
+from deerflow.runtime.clarification_form import field_hint
 
 
 class TextView(TerminalRenderer):

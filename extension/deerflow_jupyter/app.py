@@ -124,14 +124,14 @@ class DeerFlowExtension(ExtensionApp):
         self.handlers.append((f"{API_PREFIX}/.*", NotFoundRoute))  # last: a JSON 404 for any other API path
 
     def _log_runs_with_server(self) -> None:
-        """DeerFlow's logs per ``logging`` in the config (:mod:`deerflow.runtime.logs`), secrets redacted.
+        """DeerFlow's logs per ``logging`` in the config (:mod:`deerflow.logs`), secrets redacted.
 
         ``json``: every ``deerflow.*`` record is one JSON object per line on stderr.
         ``text``: the one line per finished run (``deerflow.runs``) goes where the server logs, at INFO.
         A broken config logs as text; the API reports the config error.
         """
         from deerflow.errors import ConfigError
-        from deerflow.runtime.logs import RedactFilter, config_secrets, install_server_logging
+        from deerflow.logs import RedactFilter, config_secrets, install_server_logging
 
         try:
             config = self.deerflow_host.loaded().config

@@ -1,6 +1,6 @@
 """The harness runtime hosted by one Jupyter server.
 
-One :class:`~deerflow.runtime.manager.RunManager` per server, opened lazily on
+One :class:`~deerflow.runs.manager.RunManager` per server, opened lazily on
 the server's event loop the first time a request needs it (so a broken config
 is reported on the API instead of killing the server) and closed when the
 extension stops.
@@ -16,7 +16,7 @@ from deerflow.config.paths import HomePaths, default_home
 from deerflow.errors import ConfigError
 from deerflow.notebooks.access import NotebookAccess
 from deerflow.plugins import PluginSet, load_plugins
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 
 
 class HarnessHost:

@@ -37,12 +37,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from deerflow.agents.clarification_form import field_hint
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import ToolFailure, UserError
 from deerflow.lab import EXAMPLES_DIR
 from deerflow.mcp.cli import add_mcp_parser, run_mcp_command
 from deerflow.memory import cli as memory_cli
+from deerflow.runtime.clarification_form import field_hint
 from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--h
 
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
-RUN_FAILURE_LOGGER = "deerflow.runtime.execution"  # its failures also arrive as the run's error event
+RUN_FAILURE_LOGGER = "deerflow.runs.execution"  # its failures also arrive as the run's error event
 USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
@@ -192,7 +192,7 @@ def configure_logging(*, debug: bool, config: Any = None) -> None:
     config is known (``config``), its ``logging.format: json`` makes each line a JSON
     object, and its secrets (and the environment's) are redacted from every line.
     """
-    from deerflow.runtime.logs import JsonFormatter, RedactFilter, config_secrets
+    from deerflow.logs import JsonFormatter, RedactFilter, config_secrets
 
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(RedactFilter(config_secrets(config) if config is not None else ()))

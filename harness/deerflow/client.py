@@ -1,7 +1,7 @@
 """The embedded client: DeerFlow in your own Python process.
 
 :class:`AsyncDeerFlowClient` is the async-native API over a
-:class:`~deerflow.runtime.manager.RunManager`.  :class:`DeerFlowClient` offers
+:class:`~deerflow.runs.manager.RunManager`.  :class:`DeerFlowClient` offers
 the same methods synchronously by running the async client on a private
 event-loop thread, so it works in scripts, the CLI and inside a Jupyter
 kernel (whose own loop is busy) alike.
@@ -24,9 +24,9 @@ from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
 from deerflow.persistence.store import ThreadRecord
 from deerflow.run_options import RunOptions
+from deerflow.runs.compaction import CompactResult
+from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime import events as ev
-from deerflow.runtime.compaction import CompactResult
-from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing

@@ -14,8 +14,8 @@ from deerflow import DeerFlowClient
 from deerflow.client import AsyncDeerFlowClient
 from deerflow.errors import ConfigError, UserError
 from deerflow.run_options import RunOptions
+from deerflow.runs.manager import RunRequest
 from deerflow.runtime import events as ev
-from deerflow.runtime.manager import RunRequest
 from fixtures.logging_model import read_log
 
 SCRIPT = """

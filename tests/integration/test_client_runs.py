@@ -141,7 +141,7 @@ def test_the_default_offline_model_continues_a_finished_thread_in_words(deerflow
 async def test_a_service_that_fails_to_open_closes_the_ones_opened_before_it(deerflow_home, tmp_path, monkeypatch):
     from deerflow.config.loader import load_config
     from deerflow.config.paths import HomePaths
-    from deerflow.runtime import manager as manager_module
+    from deerflow.runs import manager as manager_module
 
     closed: list[str] = []
     real_open = manager_module.open_checkpointer

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from langchain.tools import ToolRuntime
 
-from deerflow.agents.consent import ConsentGrants
 from deerflow.config.paths import HomePaths
 from deerflow.custom_agents.definition import AgentCatalog
 from deerflow.custom_agents.store import AgentStore
+from deerflow.runtime.consent import ConsentGrants
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import HostServices
 from deerflow.skills.pending import PENDING_DIR

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from deerflow import AsyncDeerFlowClient, DeerFlowClient
+from deerflow.runs.manager import RunRequest
 from deerflow.runtime import events as ev
-from deerflow.runtime.manager import RunRequest
 from fixtures.logging_model import read_log
 from fixtures.mcp_servers import (
     call,

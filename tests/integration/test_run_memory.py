@@ -22,8 +22,8 @@ from pydantic import BaseModel
 
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
+from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime.live import RAW_KINDS
-from deerflow.runtime.manager import RunManager, RunRequest
 
 RUNS = 6
 

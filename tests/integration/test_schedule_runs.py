@@ -18,7 +18,7 @@ from deerflow import DeerFlowClient
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.errors import NotFoundError, UserError
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleStore
 from fixtures.logging_model import read_log
 

@@ -31,7 +31,7 @@ from deerflow.errors import ConfigError
 from deerflow.memory.store import open_store
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.postgres import DatabaseUnavailable
-from deerflow.runtime.manager import RunManager, RunRequest
+from deerflow.runs.manager import RunManager, RunRequest
 from fixtures.processes import running_process
 
 pytestmark = pytest.mark.integration

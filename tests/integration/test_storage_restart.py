@@ -23,7 +23,7 @@ from deerflow.config.paths import HomePaths
 from deerflow.errors import ThreadBusy
 from deerflow.persistence import pgsql
 from deerflow.persistence.sqlite import StorageError
-from deerflow.runtime.manager import RunManager, RunRequest
+from deerflow.runs.manager import RunManager, RunRequest
 from fixtures.postgres import PostgresCluster, PostgresUnavailable, throwaway_cluster
 
 pytestmark = pytest.mark.integration

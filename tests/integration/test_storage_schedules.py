@@ -17,7 +17,7 @@ import yaml
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.persistence import pgsql
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleStore
 
 pytestmark = pytest.mark.integration

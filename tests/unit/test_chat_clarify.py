@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deerflow.agents.clarification_form import build_clarification
+from deerflow.runtime.clarification_form import build_clarification
 from deerflow_jupyter.chat.clarify import FormProgress, answer, describe, parse_form_reply
 
 FORM = build_clarification({

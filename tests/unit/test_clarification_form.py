@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from deerflow.agents.clarification_form import (
+from deerflow.runtime.clarification_form import (
     MAX_FIELD_OPTIONS,
     MAX_FORM_BYTES,
     MAX_FORM_FIELDS,

@@ -7,11 +7,11 @@ from langchain.agents import create_agent
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
-from deerflow.agents.clarification_form import MAX_FORM_FIELDS
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.models.scripted import ScriptedChatModel
+from deerflow.runtime.clarification_form import MAX_FORM_FIELDS
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.tools.builtins.clarification import ask_clarification
 
 WRITES: list[str] = []

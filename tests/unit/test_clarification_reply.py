@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from deerflow.agents.clarification_form import build_clarification
 from deerflow.agents.clarification_reply import pending_request, prepare_reply
 from deerflow.errors import UserError
+from deerflow.runtime.clarification_form import build_clarification
 
 FORM = build_clarification({"question": "Details?", "fields": [
     {"name": "dataset", "label": "Dataset", "type": "text", "required": True},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deerflow.agents.consent import parse_answer, refusal
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.run_options import RunOptions
+from deerflow.runtime.consent import parse_answer, refusal
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.skills.catalog import Skill
 from deerflow.skills.manifest import parse_skill_md
 from deerflow.skills.prompt import (

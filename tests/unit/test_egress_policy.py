@@ -9,13 +9,13 @@ from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from deerflow.agents.clarification_reply import pending_request, prepare_reply
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ConfigError
 from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.runtime.services import HostServices
 from deerflow.sandbox.network.approval import approval_request, parse_answer
 from deerflow.sandbox.network.egress_proxy import SystemResolver, parse_request

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow.agents.interaction_policy import (
+from deerflow.errors import ConfigError, UserError
+from deerflow.run_options import RunOptions
+from deerflow.runtime.interaction_policy import (
     INTERNAL_CONTEXT_KEYS,
     RunInteractionPolicy,
     interaction_guidance,
     parse_blocked_result,
 )
-from deerflow.errors import ConfigError, UserError
-from deerflow.run_options import RunOptions
 
 resolve = RunInteractionPolicy.resolve
 

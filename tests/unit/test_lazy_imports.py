@@ -44,7 +44,7 @@ def test_client_import_loads_no_heavy_capability() -> None:
 
 
 # What a run's host imports before the run uses a notebook, a browser or docker.
-RUN_PATH = ("import deerflow.runtime.manager, deerflow.notebooks.host, deerflow.notebooks.service, "
+RUN_PATH = ("import deerflow.runs.manager, deerflow.notebooks.host, deerflow.notebooks.service, "
             "deerflow.tools.builtins.notebook_tools, deerflow.sandbox.kernels.kernel_pool, deerflow.sandbox.kernels.cell_output\n"
             "import deerflow.mcp.manager, deerflow.mcp.tasks, deerflow.mcp.results, deerflow.mcp.task_tools\n"
             "from deerflow.notebooks.access import FileNotebookAccess\n"

@@ -7,7 +7,7 @@ import json
 import logging
 
 from deerflow.config.schema import AppConfig
-from deerflow.runtime.logs import JsonFormatter, RedactFilter, config_secrets
+from deerflow.logs import JsonFormatter, RedactFilter, config_secrets
 
 KEY = "lab-key-0123456789"
 

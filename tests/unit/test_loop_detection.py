@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from deerflow.agents.middlewares._notes import note_kind
 from deerflow.agents.middlewares.loop_detection import call_signature
 from deerflow.config.schema import AppConfig
 from deerflow.models.scripted import ScriptedChatModel
 from deerflow.runtime import events as ev
+from deerflow.runtime.notes import note_kind
 from fixtures.agent_runs import AgentHarness
 
 LS = {"name": "ls", "args": {"path": "/mnt/user-data/workspace"}}

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
 from deerflow.run_options import RunOptions
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.runtime.services import HostServices
 from deerflow.sandbox.network.approval import ALLOW_ALWAYS, approval_request
 

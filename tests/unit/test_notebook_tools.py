@@ -19,12 +19,12 @@ from jupyter_server.services.contents.filemanager import (
     FileContentsManager,
 )
 
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.config.paths import ThreadPaths
 from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookError
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import apply_proposal, discard_proposal, undo_run
 from deerflow.run_options import RunOptions
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.tools.builtins.notebook_tools import notebook_tools
 from deerflow.tools.errors import ToolFailure
 from fixtures.tool_runtime import make_runtime

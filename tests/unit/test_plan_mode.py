@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from deerflow.agents.middlewares._notes import note_kind
 from deerflow.models.scripted import ScriptedChatModel
 from deerflow.runtime import events as ev
+from deerflow.runtime.notes import note_kind
 from fixtures.agent_runs import AgentHarness
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deerflow.runtime.receipt import build_receipt, receipt_notice
+from deerflow.runs.receipt import build_receipt, receipt_notice
 from deerflow.sandbox.files.changes import ChangeSummary, FileChange
 
 OUT = "/mnt/user-data/outputs"

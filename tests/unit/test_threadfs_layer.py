@@ -59,7 +59,7 @@ ALLOWED = {
     "deerflow/persistence/files.py": _HOST_ONLY,
     "deerflow/persistence/sqlite.py": _HOST_ONLY,
     "deerflow/plugins/loader.py": _HOST_ONLY,
-    "deerflow/runtime/manager.py": "deletes a whole thread folder with shutil.rmtree, which uses "
+    "deerflow/runs/manager.py": "deletes a whole thread folder with shutil.rmtree, which uses "
                                    "descriptors and never follows links on Linux",
     "deerflow/sandbox/execution/bwrap.py": "the sandbox's private skeleton under a mkdtemp directory",
     "deerflow/sandbox/docker/provider.py": "the provider's private run directories (mkdtemp)",

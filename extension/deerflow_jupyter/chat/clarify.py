@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deerflow.agents.clarification_form import field_hint
 from deerflow.agents.clarification_reply import prepare_reply
 from deerflow.errors import UserError
+from deerflow.runtime.clarification_form import field_hint
 
 _FIELD_LINE = re.compile(r"^\s*(?:[-*]\s+)?([^:=\n]{1,80}?)\s*[:=]\s*(.*)$")
 _PLACEHOLDERS = frozenset({"", "…", "...", "?"})

@@ -12,7 +12,7 @@ import re
 
 from deerflow.memory import MemoryService
 from deerflow.memory.commands import memory_action, render_text, split_verb
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 from deerflow_jupyter.chat.clarify import md_escape
 
 _COMMAND = re.compile(r"^\s*/memory(?:\s+(?P<rest>.*))?$", re.DOTALL)

@@ -20,7 +20,7 @@ import re
 from pathlib import PurePosixPath
 
 from deerflow.persistence.store import ThreadRecord
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 
 THREAD_REF = re.compile(r"(?<![\w/:-])thread:([A-Za-z0-9_.@-]{1,128})")
 CHAT_REF = re.compile(r"(?<![\w.@/-])((?:[\w.-]+/)*[\w.-]+\.chat)(?![\w-])")

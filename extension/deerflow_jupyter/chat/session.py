@@ -2,7 +2,7 @@
 
 One :class:`ChatSession` per chat document, owned by the persona instance the
 persona manager creates for that chat.  It runs the harness hosted by the
-server extension — the same :class:`~deerflow.runtime.manager.RunManager` the
+server extension — the same :class:`~deerflow.runs.manager.RunManager` the
 HTTP API and the ``%deerflow`` magics use — so a chat's thread, its files and
 artifacts are the ones ``deerflow threads`` and ``%deerflow --thread`` see.
 
@@ -47,9 +47,9 @@ from functools import partial
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
 from deerflow.run_options import RunOptions
+from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
-from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow.sandbox.files.uploads import UploadError, save_upload
 from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 
 
 @dataclass(frozen=True)

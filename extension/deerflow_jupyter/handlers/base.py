@@ -39,7 +39,7 @@ from deerflow.errors import (
     UserError,
 )
 from deerflow.persistence.sqlite import StorageError
-from deerflow.runtime.manager import RunManager
+from deerflow.runs.manager import RunManager
 from deerflow_jupyter.host import HarnessHost
 
 AUTH_RESOURCE = "deerflow"

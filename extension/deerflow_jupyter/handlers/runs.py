@@ -9,9 +9,9 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from deerflow.errors import NotFoundError
+from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime import events as ev
 from deerflow.runtime.live import LiveRun
-from deerflow.runtime.manager import RunManager, RunRequest
 from deerflow_jupyter import wire
 from deerflow_jupyter.bodies import RunCreate
 from deerflow_jupyter.handlers.base import DeerFlowHandler

@@ -15,7 +15,6 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares import MiddlewareOptions, build_middlewares
 from deerflow.agents.prompt import build_system_prompt
 from deerflow.agents.thread_state import ThreadState
@@ -27,6 +26,7 @@ from deerflow.models.factory import ResolvedModel
 from deerflow.plugins import PluginSet
 from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.skills.run import RunSkills
 from deerflow.tools.assembly import ToolSources, get_available_tools
 from deerflow.tools.authorization import ToolPolicy

@@ -13,8 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from deerflow.sandbox.execution.env import check_environment
-from deerflow.sandbox.execution.limits import parse_size
+from deerflow.config.values import check_environment, parse_size
 
 
 def _import_path(value: str) -> str:

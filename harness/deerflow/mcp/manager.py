@@ -1,6 +1,6 @@
 """The MCP manager: lazy discovery, the catalog cache, sessions and calls.
 
-One manager per :class:`~deerflow.runtime.manager.RunManager` (no globals); it
+One manager per :class:`~deerflow.runs.manager.RunManager` (no globals); it
 reaches the rest of the harness only through what it is given.  Its life:
 
 1. **Nothing starts** when it is created.  The first run that needs tools
@@ -58,6 +58,7 @@ from deerflow.mcp.secrets import Redactor, config_secrets
 from deerflow.mcp.sessions import SessionPool
 from deerflow.mcp.task_tools import make_task_tools
 from deerflow.mcp.tasks import TaskService, TaskStore
+from deerflow.mcp.tool_search import make_tool_search
 from deerflow.mcp.tools import ToolSpec, make_tool, server_specs
 from deerflow.mcp.transport import (
     ConnectSpec,
@@ -67,7 +68,6 @@ from deerflow.mcp.transport import (
     transport_errors,
 )
 from deerflow.runtime.services import HostServices
-from deerflow.tools.builtins.tool_search import make_tool_search
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first session, not with the host
     import mcp_types

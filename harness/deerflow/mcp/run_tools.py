@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.tools import BaseTool
 
 from deerflow.mcp.deferral import DeferredCatalog
-from deerflow.tools.builtins.tool_search import TOOL_SEARCH
+from deerflow.mcp.tool_search import TOOL_SEARCH
 
 if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
     from deerflow.mcp.tasks import TaskService

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
 from deerflow.run_options import RunOptions
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.runtime.services import HostServices
 
 

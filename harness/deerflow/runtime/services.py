@@ -1,7 +1,7 @@
 """The services a host gives its runs: one typed field per service.
 
 The run manager opens the host-wide services once (:meth:`RunManager.open
-<deerflow.runtime.manager.RunManager.open>`) and gives each run a copy with
+<deerflow.runs.manager.RunManager.open>`) and gives each run a copy with
 its own per-run services filled in (:meth:`HostServices.for_run`); a
 subagent's context gets the parent's copy minus the delegation services
 (:meth:`HostServices.for_child`).  Middlewares and tools read them from
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from pydantic_core import CoreSchema
 
     from deerflow.acp.mcp_servers import McpServerConfigs
-    from deerflow.agents.consent import ConsentGrants
     from deerflow.browser.manager import BrowserSessionManager
     from deerflow.mcp.manager import McpManager
     from deerflow.mcp.run_tools import McpRunTools
     from deerflow.memory.service import MemoryService
     from deerflow.notebooks.access import NotebookAccess
+    from deerflow.runtime.consent import ConsentGrants
     from deerflow.runtime.usage import UsageMeter
     from deerflow.sandbox.execution.provider import SandboxProvider
     from deerflow.sandbox.kernels.kernel_pool import KernelPool

@@ -13,10 +13,12 @@ The ``local`` provider cannot cut the network, so it refuses that mode.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deerflow.errors import ConfigError
+from deerflow.runtime.services import HostServices
 from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider
 from deerflow.sandbox.execution.limits import ProcessLimits
 from deerflow.sandbox.execution.local import LocalSandboxProvider
@@ -26,7 +28,7 @@ from deerflow.sandbox.network.egress_proxy import EgressProxy, SystemResolver
 from deerflow.sandbox.network.policy import Allowlist, NetworkGate
 
 if TYPE_CHECKING:
-    from deerflow.config.schema import SandboxConfig
+    from deerflow.config.schema import AppConfig, SandboxConfig
 
 
 def make_provider(config: SandboxConfig, *, skills_dir: Path | None = None) -> SandboxProvider:
@@ -125,3 +127,14 @@ def make_kernel_pool(provider: SandboxProvider, config: SandboxConfig) -> Kernel
         default_timeout=config.python_timeout,
         idle_timeout=config.kernel_idle_timeout,
     )
+
+
+def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> HostServices:
+    """The sandbox provider and kernel pool of a host; ``stack`` closes them (kernels first)."""
+    provider = make_provider(config.sandbox)
+    close_provider = getattr(provider, "close", None)
+    if close_provider is not None:
+        stack.callback(close_provider)
+    kernels = make_kernel_pool(provider, config.sandbox)
+    stack.push_async_callback(kernels.aclose)
+    return HostServices(sandbox=provider, kernels=kernels)

@@ -1,6 +1,6 @@
 """Running due schedules as unattended ``scheduled`` runs.
 
-A :class:`Scheduler` sits on one :class:`~deerflow.runtime.manager.RunManager`
+A :class:`Scheduler` sits on one :class:`~deerflow.runs.manager.RunManager`
 and one :class:`~deerflow.scheduling.store.ScheduleStore`.  Each
 :meth:`~Scheduler.tick` claims the due schedules it can (the claim is atomic
 across processes, see :mod:`deerflow.scheduling.store`) and starts each as a
@@ -34,11 +34,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 
-from deerflow.agents.interaction_policy import parse_blocked_result
 from deerflow.errors import Busy, ThreadBusy, UserError
 from deerflow.run_options import RunOptions
+from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime import events as ev
-from deerflow.runtime.manager import RunManager, RunRequest
+from deerflow.runtime.interaction_policy import parse_blocked_result
 from deerflow.scheduling.cron import CronExpression, zone
 from deerflow.scheduling.store import Schedule, ScheduleRun, ScheduleStore
 

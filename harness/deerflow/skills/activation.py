@@ -97,7 +97,7 @@ def current_turn(messages: Sequence[BaseMessage]) -> tuple[HumanMessage | None, 
     answering a clarification continues the turn that asked.
     """
     # Imported here: the middlewares package imports this module.
-    from deerflow.agents.middlewares._notes import note_kind
+    from deerflow.runtime.notes import note_kind
 
     start = None
     for i in range(len(messages) - 1, -1, -1):

@@ -29,7 +29,6 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph
 
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
@@ -40,6 +39,7 @@ from deerflow.config.schema import AppConfig
 from deerflow.models.factory import ResolvedModel
 from deerflow.run_options import RunOptions
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.skills.activation import active_skills
 from deerflow.skills.run import run_skills_of
 from deerflow.subagents.child_run import ChildRun

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from langchain.agents.middleware import AgentMiddleware
 
-from deerflow.agents.interaction_policy import RunInteractionPolicy
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.consent import ConsentMiddleware
 from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
@@ -36,6 +35,7 @@ from deerflow.agents.middlewares.view_image import ViewImageMiddleware
 from deerflow.config.schema import AppConfig
 from deerflow.mcp.run_tools import McpRunTools
 from deerflow.models.factory import ResolvedModel
+from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.tools.authorization import ToolPolicy
 
 

@@ -3,7 +3,7 @@
 Such a middleware is a *guard*: when it ends the run (strips the tool calls that
 would continue it), it says so with :meth:`ResponseReviewMiddleware.notify`
 and ``stopped=True``; the run then finishes with status ``stopped`` and the
-guard's name (:mod:`deerflow.runtime.execution`) instead of ``success``.
+guard's name (:mod:`deerflow.runs.execution`) instead of ``success``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ In an unattended run nobody can answer, so the call (the tool is not even
 offered, but a model may still produce it) gets a normal tool result telling
 the model to continue with reversible assumptions or stop with a ``BLOCKED``
 result.  Both behaviours come from the run's
-:class:`~deerflow.agents.interaction_policy.RunInteractionPolicy`.
+:class:`~deerflow.runtime.interaction_policy.RunInteractionPolicy`.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from langchain_core.messages import AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from deerflow.agents.clarification_form import build_clarification
-from deerflow.agents.interaction_policy import CLARIFICATION_TOOL, RunInteractionPolicy
 from deerflow.agents.middlewares.tool_errors import error_tool_message
 from deerflow.errors import ToolFailure
+from deerflow.runtime.clarification_form import build_clarification
+from deerflow.runtime.interaction_policy import CLARIFICATION_TOOL, RunInteractionPolicy
 
 logger = logging.getLogger(__name__)
 

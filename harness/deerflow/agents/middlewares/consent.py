@@ -2,7 +2,7 @@
 
 A tool that changes what later runs see (``install_skill``, ``update_agent``)
 ends its turn with a ``human_input`` request (``source:
-"persistence_approval"``, see :mod:`deerflow.agents.consent`).  The answer is
+"persistence_approval"``, see :mod:`deerflow.runtime.consent`).  The answer is
 the next run's input.  This middleware's ``before_agent`` hook sees it right
 after the pending request and:
 
@@ -29,7 +29,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow.agents.clarification_reply import pending_request
-from deerflow.agents.consent import (
+from deerflow.runtime.consent import (
     REPLAY_NOTE,
     ConsentGrants,
     decision_notice,
@@ -37,7 +37,7 @@ from deerflow.agents.consent import (
     is_subagent,
     parse_answer,
 )
-from deerflow.agents.middlewares._notes import NOTE_KEY
+from deerflow.runtime.notes import NOTE_KEY
 from deerflow.runtime.services import HostServices
 
 logger = logging.getLogger(__name__)

@@ -37,9 +37,9 @@ from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from deerflow.agents.middlewares._notes import NOTE_KEY, harness_note
 from deerflow.agents.middlewares._review import ResponseReviewMiddleware
 from deerflow.config.schema import LoopDetectionConfig
+from deerflow.runtime.notes import NOTE_KEY, harness_note
 
 
 class LoopDetectionState(AgentState):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.runtime import Runtime
 
-from deerflow.agents.middlewares._notes import harness_note
 from deerflow.agents.middlewares.tool_search import DeferredToolsMiddleware
+from deerflow.runtime.notes import harness_note
 
 if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
     from deerflow.mcp.run_tools import McpRunTools

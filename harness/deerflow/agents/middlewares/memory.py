@@ -16,9 +16,9 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import HumanMessage
 
-from deerflow.agents.middlewares._notes import note_kind
 from deerflow.agents.middlewares.skill_activation import with_section
 from deerflow.memory.service import MemoryService, memory_enabled
+from deerflow.runtime.notes import note_kind
 from deerflow.runtime.projection import message_text
 
 

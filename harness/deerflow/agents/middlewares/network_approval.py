@@ -30,7 +30,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow.agents.clarification_reply import pending_request
-from deerflow.agents.consent import is_subagent
+from deerflow.runtime.consent import is_subagent
 from deerflow.runtime.services import services_of
 from deerflow.sandbox.network.approval import answer_notices, is_approval_request, parse_answer
 

@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage
 from langgraph.channels.untracked_value import UntrackedValue
 from langgraph.runtime import Runtime
 
-from deerflow.agents.middlewares._notes import harness_note
+from deerflow.runtime.notes import harness_note
 
 OPEN_STATUSES = frozenset({"pending", "in_progress"})
 

@@ -26,8 +26,8 @@ from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from deerflow.agents.middlewares._notes import note_kind
 from deerflow.mcp.deferral import DeferredCatalog
+from deerflow.runtime.notes import note_kind
 
 if TYPE_CHECKING:  # the MCP SDK loads when a server is used, not on import
     from deerflow.mcp.run_tools import McpRunTools

@@ -21,7 +21,7 @@ from langchain.agents.middleware.types import ExtendedModelResponse
 from langchain_core.messages import HumanMessage
 from langgraph.types import Command
 
-from deerflow.agents.middlewares._notes import NOTE_KEY
+from deerflow.runtime.notes import NOTE_KEY
 
 
 def pending_images(viewed: Mapping[str, Mapping[str, str]] | None) -> dict[str, Mapping[str, str]]:

@@ -30,8 +30,9 @@ must inherit the server's environment by design, such as MCP servers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+
+from deerflow.config.values import RESERVED_NAMES, check_environment
 
 SECRET_NAME_MARKERS: tuple[str, ...] = ("KEY", "TOKEN", "SECRET", "PASS", "CREDENTIAL")
 """Substrings (case-insensitive) that mark a variable name as secret-bearing."""
@@ -41,16 +42,6 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 HOST_PASSTHROUGH: tuple[str, ...] = ("LANG", "LANGUAGE", "TZ")
 """Server variables copied as they are (plus every ``LC_*``): locale and time zone."""
-
-RESERVED_NAMES: frozenset[str] = frozenset({
-    "PATH", "HOME", "LD_LIBRARY_PATH", "LD_PRELOAD", "IPYTHONDIR", "PYTHONHOME",
-    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
-    "http_proxy", "https_proxy", "no_proxy", "all_proxy",
-})  # fmt: skip
-"""Names ``sandbox.environment`` may not set: the provider owns them."""
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
 
 def is_secret_name(name: str) -> bool:
     """Whether a variable called ``name`` may carry a credential."""
@@ -65,23 +56,6 @@ def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
     servers); sandboxes use :func:`sandbox_env` instead.
     """
     return {name: value for name, value in env.items() if not is_secret_name(name)}
-
-
-def check_environment(extra: Mapping[str, str]) -> dict[str, str]:
-    """Validate the operator's ``sandbox.environment``.
-
-    Raises:
-        ValueError: a name is not a shell variable name, is reserved for the
-            provider, or a value holds a NUL byte (one line, naming it).
-    """
-    for name, value in extra.items():
-        if not _NAME.fullmatch(name):
-            raise ValueError(f"sandbox.environment: {name!r} is not a valid variable name")
-        if name in RESERVED_NAMES:
-            raise ValueError(f"sandbox.environment: {name} is set by the sandbox and cannot be overridden")
-        if "\0" in value:
-            raise ValueError(f"sandbox.environment: the value of {name} contains a NUL byte")
-    return dict(extra)
 
 
 def locale_env(host: Mapping[str, str]) -> dict[str, str]:

@@ -31,33 +31,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import signal
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from deerflow.config.values import parse_size
+
 log = logging.getLogger(__name__)
 
-_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)b?\s*", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 _KILL_ROUNDS = 100
 # Moves the shell into each cgroup given before ``--`` and becomes the rest.
 _ENTER = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a Docker-style size (``512m``, ``2g``, ``1048576``).
-
-    Raises:
-        ValueError: the text is not a size (one line, quoting it).
-    """
-    match = _SIZE.fullmatch(text)
-    if match is None:
-        raise ValueError(f"not a memory size: {text!r} (use e.g. 512m or 2g)")
-    return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 @dataclass(frozen=True)

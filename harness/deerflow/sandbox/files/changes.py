@@ -4,7 +4,7 @@ Before and after every run the harness snapshots the thread's workspace and
 outputs (never the uploads: they are the user's inputs, not the agent's work)
 and reports the difference as created / modified / deleted files.  That turns
 "the agent changed something" into an inspectable list, and gives the delivery
-receipt (:mod:`deerflow.runtime.receipt`) its set of produced outputs.
+receipt (:mod:`deerflow.runs.receipt`) its set of produced outputs.
 
 Decisions:
 

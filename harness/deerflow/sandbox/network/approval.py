@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from deerflow.agents.clarification_form import format_request_text, option_items
+from deerflow.runtime.clarification_form import format_request_text, option_items
 from deerflow.sandbox.network.policy import Approval, NetworkRecord, ScopeReport
 
 APPROVAL_SOURCE = "network_approval"

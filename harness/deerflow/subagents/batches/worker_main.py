@@ -29,7 +29,7 @@ from deerflow.subagents.runtime import SubagentRuntime
 async def run_worker(loaded: LoadedConfig, home: HomePaths, *, concurrency: int | None = None,
                      lease_seconds: float | None = None, until_idle: bool = False) -> WorkerStats:
     """Run one worker over the configured batch store (see the module docstring)."""
-    from deerflow.runtime.manager import open_execution_services
+    from deerflow.sandbox.factory import open_execution_services
 
     config, settings = loaded.config, loaded.config.subagents.batches
     async with AsyncExitStack() as stack:
@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _log_per_config(config: object) -> None:
     """The worker's log lines: the config's format (``logging.format``), its secrets redacted."""
-    from deerflow.runtime.logs import JsonFormatter, redacting
+    from deerflow.logs import JsonFormatter, redacting
 
     for handler in logging.getLogger().handlers:
         redacting(handler, config)

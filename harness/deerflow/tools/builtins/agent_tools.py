@@ -9,7 +9,7 @@ model can only ever touch the one agent the run is about:
 
 Neither is offered in ``webhook`` runs (an outside event must not rewrite an
 agent).  ``update_agent`` changes what every later run of the agent sees, so
-it changes nothing on the model's word alone (:mod:`deerflow.agents.consent`):
+it changes nothing on the model's word alone (:mod:`deerflow.runtime.consent`):
 in an interactive run it asks the user and the approved change is made when
 the answer comes back; scheduled and autonomous runs and subagents are
 refused.  Validation failures are model errors (:class:`ToolFailure`): the model
@@ -26,13 +26,13 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from deerflow.agents.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
 from deerflow.custom_agents.definition import AgentCatalog, AgentChange, InvalidAgentChange
 from deerflow.custom_agents.profile import AgentProfile, build_catalog, known_skills
 from deerflow.custom_agents.store import AgentStore
 from deerflow.errors import NotFoundError, ToolFailure
+from deerflow.runtime.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.runtime.services import HostServices, services_of
 from deerflow.tools.assembly import ToolSources
 from deerflow.tools.builtins.conversation import ConversationReader, read_conversation_tool

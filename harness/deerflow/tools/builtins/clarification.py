@@ -2,7 +2,7 @@
 
 The tool is a declaration for the model.  Its call is intercepted by
 :class:`~deerflow.agents.middlewares.clarification.ClarificationMiddleware`,
-which normalizes the arguments (:mod:`deerflow.agents.clarification_form`),
+which normalizes the arguments (:mod:`deerflow.runtime.clarification_form`),
 answers with a ToolMessage carrying the ``human_input`` request, and ends the
 turn.  The argument schema is deliberately lenient (``fields`` is a list of
 anything, types are plain strings): a malformed form must reach the
@@ -17,8 +17,12 @@ from typing import Annotated, Any
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from deerflow.agents.clarification_form import CLARIFICATION_TYPES, FIELD_TYPES, build_clarification
-from deerflow.agents.interaction_policy import CLARIFICATION_TOOL
+from deerflow.runtime.clarification_form import (
+    CLARIFICATION_TYPES,
+    FIELD_TYPES,
+    build_clarification,
+)
+from deerflow.runtime.interaction_policy import CLARIFICATION_TOOL
 
 _FIELD_SCHEMA = {
     "type": "object",

@@ -14,7 +14,7 @@ and whether it may ask a person.  When the call ends, :func:`settle`:
   (:class:`~deerflow.agents.middlewares.network_approval.NetworkApprovalMiddleware`).
 
 Who may ask comes from the run's interaction policy
-(:meth:`~deerflow.agents.interaction_policy.RunInteractionPolicy.may_request_network_approval`):
+(:meth:`~deerflow.runtime.interaction_policy.RunInteractionPolicy.may_request_network_approval`):
 unattended runs and subagents are denied without asking.  A subagent's run
 context says so with the ``is_subagent`` option.
 """

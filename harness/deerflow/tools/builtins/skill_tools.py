@@ -13,7 +13,7 @@
   offered only when an enabled skill lists it in ``allowed-tools``; the agent
   has no other way to write under the custom skills (``/mnt/skills`` is a
   read-only copy).  An installed skill speaks in every later run, so nothing
-  is installed without the user's yes (:mod:`deerflow.agents.consent`): the
+  is installed without the user's yes (:mod:`deerflow.runtime.consent`): the
   first call freezes a copy of the package (:mod:`deerflow.skills.pending`)
   and asks; the approved copy is installed when the answer comes back.
   Unattended runs and subagents are refused.
@@ -28,8 +28,8 @@ from typing import Any
 from langchain.tools import ToolRuntime, tool
 from langchain_core.tools import BaseTool
 
-from deerflow.agents.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.errors import ToolFailure, UserError
+from deerflow.runtime.consent import ConsentGrants, PendingChange, ask, refusal
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
 from deerflow.sandbox.files.virtual_paths import OUTPUTS, WORKSPACE

@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deerflow.agents.clarification_form import format_request_text, option_items
 from deerflow.errors import ToolFailure
+from deerflow.runtime.clarification_form import format_request_text, option_items
 
 CONSENT_SOURCE = "persistence_approval"
 APPROVE = "Approve"

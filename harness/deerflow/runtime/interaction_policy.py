@@ -133,7 +133,7 @@ class RunInteractionPolicy:
 
         Such changes (installing a skill, rewriting a custom agent) are refused
         in unattended runs and in subagents, where nobody can say yes
-        (:mod:`deerflow.agents.consent`).
+        (:mod:`deerflow.runtime.consent`).
         """
         return self.attended and not subagent
 

@@ -1,7 +1,7 @@
 """A run's file bookkeeping: snapshot before, change summary and receipt after.
 
 :class:`DeliveryWatch` is the run path's single hook into
-:mod:`deerflow.sandbox.files.changes` and :mod:`deerflow.runtime.receipt`.  The
+:mod:`deerflow.sandbox.files.changes` and :mod:`deerflow.runs.receipt`.  The
 "before" snapshot reads every small file, so it runs in a worker thread.  The
 settlement after the graph ends is synchronous on purpose: it reuses the
 "before" entries of untouched files (only what the run changed is read), and
@@ -17,9 +17,9 @@ from typing import Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
+from deerflow.runs.receipt import DeliveryReceipt, build_receipt, receipt_notice
 from deerflow.runtime import events as ev
 from deerflow.runtime.projection import Projector
-from deerflow.runtime.receipt import DeliveryReceipt, build_receipt, receipt_notice
 from deerflow.sandbox.files.changes import (
     ChangeLimits,
     ChangeSummary,

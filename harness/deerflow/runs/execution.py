@@ -18,9 +18,9 @@ from langchain_core.messages import HumanMessage
 from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError
 from deerflow.models.script_format import ModelError
+from deerflow.runs.deliverables import DeliveryWatch
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
-from deerflow.runtime.deliverables import DeliveryWatch
 from deerflow.runtime.projection import Projector
 from deerflow.runtime.usage import BUDGET_GUARD, TokenBudgetExceeded
 

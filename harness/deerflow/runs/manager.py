@@ -32,7 +32,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from deerflow.acp.mcp_servers import extensions_mcp_servers
-from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS, RunInteractionPolicy
 from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
 from deerflow.agents.middlewares.summarization import summarization_setup
 from deerflow.agents.thread_state import ThreadState
@@ -55,16 +54,17 @@ from deerflow.persistence.sqlite import StorageError
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.run_options import RunOptions
+from deerflow.runs.compaction import CompactResult, compact_thread
+from deerflow.runs.execution import execute_run
 from deerflow.runtime import events as ev
 from deerflow.runtime import metrics
-from deerflow.runtime.compaction import CompactResult, compact_thread
 from deerflow.runtime.context import RunContext
-from deerflow.runtime.execution import execute_run
+from deerflow.runtime.interaction_policy import INTERNAL_CONTEXT_KEYS, RunInteractionPolicy
 from deerflow.runtime.live import LiveRun
 from deerflow.runtime.services import HostServices
 from deerflow.runtime.tracing import install_inline_trace_bookkeeping
 from deerflow.runtime.usage import UsageMeter, check_daily_budget
-from deerflow.sandbox.factory import make_kernel_pool, make_provider
+from deerflow.sandbox.factory import open_execution_services
 from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import prepare_run_skills, project_run_skills
 from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
@@ -237,7 +237,7 @@ class RunManager:
 
     async def compact(self, thread_id: str, user_id: str, *, model_name: str | None = None,
                       keep_messages: int | None = None) -> CompactResult:
-        """Fold the thread's older messages into its summary now (:mod:`deerflow.runtime.compaction`).
+        """Fold the thread's older messages into its summary now (:mod:`deerflow.runs.compaction`).
 
         The summary is written by ``summarization.model_name``, else ``model_name``,
         else the default model.  The thread counts as busy meanwhile.
@@ -544,17 +544,6 @@ def _known_run(record: RunRecord | None, run_id: str, thread_id: str | None) -> 
     if record is None or (thread_id is not None and record.thread_id != thread_id):
         raise NotFoundError(f"unknown run {run_id!r}")
     return record
-
-
-def open_execution_services(config: AppConfig, stack: AsyncExitStack) -> HostServices:
-    """The sandbox provider and kernel pool of a host; ``stack`` closes them (kernels first)."""
-    provider = make_provider(config.sandbox)
-    close_provider = getattr(provider, "close", None)
-    if close_provider is not None:
-        stack.callback(close_provider)
-    kernels = make_kernel_pool(provider, config.sandbox)
-    stack.push_async_callback(kernels.aclose)
-    return HostServices(sandbox=provider, kernels=kernels)
 
 
 def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
