@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from deerflow.errors import ToolFailure
 from deerflow.run_options import RunOptions
+from deerflow.runs.thread_files import ArtifactNotFound as ThreadArtifactNotFound
 from deerflow_kernel.backend import (
     ArtifactNotFound,
     Backend,
@@ -72,12 +72,12 @@ class InProcessBackend(Backend):
         return RunHandle(produce, self.client.cancel).start()
 
     def upload(self, thread_id: str, name: str, data: bytes) -> UploadInfo:
-        from deerflow.sandbox.files.uploads import UploadError
+        from deerflow.runs.thread_files import UploadRejected
 
         try:
             info = self.client.upload(thread_id, data, name)
-        except UploadError as exc:
-            raise BackendError(f"upload {name!r} rejected: {exc}") from None
+        except UploadRejected as exc:
+            raise BackendError(str(exc)) from None
         return UploadInfo(info.name, info.virtual_path, info.size)
 
     def artifacts(self, thread_id: str) -> list[str]:
@@ -86,8 +86,8 @@ class InProcessBackend(Backend):
     def read_artifact(self, thread_id: str, path: str) -> bytes:
         try:
             return self.client.read_artifact(thread_id, path)
-        except ToolFailure as exc:
-            raise (ArtifactNotFound if exc.code == "not_found" else BackendError)(exc.message) from None
+        except ThreadArtifactNotFound as exc:
+            raise ArtifactNotFound(str(exc)) from None
 
     def skills(self) -> list[SkillInfo]:
         from deerflow.skills.library import SkillLibrary

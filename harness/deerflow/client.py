@@ -27,7 +27,7 @@ from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult
 from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime import events as ev
-from deerflow.sandbox.files.virtual_paths import VirtualFS
+from deerflow.sandbox.files.uploads import UploadInfo
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
 from deerflow.tools.builtins.agent_tools import host_catalog
@@ -319,11 +319,13 @@ class AsyncDeerFlowClient:
         return (await self.thread(thread_id)).artifacts
 
     async def read_artifact(self, thread_id: str, path: str) -> bytes:
-        """Bytes of a file under the thread's outputs (virtual path or name)."""
+        """Bytes of a file under the thread's outputs (virtual path or name).
+
+        Raises:
+            NotFoundError: no such thread, or not a readable output file (``ArtifactNotFound``).
+        """
         manager = await self.manager()
-        await manager.athread(thread_id, self.user_id)
-        vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        return (await asyncio.to_thread(vfs.read_output, path))[1]
+        return (await manager.files.read_artifact(self.user_id, thread_id, path)).data
 
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                              max_frames: int | None = None) -> AsyncIterator[bytes]:
@@ -339,21 +341,22 @@ class AsyncDeerFlowClient:
             async for frame in frames:
                 yield frame
 
-    async def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> Any:
-        """Put a file into the thread's uploads; returns its upload info."""
-        from deerflow.sandbox.files.uploads import save_upload
+    async def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes],
+                     name: str | None = None) -> UploadInfo:
+        """Put a file (a host path, bytes or a binary stream) into the thread's uploads.
 
-        manager = await self.manager()
-        await manager.athread(thread_id, self.user_id)
+        Raises:
+            NotFoundError: no such thread.
+            UploadRejected: a bad name or over the ``uploads`` limits (a :class:`UserError`).
+        """
         if isinstance(data, (str, Path)):
             source = Path(data)
             name = name or source.name
             data = source
         if not name:
-            raise ValueError("name is required when uploading bytes or a stream")
-        limits = self.config.uploads
-        return save_upload(manager.home.thread(self.user_id, thread_id).ensure(), name, data,
-                           max_bytes=limits.max_file_bytes, max_files=limits.max_files)
+            raise UserError("name is required when uploading bytes or a stream")
+        manager = await self.manager()
+        return await manager.files.upload(self.user_id, thread_id, name, data)
 
 
 class DeerFlowClient:
@@ -489,5 +492,5 @@ class DeerFlowClient:
                        max_frames: int | None = None) -> Iterator[bytes]:
         return self._iterate(self._async.browser_frames(thread_id, interval=interval, max_frames=max_frames))
 
-    def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> Any:
+    def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> UploadInfo:
         return self._call(self._async.upload(thread_id, data, name))

@@ -30,9 +30,9 @@ from tornado.httpclient import HTTPClientError
 from deerflow import AsyncDeerFlowClient, DeerFlowClient
 from deerflow.client import RunResult
 from deerflow.config.paths import HomePaths
+from deerflow.runs.thread_files import ArtifactNotFound
 from deerflow.runtime import events as ev
 from deerflow.sandbox.execution.bwrap import find_bwrap
-from deerflow.tools.errors import ToolFailure
 from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
 from fixtures.web_browser import PAGES, need_chromium
 from fixtures.web_server import serve
@@ -327,7 +327,7 @@ def test_artifacts_never_serve_a_planted_link(tmp_path: Path, deerflow_home: Pat
     before = canary.snapshot()
     with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
         result = client.chat("present it")
-        with pytest.raises(ToolFailure) as refused:
+        with pytest.raises(ArtifactNotFound) as refused:  # a user error, not the model-facing ToolFailure
             client.read_artifact(result.thread_id, f"{OUT}/report.txt")
     assert refused.value.code == "not_found"
     assert SECRET not in str(refused.value)

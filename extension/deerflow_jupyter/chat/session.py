@@ -43,15 +43,16 @@ import re
 import uuid
 from contextlib import suppress
 from functools import partial
+from pathlib import Path
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
 from deerflow.run_options import RunOptions
 from deerflow.runs.manager import RunManager, RunRequest
+from deerflow.runs.thread_files import UploadRejected
 from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
-from deerflow.sandbox.files.uploads import UploadError, save_upload
-from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
 from deerflow_jupyter.chat.memory_command import is_memory_command, memory_line, memory_reply
@@ -169,7 +170,7 @@ class ChatSession:
                     return
                 message = IncomingMessage(text=rest, attachments=message.attachments, message_id=message.message_id)
             thread_id = await self.thread_id(manager)
-            uploaded = self._upload(manager, thread_id, message.attachments)
+            uploaded = await self._upload(manager, thread_id, message.attachments)
             prompt = await self._prompt(manager, thread_id, message.text, uploaded)
             if prompt is None:
                 return
@@ -236,27 +237,21 @@ class ChatSession:
         infos = await asyncio.wait_for(asyncio.to_thread(library.skills, self.server.user_id), timeout=30)
         return [(i.name, i.description) for i in infos if i.enabled]
 
-    def _upload(self, manager: RunManager, thread_id: str, attachments: tuple[str, ...]) -> list[str]:
-        """Copy attached files into the thread's uploads; returns their names.
+    async def _upload(self, manager: RunManager, thread_id: str, attachments: tuple[str, ...]) -> list[str]:
+        """Copy attached files into the thread's uploads (through ``manager.files``); returns their names.
 
         Raises:
             UserError: an attachment outside the server root, missing, or refused.
         """
-        if not attachments:
-            return []
-        limits = manager.loaded.config.uploads
-        paths = manager.home.thread(self.server.user_id, thread_id).ensure()
-        root = self.server.root_dir.resolve()
         names = []
         for rel in attachments:
-            source = (root / rel).resolve()
-            if not source.is_relative_to(root) or not source.is_file():
+            source = await asyncio.to_thread(_attachment, self.server.root_dir, rel)
+            if source is None:
                 raise UserError(f"the attachment {rel} is not a file under the Jupyter root; nothing was sent")
             try:
-                info = save_upload(paths, source.name, source, max_bytes=limits.max_file_bytes,
-                                   max_files=limits.max_files)
-            except UploadError as exc:
-                raise UserError(f"the attachment {rel} was refused: {exc}; nothing was sent") from None
+                info = await manager.files.upload(self.server.user_id, thread_id, source.name, source)
+            except UploadRejected as exc:
+                raise UserError(f"the attachment {rel} was refused: {exc.reason}; nothing was sent") from None
             names.append(info.name)
         return names
 
@@ -318,8 +313,15 @@ class ChatSession:
                              read=partial(self._read_output, manager, thread_id, path))
 
     def _read_output(self, manager: RunManager, thread_id: str, path: str) -> bytes:
-        vfs = VirtualFS(manager.home.thread(self.server.user_id, thread_id))
-        return vfs.read_output(path)[1]
+        return manager.files.read_artifact_blocking(self.server.user_id, thread_id, path).data
+
+
+def _attachment(root: Path, rel: str) -> Path | None:
+    """The regular file ``rel`` names under the Jupyter root, resolved; None for anything else."""
+    base = root.resolve()
+    source = (base / rel).resolve()
+    return source if source.is_relative_to(base) and source.is_file() else None
 
 
 __all__ = ["BUSY_REPLY", "CHAT_COMMANDS", "THREAD_KEY", "WELCOME", "ChatSession", "derived_thread_id", "slash_commands"]
+

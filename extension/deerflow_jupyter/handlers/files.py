@@ -13,7 +13,6 @@ replaced, so nothing in a name can end or inject a header.
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
 from dataclasses import asdict
 from urllib.parse import quote
@@ -21,9 +20,7 @@ from urllib.parse import quote
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from deerflow.errors import ToolFailure
-from deerflow.sandbox.files.uploads import UploadError, list_uploads, save_upload
-from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 ACTIVE_TYPES = frozenset({
@@ -39,31 +36,22 @@ class UploadsHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
-        await manager.athread(thread_id, self.user_id)
-        paths = manager.home.thread(self.user_id, thread_id)
-        self.send_json([asdict(u) for u in list_uploads(paths)])
+        self.send_json([asdict(u) for u in await manager.files.list_uploads(self.user_id, thread_id)])
 
     @web.authenticated
     @authorized("write")
     async def post(self, thread_id: str) -> None:
-        """Multipart form (field ``file``, several allowed) or a raw body with ``?name=``."""
+        """Multipart form (field ``file``, several allowed) or a raw body with ``?name=``.
+
+        A refused file is an ``UploadRejected`` (422, naming it); the ones before it stay saved."""
         manager = await self.manager()
-        await manager.athread(thread_id, self.user_id)
-        paths = manager.home.thread(self.user_id, thread_id).ensure()
-        limits = manager.loaded.config.uploads
         files = [(f.filename, f.body) for f in self.request.files.get("file", [])]
         if not files:
             name = self.get_argument("name", "")
             if not name:
                 raise web.HTTPError(400, "send a multipart 'file' field, or the raw bytes with ?name=FILENAME")
             files = [(name, self.request.body)]
-        saved = []
-        for name, data in files:
-            try:
-                saved.append(save_upload(paths, name, data, max_bytes=limits.max_file_bytes,
-                                         max_files=limits.max_files))
-            except UploadError as exc:
-                raise web.HTTPError(422, f"upload {name!r} rejected: {exc}") from None
+        saved = [await manager.files.upload(self.user_id, thread_id, name, data) for name, data in files]
         self.send_json([asdict(u) for u in saved], status=201)
 
 
@@ -72,32 +60,23 @@ class ArtifactsHandler(DeerFlowHandler):
     @authorized
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
-        values = await manager.thread_values(thread_id, self.user_id)
-        vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        paths = [p for p in values.get("artifacts", []) if isinstance(p, str)]
-        sizes = await asyncio.to_thread(_artifact_sizes, vfs, paths)
-        self.send_json([{"path": path, "name": path.rsplit("/", 1)[-1], "mime_type": mimetypes.guess_type(path)[0],
-                         "size": size} for path, size in zip(paths, sizes, strict=True)])
+        self.send_json([asdict(a) for a in await manager.files.artifacts(self.user_id, thread_id)])
 
 
 class ArtifactFileHandler(DeerFlowHandler):
     @web.authenticated
     @authorized
     async def get(self, thread_id: str, relpath: str) -> None:
+        """An artifact's bytes; anything but a regular file under outputs is a 404 (``ArtifactNotFound``)."""
         manager = await self.manager()
-        await manager.athread(thread_id, self.user_id)
-        vfs = VirtualFS(manager.home.thread(self.user_id, thread_id))
-        try:
-            located, data = await asyncio.to_thread(vfs.read_output, f"{OUTPUTS}/{relpath}")
-        except ToolFailure as exc:
-            raise web.HTTPError(404, "%s", exc.message) from None
-        mime = mimetypes.guess_type(located.host.name)[0] or "application/octet-stream"
+        artifact = await manager.files.read_artifact(self.user_id, thread_id, f"{OUTPUTS}/{relpath}")
+        mime = mimetypes.guess_type(artifact.name)[0] or "application/octet-stream"
         self.set_header("X-Content-Type-Options", "nosniff")
         self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
         if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
-            self.set_header("Content-Disposition", content_disposition(located.host.name))
+            self.set_header("Content-Disposition", content_disposition(artifact.name))
             mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
-        self.finish(data, set_content_type=mime)
+        self.finish(artifact.data, set_content_type=mime)
 
 
 def content_disposition(name: str, *, kind: str = "attachment") -> str:
@@ -110,20 +89,6 @@ def content_disposition(name: str, *, kind: str = "attachment") -> str:
     fallback = "".join(c if " " <= c <= "~" and c not in '"\\%' else "_" for c in name)[:150] or "download"
     encoded = quote(name, safe="!#$&+-.^_`|~")
     return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
-
-
-def _artifact_sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
-    """Each presented path's size, None where it is gone, not a regular file, or not resolvable.
-
-    The paths come from the agent's state: one odd entry must not fail the whole listing.
-    """
-    sizes: list[int | None] = []
-    for path in paths:
-        try:
-            sizes.append(vfs.size(path))
-        except ToolFailure:
-            sizes.append(None)
-    return sizes
 
 
 class RunChangesHandler(DeerFlowHandler):

@@ -56,6 +56,7 @@ from deerflow.plugins import PluginSet, load_plugins
 from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult, compact_thread
 from deerflow.runs.execution import execute_run
+from deerflow.runs.thread_files import ThreadFiles
 from deerflow.runtime import events as ev
 from deerflow.runtime import metrics
 from deerflow.runtime.context import RunContext
@@ -113,6 +114,7 @@ class RunManager:
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
         self.services = HostServices(tool_cache=self.tool_cache)
+        self.files = ThreadFiles(home, self, lambda: self.loaded.config.uploads)  # uploads in, artifacts out
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
         self._stop_reason: str | None = None  # set by close(reason=...): runs it cancels end "interrupted: ..."

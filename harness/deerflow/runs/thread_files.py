@@ -1,0 +1,186 @@
+"""A thread's files as the hosts see them: uploads in, artifacts out (:attr:`RunManager.files`).
+
+The embedded client, the HTTP routes and the chat used to open a thread's folders each
+their own way.  This is the one place they meet, so every host gets the same rules:
+
+* **The thread is the caller's**: every call first looks the thread up for the user
+  (:class:`~deerflow.errors.NotFoundError` for an unknown thread or someone else's).
+* **Artifacts are read through the safe file layer**: :meth:`VirtualFS.read_output
+  <deerflow.sandbox.files.virtual_paths.VirtualFS.read_output>` opens a regular file under
+  ``outputs/`` with :class:`~deerflow.threadfs.SafeDir` (no link followed at any step, the
+  file checked on the descriptor it reads).  Everything in the thread's folders is the
+  agent's, so anything else — a link planted by the agent, a FIFO, a path outside outputs —
+  is :class:`ArtifactNotFound`, never a model-facing ``ToolFailure``.
+* **Uploads have the configured limits** (``uploads.max_file_bytes``, ``uploads.max_files``,
+  read at each call so an edited config applies) and are streamed to a temporary file,
+  then renamed into place (:func:`~deerflow.sandbox.files.uploads.save_upload`); a refusal
+  is :class:`UploadRejected`.  ``uploads/`` is read-only to every sandbox, so no agent code
+  can race the check before the rename.
+* **No blocking I/O on the caller's event loop**: the async methods run the file work in a
+  worker thread.
+
+Errors are user errors (:class:`~deerflow.errors.UserError` kinds); the HTTP layer maps them to
+statuses in its one table (``deerflow_jupyter.handlers.base.error_response``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from deerflow.config.paths import HomePaths
+from deerflow.config.schema import UploadsConfig
+from deerflow.errors import NotFoundError, ToolFailure, UserError
+from deerflow.sandbox.files.uploads import UploadError, UploadInfo, list_uploads, save_upload
+from deerflow.sandbox.files.virtual_paths import VirtualFS
+
+
+class ArtifactNotFound(NotFoundError):
+    """Not a readable output file of the thread (missing, a directory, a link, outside outputs)."""
+
+    code = "not_found"
+
+
+class UploadRejected(UserError):
+    """An upload the thread cannot take (bad name, too large, too many files, unsafe destination).
+
+    Attributes:
+        name: The file name as given.
+        reason: Why, one line fit to show the user.
+    """
+
+    code = "upload_rejected"
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"upload {name!r} rejected: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file the agent presented (``present_files``), as listed to users.
+
+    Attributes:
+        path: Its virtual path (``/mnt/user-data/outputs/...``), as the agent presented it.
+        name: The last part of the path.
+        mime_type: Guessed from the name; None when unknown.
+        size: Bytes; None when it is gone or not a regular file any more.
+    """
+
+    path: str
+    name: str
+    mime_type: str | None
+    size: int | None
+
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    """An artifact's content.
+
+    Attributes:
+        path: The virtual path that was read.
+        name: The file's own name (what a download should be called).
+        data: Its bytes.
+    """
+
+    path: str
+    name: str
+    data: bytes
+
+
+class ThreadLookup(Protocol):
+    """What :class:`ThreadFiles` needs of the run manager: the caller's thread and its state."""
+
+    async def athread(self, thread_id: str, user_id: str) -> Any: ...
+
+    async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]: ...
+
+
+class ThreadFiles:
+    """Thread-file operations for hosts; one per run manager (see the module docstring)."""
+
+    def __init__(self, home: HomePaths, threads: ThreadLookup, limits: Callable[[], UploadsConfig]) -> None:
+        self._home = home
+        self._threads = threads
+        self._limits = limits
+
+    async def list_uploads(self, user_id: str, thread_id: str) -> list[UploadInfo]:
+        """The thread's uploaded files, by name."""
+        await self._threads.athread(thread_id, user_id)
+        return await asyncio.to_thread(list_uploads, self._home.thread(user_id, thread_id))
+
+    async def upload(self, user_id: str, thread_id: str, name: str, data: bytes | IO[bytes] | Path) -> UploadInfo:
+        """Store ``data`` (bytes, a binary stream, or a host file the caller vouches for) as
+        ``uploads/{name}``, replacing a same-name upload.
+
+        Raises:
+            NotFoundError: no such thread for this user.
+            UploadRejected: a bad name, over a limit, or an unsafe destination.
+        """
+        await self._threads.athread(thread_id, user_id)
+        limits = self._limits()
+        paths = self._home.thread(user_id, thread_id)
+
+        def save() -> UploadInfo:
+            try:
+                return save_upload(paths.ensure(), name, data, max_bytes=limits.max_file_bytes,
+                                   max_files=limits.max_files)
+            except UploadError as exc:
+                raise UploadRejected(name, str(exc)) from None
+
+        return await asyncio.to_thread(save)
+
+    async def artifacts(self, user_id: str, thread_id: str) -> list[Artifact]:
+        """The files the agent presented on the thread, with their current sizes.
+
+        The paths come from the agent's state: one odd entry yields ``size=None``, it never
+        fails the listing.
+        """
+        values = await self._threads.thread_values(thread_id, user_id)
+        paths = [p for p in values.get("artifacts", []) if isinstance(p, str)]
+        vfs = VirtualFS(self._home.thread(user_id, thread_id))
+        sizes = await asyncio.to_thread(_sizes, vfs, paths)
+        return [Artifact(path, path.rsplit("/", 1)[-1], mimetypes.guess_type(path)[0], size)
+                for path, size in zip(paths, sizes, strict=True)]
+
+    async def read_artifact(self, user_id: str, thread_id: str, path: str, *,
+                            max_bytes: int | None = None) -> ArtifactFile:
+        """The bytes of a regular file under the thread's outputs (a virtual path, or a path
+        relative to outputs).
+
+        Raises:
+            NotFoundError: no such thread for this user.
+            ArtifactNotFound: not a readable output file (the reason is in the message).
+        """
+        await self._threads.athread(thread_id, user_id)
+        return await asyncio.to_thread(self.read_artifact_blocking, user_id, thread_id, path, max_bytes=max_bytes)
+
+    def read_artifact_blocking(self, user_id: str, thread_id: str, path: str, *,
+                               max_bytes: int | None = None) -> ArtifactFile:
+        """:meth:`read_artifact` without the thread lookup, in the calling thread: for callers that
+        already hold the thread (a run they are rendering) and run off the event loop."""
+        vfs = VirtualFS(self._home.thread(user_id, thread_id))
+        try:
+            located, data = vfs.read_output(path, max_bytes=max_bytes)
+        except ToolFailure as exc:
+            raise ArtifactNotFound(exc.message) from None
+        return ArtifactFile(located.virtual, located.host.name, data)
+
+
+def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
+    """Each path's size, None where it is gone, not a regular file, or not resolvable."""
+    sizes: list[int | None] = []
+    for path in paths:
+        try:
+            sizes.append(vfs.size(path))
+        except ToolFailure:
+            sizes.append(None)
+    return sizes
+
+
+__all__ = ["Artifact", "ArtifactFile", "ArtifactNotFound", "ThreadFiles", "ThreadLookup", "UploadRejected"]

@@ -1,0 +1,143 @@
+"""ThreadFiles: the one host-side service for a thread's uploads and artifacts (issue 21).
+
+Real files under a temporary DEERFLOW_HOME; the run manager is replaced by the two lookups
+ThreadFiles asks of it (``ThreadLookup``), so each test says which threads exist for whom.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deerflow.config.paths import HomePaths
+from deerflow.config.schema import UploadsConfig
+from deerflow.errors import NotFoundError, UserError
+from deerflow.runs.thread_files import ArtifactNotFound, ThreadFiles, UploadRejected
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, UPLOADS
+
+SECRET = "s3cret-canary-value"
+
+
+class Threads:
+    """Threads by (user, id), with the state the agent left (``artifacts``)."""
+
+    def __init__(self, **artifacts: list[str]) -> None:
+        self.artifacts = {("alice", thread): paths for thread, paths in artifacts.items()}
+
+    async def athread(self, thread_id: str, user_id: str) -> Any:
+        if (user_id, thread_id) not in self.artifacts:
+            raise NotFoundError(f"no thread {thread_id!r}")
+        return thread_id
+
+    async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]:
+        await self.athread(thread_id, user_id)
+        return {"artifacts": self.artifacts[(user_id, thread_id)]}
+
+
+def files(tmp_path: Path, *, max_file_bytes: int = 1000, max_files: int = 3, **artifacts: list[str]) -> ThreadFiles:
+    return ThreadFiles(HomePaths(tmp_path / "home"), Threads(**artifacts),
+                       lambda: UploadsConfig(max_file_bytes=max_file_bytes, max_files=max_files))
+
+
+def outputs(tmp_path: Path, thread: str = "t1") -> Path:
+    path = HomePaths(tmp_path / "home").thread("alice", thread).ensure().outputs
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_an_upload_is_listed_and_readable_by_the_agent_path(tmp_path: Path) -> None:
+    service = files(tmp_path, t1=[])
+    info = asyncio.run(service.upload("alice", "t1", "data.csv", b"a,b\n1,2\n"))
+    assert (info.name, info.virtual_path, info.size) == ("data.csv", f"{UPLOADS}/data.csv", 8)
+    listed = asyncio.run(service.list_uploads("alice", "t1"))
+    assert [u.name for u in listed] == ["data.csv"]
+    assert (HomePaths(tmp_path / "home").thread("alice", "t1").uploads / "data.csv").read_bytes() == b"a,b\n1,2\n"
+
+
+def test_uploads_take_streams_and_host_files(tmp_path: Path) -> None:
+    service = files(tmp_path, t1=[])
+    source = tmp_path / "notes.txt"
+    source.write_bytes(b"hello")
+    assert asyncio.run(service.upload("alice", "t1", "notes.txt", source)).size == 5
+    assert asyncio.run(service.upload("alice", "t1", "s.bin", io.BytesIO(b"xyz"))).size == 3
+
+
+@pytest.mark.parametrize(("name", "data", "reason"), [
+    ("big.bin", b"x" * 1001, "larger than the upload limit"),
+    ("../escape.txt", b"x", "path separator"),
+    (".hidden", b"x", "starts with a dot"),
+])
+def test_a_refused_upload_is_a_user_error_naming_the_file_and_saves_nothing(tmp_path: Path, name: str,
+                                                                             data: bytes, reason: str) -> None:
+    service = files(tmp_path, t1=[])
+    with pytest.raises(UploadRejected) as refused:
+        asyncio.run(service.upload("alice", "t1", name, data))
+    assert isinstance(refused.value, UserError) and refused.value.code == "upload_rejected"
+    assert str(refused.value).startswith(f"upload {name!r} rejected: ") and reason in refused.value.reason
+    assert asyncio.run(service.list_uploads("alice", "t1")) == []
+    assert not (tmp_path / "home" / "escape.txt").exists()
+
+
+def test_the_file_count_limit_is_read_at_each_call(tmp_path: Path) -> None:
+    limits = UploadsConfig(max_file_bytes=1000, max_files=1)
+    service = ThreadFiles(HomePaths(tmp_path / "home"), Threads(t1=[]), lambda: limits)
+    asyncio.run(service.upload("alice", "t1", "a.txt", b"a"))
+    with pytest.raises(UploadRejected, match="maximum"):
+        asyncio.run(service.upload("alice", "t1", "b.txt", b"b"))
+    limits = UploadsConfig(max_file_bytes=1000, max_files=2)  # an edited config applies at the next call
+    assert asyncio.run(service.upload("alice", "t1", "b.txt", b"b")).name == "b.txt"
+
+
+def test_every_operation_refuses_a_thread_that_is_not_the_callers(tmp_path: Path) -> None:
+    service = files(tmp_path, t1=[])
+    for call in (service.list_uploads("bob", "t1"), service.upload("bob", "t1", "a.txt", b"a"),
+                 service.read_artifact("bob", "t1", "a.md"), service.artifacts("alice", "other")):
+        with pytest.raises(NotFoundError):
+            asyncio.run(call)
+    assert not HomePaths(tmp_path / "home").thread("bob", "t1").root.exists()
+
+
+def test_an_artifact_is_read_by_virtual_path_or_by_name(tmp_path: Path) -> None:
+    (outputs(tmp_path) / "report.md").write_bytes(b"# Report\n")
+    service = files(tmp_path, t1=[f"{OUTPUTS}/report.md"])
+    for path in (f"{OUTPUTS}/report.md", "report.md"):
+        artifact = asyncio.run(service.read_artifact("alice", "t1", path))
+        assert (artifact.path, artifact.name, artifact.data) == (f"{OUTPUTS}/report.md", "report.md", b"# Report\n")
+
+
+def test_a_planted_link_a_fifo_or_a_path_outside_outputs_is_not_found(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    out = outputs(tmp_path)
+    (out / "link.txt").symlink_to(secret)
+    os.mkfifo(out / "pipe")
+    (out / "sub").mkdir()
+    service = files(tmp_path, t1=[])
+    asyncio.run(service.upload("alice", "t1", "in.txt", b"mine"))
+    for path in ("link.txt", "pipe", "sub", f"{UPLOADS}/in.txt", "/etc/passwd", "../uploads/in.txt", "missing.md"):
+        with pytest.raises(ArtifactNotFound) as refused:
+            asyncio.run(service.read_artifact("alice", "t1", path))
+        assert refused.value.code == "not_found" and SECRET not in str(refused.value), path
+
+
+def test_the_artifact_list_has_sizes_and_survives_odd_entries(tmp_path: Path) -> None:
+    out = outputs(tmp_path)
+    (out / "chart.png").write_bytes(b"\x89PNG" + b"0" * 6)
+    (out / "link.txt").symlink_to(tmp_path)
+    presented = [f"{OUTPUTS}/chart.png", f"{OUTPUTS}/gone.csv", f"{OUTPUTS}/link.txt", "/etc/passwd"]
+    listed = asyncio.run(files(tmp_path, t1=presented).artifacts("alice", "t1"))
+    assert [(a.name, a.mime_type, a.size) for a in listed] == [
+        ("chart.png", "image/png", 10), ("gone.csv", "text/csv", None), ("link.txt", "text/plain", None),
+        ("passwd", None, None)]
+
+
+def test_the_http_layer_maps_the_typed_errors_in_its_one_table() -> None:
+    from deerflow_jupyter.handlers.base import error_response
+
+    assert error_response(UploadRejected("a.txt", "too big")) == (422, "upload 'a.txt' rejected: too big")
+    assert error_response(ArtifactNotFound("/mnt/user-data/outputs/x is not an output file"))[0] == 404
