@@ -257,3 +257,18 @@ def test_the_package_check_sees_an_uphill_import_and_a_cycle(tmp_path):
         "uphill sandbox -> agents: deerflow.sandbox.x:1 imports deerflow.agents.lead_agent",
     ]
     assert _cycles(graph) == [["agents", "sandbox"], ["browser", "web"]]
+
+
+def test_the_lead_agent_is_wired_in_one_place():
+    """Hosts, subagent batches and test fixtures build a run's agent through ``deerflow.runs.wiring``,
+    never by calling ``make_lead_agent`` / ``LeadAgentDeps`` themselves (issue 21: no copied wiring)."""
+    allowed = {HARNESS / "agents" / "lead_agent.py", HARNESS / "runs" / "wiring.py"}
+    callers = []
+    for base in (*HOSTS, ROOT / "tests", ROOT / "bench"):
+        for path in base.rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = {n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", "")
+                     for n in ast.walk(tree) if isinstance(n, ast.Call)}
+            if names & {"make_lead_agent", "LeadAgentDeps"} and path not in allowed:
+                callers.append(str(path.relative_to(ROOT)))
+    assert callers == []

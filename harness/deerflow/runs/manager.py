@@ -32,7 +32,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from deerflow.acp.mcp_servers import extensions_mcp_servers
-from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
 from deerflow.agents.middlewares.summarization import summarization_setup
 from deerflow.agents.thread_state import ThreadState
 from deerflow.browser.service import open_browsing_services
@@ -57,6 +56,7 @@ from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult, compact_thread
 from deerflow.runs.execution import execute_run
 from deerflow.runs.thread_files import ThreadFiles
+from deerflow.runs.wiring import wire_lead_agent, wire_run_context
 from deerflow.runtime import events as ev
 from deerflow.runtime import metrics
 from deerflow.runtime.context import RunContext
@@ -67,10 +67,9 @@ from deerflow.runtime.tracing import install_inline_trace_bookkeeping
 from deerflow.runtime.usage import UsageMeter, check_daily_budget
 from deerflow.sandbox.factory import open_execution_services
 from deerflow.skills.library import SkillLibrary
-from deerflow.skills.run import prepare_run_skills, project_run_skills
-from deerflow.subagents.host import open_subagent_runtime, with_subagent_source
+from deerflow.skills.run import prepare_run_skills
+from deerflow.subagents.host import open_subagent_runtime
 from deerflow.tools.assembly import ToolCache
-from deerflow.tools.builtins import builtin_sources
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
 logger = logging.getLogger(__name__)
@@ -346,17 +345,12 @@ class RunManager:
         mcp_run = await prepare_mcp_run(self.services, user_id=user_id, thread_id=new_thread_id)
         if request.thread_id in self._active_by_thread:  # MCP discovery awaited: the thread may be busy now
             raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
-        deps = LeadAgentDeps(app_config=self.loaded.config, checkpointer=self.checkpointer,
-                             sources=with_subagent_source(
-                                 builtin_sources(self.loaded.config, resolved,
-                                                 sandbox=self.services.sandbox, skills=skills,
-                                                 cache=self.tool_cache),
-                                 self.services, self.loaded.config),
-                             config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
-                             skill_names=known_skills(self.loaded.config, self.home, user_id,
-                                                      library=self.services.skills),
-                             conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
-        lead = make_lead_agent(options, deps=deps, model=resolved, interaction=interaction, profile=profile)
+        lead = wire_lead_agent(self.loaded.config, resolved, options, interaction=interaction, profile=profile,
+                               services=self.services, checkpointer=self.checkpointer, skills=skills, mcp=mcp_run,
+                               tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
+                               agents=agents, conversation_reader=reader, plugins=self.plugins,
+                               skill_names=known_skills(self.loaded.config, self.home, user_id,
+                                                        library=self.services.skills))
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run
@@ -369,14 +363,11 @@ class RunManager:
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.to_dict().items()
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
-        context = RunContext(
-            user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
-            paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
-            model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
-            options=options, services=self.services.for_run(
-                **project_run_skills(skills, self.home.thread(user_id, thread.thread_id)),
-                mcp_run=mcp_run, usage_meter=_usage_meter(self.loaded.config, resolved.name)),
-        )
+        context = wire_run_context(user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
+                                   paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
+                                   model_name=resolved.name, options=options, interaction=interaction,
+                                   services=self.services, skills=skills, mcp=mcp_run,
+                                   usage_meter=_usage_meter(self.loaded.config, resolved.name))
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
         lease = self._lease_terms()
