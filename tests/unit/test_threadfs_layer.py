@@ -74,8 +74,8 @@ ALLOWED = {
     "deerflow/sandbox/files/read_marks.py": "sandbox-state/, outside every mount",
     "deerflow/notebooks/records.py": "notebook-edits/ (proposals, undo records), outside every mount",
     "deerflow/sandbox/execution/supervisor.py": "runs inside the sandbox, as the agent's code",
-    "deerflow/sandbox/files/uploads.py": "uploads/ is read-only to every sandbox; it already refuses links, "
-                                   "special files and hard links at the destination",
+    "deerflow/sandbox/files/uploads.py": "reads the source of a host-file upload (a file the caller vouches "
+                                         "for); the uploads folder itself goes through SafeDir",
     "deerflow/skills/archive.py": "extracts archives into private temp directories (sources are read "
                                   "through SafeDir)",
     "deerflow/skills/catalog.py": "shipped and installed skill trees, never mounted writable",

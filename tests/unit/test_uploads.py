@@ -136,3 +136,25 @@ def test_failing_source_leaves_no_partial_file(thread: ThreadPaths) -> None:
     with pytest.raises(ConnectionResetError):
         save_upload(thread, "half.bin", cast("IO[bytes]", Broken()))
     assert upload_dir_names(thread) == []
+
+
+@pytest.mark.parametrize("linked", ["uploads", "user-data"])
+def test_an_uploads_folder_reached_through_a_link_is_neither_written_nor_listed(thread: ThreadPaths, tmp_path: Path,
+                                                                                linked: str) -> None:
+    """The uploads folder is opened without following links below the thread's root: a link in
+    its place (or in place of user-data) never redirects a save or a listing elsewhere."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "uploads").mkdir(parents=True)
+    (elsewhere / "uploads" / "theirs.txt").write_text("not the thread's")
+    victim = thread.uploads if linked == "uploads" else thread.user_data
+    if linked == "uploads":
+        victim.rmdir()
+        victim.symlink_to(elsewhere / "uploads")
+    else:
+        os.rename(victim, tmp_path / "old-user-data")
+        victim.symlink_to(elsewhere)
+    assert list_uploads(thread) == []
+    with pytest.raises(UploadError, match="not a plain directory"):
+        save_upload(thread, "mine.txt", b"data")
+    assert sorted(p.name for p in (elsewhere / "uploads").iterdir()) == ["theirs.txt"]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["uploads"]  # nothing created through the link

@@ -12,10 +12,10 @@ their own way.  This is the one place they meet, so every host gets the same rul
   agent's, so anything else — a link planted by the agent, a FIFO, a path outside outputs —
   is :class:`ArtifactNotFound`, never a model-facing ``ToolFailure``.
 * **Uploads have the configured limits** (``uploads.max_file_bytes``, ``uploads.max_files``,
-  read at each call so an edited config applies) and are streamed to a temporary file,
-  then renamed into place (:func:`~deerflow.sandbox.files.uploads.save_upload`); a refusal
-  is :class:`UploadRejected`.  ``uploads/`` is read-only to every sandbox, so no agent code
-  can race the check before the rename.
+  read at each call so an edited config applies) and are streamed to a temporary file in
+  the uploads folder, opened through ``SafeDir`` (no link followed below the thread's root),
+  then renamed into place on that descriptor (:func:`~deerflow.sandbox.files.uploads.save_upload`);
+  a refusal is :class:`UploadRejected`.
 * **No blocking I/O on the caller's event loop**: the async methods run the file work in a
   worker thread.
 
@@ -128,7 +128,7 @@ class ThreadFiles:
 
         def save() -> UploadInfo:
             try:
-                return save_upload(paths.ensure(), name, data, max_bytes=limits.max_file_bytes,
+                return save_upload(paths, name, data, max_bytes=limits.max_file_bytes,
                                    max_files=limits.max_files)
             except UploadError as exc:
                 raise UploadRejected(name, str(exc)) from None

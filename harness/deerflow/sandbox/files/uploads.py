@@ -9,8 +9,12 @@ Saving is defensive because the name and the bytes come from outside:
 * the name must be one plain file name (no separators, no ``.``/``..``, no
   NUL or control characters, no leading dot: hidden names are reserved for
   in-flight temp files);
+* the uploads directory is opened through :class:`~deerflow.threadfs.SafeDir`
+  (no link followed below the thread's root) and every step works on that
+  descriptor, so nothing can redirect a save after it was checked;
 * an existing destination that is a symlink or a hard-linked file is refused,
-  so an upload can never write through to a file elsewhere on the host;
+  and the final rename replaces a directory entry, never writing through one,
+  so an upload can never reach a file elsewhere on the host;
 * the data streams into a temp file in the uploads directory and is renamed
   over the destination only when complete and within ``max_bytes``.  An
   oversized or failed upload leaves no partial file and never truncates an
@@ -22,9 +26,10 @@ Saving is defensive because the name and the bytes come from outside:
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +38,7 @@ from typing import IO
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.files.read_marks import exclusive_lock
 from deerflow.sandbox.files.virtual_paths import UPLOADS, state_dir
+from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 
 DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # same defaults as UploadsConfig
 DEFAULT_MAX_UPLOAD_FILES = 200
@@ -103,60 +109,73 @@ def save_upload(
         UploadError: bad name, unsafe destination, too large, too many files.
     """
     validate_name(name)
-    uploads = _uploads_dir(paths)
-    dest = uploads / name
-    with exclusive_lock(state_dir(paths) / "uploads.lock"):
-        replacing = _check_destination(dest)
-        if not replacing and len(list(_upload_files(uploads))) >= max_files:
+    with exclusive_lock(state_dir(paths) / "uploads.lock"), _open_uploads(paths, create=True) as uploads:
+        replacing = _check_destination(uploads, name)
+        if not replacing and len(_upload_files(uploads)) >= max_files:
             raise UploadError(
                 f"This thread already has {max_files} uploaded files, the "
                 "maximum; remove some before uploading more."
             )
         tmp = _stream_to_temp(uploads, data, max_bytes=max_bytes)
         try:
-            _check_destination(dest)  # re-check: it may have changed while streaming
-            os.replace(tmp, dest)
+            _check_destination(uploads, name)  # re-check: it may have changed while streaming
+            os.rename(tmp, name, src_dir_fd=uploads.fd, dst_dir_fd=uploads.fd)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            _unlink_quietly(uploads, tmp)
             raise
-    return _info(dest)
+        return _info(uploads, name)
 
 
 def list_uploads(paths: ThreadPaths) -> list[UploadInfo]:
-    """The thread's uploaded files, by name (temp files and links are not listed)."""
-    if not paths.uploads.is_dir():
+    """The thread's uploaded files, by name (temp files and links are not listed; nothing when the
+    uploads directory is missing or not a plain directory)."""
+    try:
+        with _open_uploads(paths) as uploads:
+            found = ((e.name, uploads.lstat(e.name)) for e in _upload_files(uploads))
+            return [UploadInfo(name, f"{UPLOADS}/{name}", st.st_size, st.st_mtime) for name, st in found
+                    if st is not None]  # None: removed while listed
+    except UnsafePath:
         return []
-    return sorted((_info(p) for p in _upload_files(paths.uploads)), key=lambda i: i.name)
 
 
-def _uploads_dir(paths: ThreadPaths) -> Path:
-    paths.ensure()
-    if paths.uploads.is_symlink() or not paths.uploads.is_dir():
+def _open_uploads(paths: ThreadPaths, *, create: bool = False) -> SafeDir:
+    """The uploads directory, opened below the thread's root without following a link.
+
+    Raises:
+        UnsafePath: when not creating, and it is missing or not a plain directory.
+        UploadError: when creating, and it is not a plain directory.
+    """
+    rel = paths.uploads.relative_to(paths.root).as_posix()
+    if not create:
+        return SafeDir.open_below(paths.root, rel, label=str(UPLOADS))
+    try:  # the thread's root is the host's own layout; below it, SafeDir creates and refuses links
+        with SafeDir.open(paths.root, create=True) as root:
+            return root.subdir(rel, create=True, label=str(UPLOADS))
+    except UnsafePath:
         raise UploadError(
             "The thread's uploads directory is not a plain directory; refusing to write into it."
-        )
-    return paths.uploads
+        ) from None
 
 
-def _check_destination(dest: Path) -> bool:
-    """Whether ``dest`` exists as a file that may be replaced; refuse unsafe ones."""
-    try:
-        st = dest.lstat()
-    except FileNotFoundError:
+def _check_destination(uploads: SafeDir, name: str) -> bool:
+    """Whether ``name`` exists as a file that may be replaced; refuse unsafe ones."""
+    st = uploads.lstat(name)
+    if st is None:
         return False
     if stat.S_ISLNK(st.st_mode):
-        raise UploadError(f"{dest.name!r} exists as a symbolic link; refusing to replace it.")
+        raise UploadError(f"{name!r} exists as a symbolic link; refusing to replace it.")
     if not stat.S_ISREG(st.st_mode):
-        raise UploadError(f"{dest.name!r} exists and is not a regular file.")
+        raise UploadError(f"{name!r} exists and is not a regular file.")
     if st.st_nlink > 1:
-        raise UploadError(f"{dest.name!r} exists as a hard-linked file; refusing to replace it.")
+        raise UploadError(f"{name!r} exists as a hard-linked file; refusing to replace it.")
     return True
 
 
-def _stream_to_temp(uploads: Path, data: bytes | IO[bytes] | Path, *, max_bytes: int) -> Path:
-    """Copy ``data`` to a hidden temp file, enforcing ``max_bytes`` as it streams."""
-    fd, name = tempfile.mkstemp(dir=uploads, prefix=".upload-", suffix=".part")
-    tmp = Path(name)
+def _stream_to_temp(uploads: SafeDir, data: bytes | IO[bytes] | Path, *, max_bytes: int) -> str:
+    """Copy ``data`` to a new hidden temp file in ``uploads``, enforcing ``max_bytes`` as it streams."""
+    tmp = f".upload-{secrets.token_hex(8)}.part"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                 dir_fd=uploads.fd)
     try:
         written = 0
         with os.fdopen(fd, "wb") as out:
@@ -167,11 +186,16 @@ def _stream_to_temp(uploads: Path, data: bytes | IO[bytes] | Path, *, max_bytes:
                         f"The file is larger than the upload limit of {max_bytes:,} bytes."
                     )
                 out.write(chunk)
-        os.chmod(tmp, 0o644)
+            os.fchmod(out.fileno(), 0o644)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _unlink_quietly(uploads, tmp)
         raise
     return tmp
+
+
+def _unlink_quietly(uploads: SafeDir, name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=uploads.fd)
 
 
 def _chunks(data: bytes | IO[bytes] | Path) -> Iterator[bytes]:
@@ -187,13 +211,13 @@ def _chunks(data: bytes | IO[bytes] | Path) -> Iterator[bytes]:
     yield from iter(lambda: data.read(_CHUNK), b"")
 
 
-def _upload_files(uploads: Path) -> Iterator[Path]:
-    with os.scandir(uploads) as entries:
-        for entry in entries:
-            if not entry.name.startswith(".") and entry.is_file(follow_symlinks=False):
-                yield Path(entry.path)
+def _upload_files(uploads: SafeDir) -> list[EntryInfo]:
+    """The regular files in ``uploads``, by name (links, directories and hidden temp files left out)."""
+    return [e for e in uploads.scandir() if e.kind == "file" and not e.name.startswith(".")]
 
 
-def _info(path: Path) -> UploadInfo:
-    st = path.lstat()
-    return UploadInfo(path.name, f"{UPLOADS}/{path.name}", st.st_size, st.st_mtime)
+def _info(uploads: SafeDir, name: str) -> UploadInfo:
+    st = uploads.lstat(name)
+    if st is None:
+        raise UploadError(f"{name!r} disappeared while it was being saved.")
+    return UploadInfo(name, f"{UPLOADS}/{name}", st.st_size, st.st_mtime)
