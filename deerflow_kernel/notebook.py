@@ -28,12 +28,15 @@ ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
 def calling_cell_id(shell: Any) -> str | None:
     """The id of the cell being executed, when the frontend sent one."""
     kernel = getattr(shell, "kernel", None)
-    try:
-        parent = kernel.get_parent("shell") if kernel is not None else getattr(shell, "parent_header", None)
-    except TypeError:  # older ipykernel: get_parent() takes no channel
-        parent = kernel.get_parent()
-    except AttributeError:  # not an ipykernel (a test double, another frontend)
-        return None
+    if kernel is None:
+        parent = getattr(shell, "parent_header", None)
+    else:
+        try:
+            parent = kernel.get_parent("shell")
+        except TypeError:  # older ipykernel: get_parent() takes no channel
+            parent = kernel.get_parent()
+        except AttributeError:  # not an ipykernel (a test double, another frontend)
+            return None
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
     return cell_id if isinstance(cell_id, str) and cell_id else None

@@ -14,7 +14,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
@@ -47,13 +47,13 @@ class RunResult:
     status: str
     text: str
     artifacts: list[str]
-    events: list[Any] = field(default_factory=list)
+    events: list[ev.Event] = field(default_factory=list)
     receipt: dict[str, Any] | None = None
     error: str | None = None
     clarification: dict[str, Any] | None = None
 
     @classmethod
-    def from_events(cls, events: list[Any]) -> RunResult:
+    def from_events(cls, events: list[ev.Event]) -> Self:
         finished = next(e for e in reversed(events) if isinstance(e, ev.RunFinished))
         clar = next((e.request for e in events if isinstance(e, ev.Clarification)), None)
         return cls(finished.run_id, finished.thread_id, finished.status, finished.text, list(finished.artifacts),
@@ -72,7 +72,7 @@ class RunResult:
         return finished.usage if finished is not None else None
 
     @property
-    def notices(self) -> list[Any]:
+    def notices(self) -> list[ev.Notice]:
         """The run's ``notice`` events (loop detected, unfinished todos, summarization...)."""
         return [e for e in self.events if isinstance(e, ev.Notice)]
 
