@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
@@ -150,7 +150,8 @@ class AsyncDeerFlowClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> AsyncIterator[Any]:
+    async def stream(self, prompt: str, thread_id: str | None = None,
+                     **options: Any) -> AsyncGenerator[ev.Event, None]:
         """Start a run and yield its events as they happen.
 
         ``options`` are :class:`~deerflow.run_options.RunOptions` fields (``model_name``,
@@ -187,7 +188,7 @@ class AsyncDeerFlowClient:
         """
         return RunResult.from_events([e async for e in self.stream_reply(thread_id, answer, **options)])
 
-    async def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> AsyncIterator[Any]:
+    async def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> AsyncGenerator[ev.Event, None]:
         """Like :meth:`reply`, yielding the next run's events as they happen."""
         prompt = prepare_reply(await self.pending_clarification(thread_id), answer)
         async for event in self.stream(prompt, thread_id, **options):
@@ -283,7 +284,9 @@ class AsyncDeerFlowClient:
     # -- MCP (deerflow.mcp) ---------------------------------------------------------------
     async def mcp(self) -> McpManager:
         """The host's MCP manager; nothing starts until a run or :meth:`mcp_tools` needs tools."""
-        return (await self.manager()).services.mcp
+        mcp = (await self.manager()).services.mcp
+        assert mcp is not None, "RunManager.open opens the MCP manager"
+        return mcp
 
     async def mcp_servers(self) -> list[dict[str, Any]]:
         """Each configured MCP server: status (``not_started``, ``ok``, ``failed``...), tools, error."""
@@ -326,7 +329,7 @@ class AsyncDeerFlowClient:
         return (await asyncio.to_thread(vfs.read_output, path))[1]
 
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
-                             max_frames: int | None = None) -> AsyncIterator[bytes]:
+                             max_frames: int | None = None) -> AsyncGenerator[bytes, None]:
         """Live JPEG frames of the thread's browser page, as it changes (one viewer at a time)."""
         from contextlib import aclosing
 
@@ -392,10 +395,10 @@ class DeerFlowClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> Iterator[Any]:
+    def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> Iterator[ev.Event]:
         return self._iterate(self._async.stream(prompt, thread_id, **options))
 
-    def _iterate(self, agen: AsyncGenerator[Any, None]) -> Iterator[Any]:
+    def _iterate(self, agen: AsyncGenerator[T, None]) -> Iterator[T]:
         """Drive an async iterator of the async client from this thread."""
         try:
             while True:
@@ -412,7 +415,7 @@ class DeerFlowClient:
     def reply(self, thread_id: str, answer: Answer, **options: Any) -> RunResult:
         return self._call(self._async.reply(thread_id, answer, **options))
 
-    def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> Iterator[Any]:
+    def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> Iterator[ev.Event]:
         return self._iterate(self._async.stream_reply(thread_id, answer, **options))
 
     def pending_clarification(self, thread_id: str) -> dict[str, Any] | None:
