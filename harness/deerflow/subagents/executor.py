@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
@@ -106,7 +107,7 @@ class PreparedJob:
     job: SubagentJob
     kind: SubagentType
     child: ChildRun
-    graph: CompiledStateGraph
+    graph: CompiledStateGraph[Any, RunContext, Any, Any]
     context: RunContext
     acceptance: AcceptanceContext
     latest_text: str = ""
@@ -145,7 +146,7 @@ class SubagentExecutor:
         self.tool_sources = tool_sources
         self.config_file = config_file
         self._models: dict[tuple[int, str | None], ResolvedModel] = {}
-        self._graphs: dict[tuple[Any, ...], CompiledStateGraph] = {}
+        self._graphs: dict[tuple[Any, ...], CompiledStateGraph[Any, RunContext, Any, Any]] = {}
         self._tools: dict[tuple[Any, ...], list[BaseTool]] = {}
 
     def app_config(self, parent: RunContext) -> AppConfig:
@@ -232,7 +233,7 @@ class SubagentExecutor:
     async def _drive(self, prep: PreparedJob) -> _ChildResult:
         child = prep.child
         inputs = {"messages": [HumanMessage(content=child_task_message(prep.job.prompt, prep.job.criteria))]}
-        config: dict[str, Any] = {"recursion_limit": child.limits.max_turns * 6 + 20,
+        config: RunnableConfig = {"recursion_limit": child.limits.max_turns * 6 + 20,
                                   "metadata": {"run_id": prep.context.run_id, "subagent_type": prep.kind.name}}
         meter = prep.context.services.usage_meter  # the parent run's usage meter counts the child's calls
         if meter is not None:
@@ -302,7 +303,7 @@ def _forward_custom(child: ChildRun, chunk: Any) -> None:
         return
     kind = chunk.get("type")
     if kind == "notice" and chunk.get("kind") == "loop_detected":
-        data = chunk.get("data") if isinstance(chunk.get("data"), Mapping) else {}
+        data = found if isinstance(found := chunk.get("data"), Mapping) else {}
         if data.get("action") == "stopped":
             child.stop("loop_detected")
         child.emit("loop_detection", {"text": str(chunk.get("text", "")), "data": dict(data)})
