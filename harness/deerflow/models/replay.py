@@ -67,7 +67,7 @@ class RecordingChatModel(BaseChatModel):
     _normalizer: ConversationNormalizer = PrivateAttr()
 
     def __init__(self, inner: BaseChatModel, cassette: str | Path, **kwargs: Any) -> None:
-        super().__init__(inner=inner, cassette=Path(cassette), **kwargs)
+        super().__init__(**{**kwargs, "inner": inner, "cassette": Path(cassette)})  # a dict: pyright checks keywords against BaseChatModel
 
     def model_post_init(self, context: Any, /) -> None:
         """Create the writer and normalizer once, shared by every bound copy."""
@@ -242,7 +242,7 @@ class ReplayChatModel(BaseChatModel):
         """
         # Read before pydantic validation, which would wrap our error in its own.
         entries = read_cassette(Path(cassette))
-        super().__init__(cassette=Path(cassette), **kwargs)
+        super().__init__(**{**kwargs, "cassette": Path(cassette)})  # a dict: pyright checks keywords against BaseChatModel
         self._entries = {entry.key: entry for entry in entries}
 
     def model_post_init(self, context: Any, /) -> None:

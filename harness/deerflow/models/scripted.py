@@ -40,6 +40,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    ToolCallChunk,
     ToolMessage,
 )
 from langchain_core.messages.utils import count_tokens_approximately
@@ -194,7 +195,7 @@ def stream_message(
     last = pieces.pop() if pieces else ""
     for piece in pieces:
         yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
-    tool_call_chunks = [
+    tool_call_chunks: list[ToolCallChunk] = [
         {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": i}
         for i, call in enumerate(message.tool_calls)
     ]
@@ -257,8 +258,9 @@ class ScriptedChatModel(BaseChatModel):
         if kwargs.get("context_window") is None:
             kwargs["context_window"] = parsed.context_window
         kwargs.setdefault("when_exhausted", parsed.when_exhausted)
-        super().__init__(turns=parsed.turns, conversations=parsed.conversations,
-                         script_name=parsed.name, **kwargs)
+        # the fields as keywords: pyright checks a literal keyword against BaseChatModel's own fields
+        super().__init__(**{**kwargs, "turns": parsed.turns, "conversations": parsed.conversations,
+                            "script_name": parsed.name})
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedChatModel:
