@@ -151,8 +151,8 @@ def safe_cutoff(messages: Sequence[BaseMessage], cut: int) -> int:
         return cut
     end = cut
     answered: set[str] = set()
-    while end < len(messages) and isinstance(messages[end], ToolMessage):
-        answered.add(messages[end].tool_call_id)  # type: ignore[attr-defined]
+    while end < len(messages) and isinstance(message := messages[end], ToolMessage):
+        answered.add(message.tool_call_id)
         end += 1
     for i in range(cut - 1, -1, -1):
         message = messages[i]

@@ -298,15 +298,15 @@ class ReplayChatModel(BaseChatModel):
         """
         key, digest = self._normalizer.key(messages, bound_tool_names(kwargs))
         entry = self._entries.get(key)
-        if entry is not None and entry.response is None:
-            raise entry.failure()
         if entry is None:
             closest, ratio = closest_entry(digest, self._entries.values())
             diff = digest_diff(closest.digest, digest) if closest else ""
             raise CassetteMissError(
                 self.cassette, count_ai_messages(messages), key, closest, ratio, diff
             )
-        answer = entry.response.model_copy(deep=True)  # type: ignore[union-attr]  # failures raised above
+        if entry.response is None:
+            raise entry.failure()
+        answer = entry.response.model_copy(deep=True)
         answer.id = None
         return answer
 

@@ -42,6 +42,7 @@ from langchain_core.messages import (
     HumanMessage,
     ToolCallChunk,
     ToolMessage,
+    UsageMetadata,
 )
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -210,7 +211,7 @@ def stream_message(
     )
 
 
-def approximate_usage(messages: Sequence[BaseMessage], answer: AIMessage) -> dict[str, int]:
+def approximate_usage(messages: Sequence[BaseMessage], answer: AIMessage) -> UsageMetadata:
     """Token usage as ``usage_metadata``, estimated so token displays have numbers."""
     input_tokens = count_tokens_approximately(messages)
     output_tokens = count_tokens_approximately([answer])
@@ -410,7 +411,7 @@ class ScriptedChatModel(BaseChatModel):
                 **({CONVERSATION_STAMP: conversation.name} if conversation else {}),
             },
         )
-        message.usage_metadata = approximate_usage(messages, message)  # type: ignore[assignment]
+        message.usage_metadata = approximate_usage(messages, message)
         return message
 
     def _check_expect(self, expect: str, index: int, messages: Sequence[BaseMessage]) -> None:

@@ -62,7 +62,7 @@ from deerflow.subagents.child_agent import (
 )
 from deerflow.subagents.child_run import ChildRun, Record
 from deerflow.subagents.controller import SubagentController
-from deerflow.subagents.outcome import SubagentOutcome
+from deerflow.subagents.outcome import SubagentOutcome, TerminalStatus
 from deerflow.subagents.receipts import Receipt, check_citations
 from deerflow.subagents.registry import SubagentRegistry, SubagentType
 from deerflow.subagents.report_contract import child_system_prompt, child_task_message
@@ -115,7 +115,7 @@ class PreparedJob:
 
 @dataclass
 class _ChildResult:
-    status: str
+    status: TerminalStatus
     stop_reason: str
     error: str | None = None
     receipts: list[Receipt] | None = None
@@ -177,7 +177,7 @@ class SubagentExecutor:
         enabled = prep.child.receipts_enabled
         turns, usage = prep.child.progress()
         return SubagentOutcome(
-            task_id=job.task_id, subagent_type=prep.kind.name, label=job.label, status=result.status,  # type: ignore[arg-type]
+            task_id=job.task_id, subagent_type=prep.kind.name, label=job.label, status=result.status,
             stop_reason=result.stop_reason, report=prep.latest_text, receipts=receipts, acceptance=acceptance,
             citations=check_citations(prep.latest_text, receipts) if enabled else None, receipts_enabled=enabled,
             turns=turns, usage=usage, error=result.error, started_at=started, finished_at=time.time(),

@@ -347,8 +347,9 @@ class SafeDir:
         finally:
             os.close(parent)
 
-    def write_text(self, rel: str, text: str, **kwargs: object) -> None:
-        self.write_bytes(rel, text.encode("utf-8"), **kwargs)  # type: ignore[arg-type]
+    def write_text(self, rel: str, text: str, *, mode: int = 0o644, makedirs: bool = True,
+                   durable: bool = False) -> None:
+        self.write_bytes(rel, text.encode("utf-8"), mode=mode, makedirs=makedirs, durable=durable)
 
     def create_exclusive(self, rel: str, data: bytes, *, mode: int = 0o644) -> None:
         """Write new file ``rel``; ``exists`` if any entry (a link included) has that name."""
