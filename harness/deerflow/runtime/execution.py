@@ -29,7 +29,7 @@ from deerflow.runtime.usage import BUDGET_GUARD, TokenBudgetExceeded
 logger = logging.getLogger(__name__)
 
 STREAM_MODES: list[StreamMode] = ["values", "messages", "updates", "custom"]
-Publish = Callable[[Any], Awaitable[None]]
+Publish = Callable[[ev.Event], Awaitable[None]]
 PublishRaw = Callable[[str, Any], Awaitable[None]]
 
 
