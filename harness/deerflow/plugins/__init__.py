@@ -67,7 +67,8 @@ class PluginSet:
                     if inspect.isawaitable(result):
                         await result
                 except Exception as exc:
-                    logger.error("observer of plugin %s failed on a %s event", name, event.type, exc_info=exc)
+                    logger.error("observer of plugin %s failed on a %s event", name,
+                                 getattr(event, "type", "?"), exc_info=exc)  # never raise while logging
 
         return observed
 
