@@ -8,7 +8,10 @@ See :mod:`deerflow_kernel.magics` for the commands.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports it on first use
+    from deerflow_kernel.result import RunResult
 
 __all__ = ["RunResult", "load_ipython_extension", "session_of", "unload_ipython_extension"]
 

@@ -87,12 +87,12 @@ class RunHandle:
         cancel_run: Cancels a run by id (returns whether it was running).
     """
 
-    produce: Callable[[Callable[[Any], None]], None]
+    produce: Callable[[Callable[[ev.Event], None]], None]
     cancel_run: Callable[[str], bool]
     run_id: str | None = None
     thread_id: str | None = None
     _queue: queue.Queue = field(default_factory=queue.Queue, repr=False)
-    _head: list[Any] = field(default_factory=list, repr=False)
+    _head: list[ev.Event] = field(default_factory=list, repr=False)
     _ended: bool = False
 
     def start(self) -> RunHandle:
@@ -130,7 +130,7 @@ class RunHandle:
                 self.run_id, self.thread_id = item.run_id, item.thread_id
             return item
 
-    def next_event(self) -> Any | None:
+    def next_event(self) -> ev.Event | None:
         """The next event, or None once the run's stream has ended."""
         if self._head:
             return self._head.pop(0)
@@ -229,6 +229,10 @@ class Backend(ABC):
         """``apply``/``discard`` a notebook edit proposal, ``undo`` a run's applied edits, ``list`` proposals,
         or ``insert`` (``payload``: ``path``, ``operations``) the agent's code into the user's notebook."""
         raise BackendError(f"this backend cannot {action} notebook edits")
+
+    def api_path(self) -> str | None:
+        """The server-relative path of the DeerFlow API the browser can post to; None in-process."""
+        return None
 
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A URL a browser can open for the artifact, when there is one."""

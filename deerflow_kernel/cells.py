@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from deerflow.errors import UserError
+from deerflow.runtime import events as ev
 from deerflow.runtime.events import short_id
 from deerflow_kernel.controls import XSRF_JS
 from deerflow_kernel.markup import esc
@@ -52,10 +53,10 @@ _INSERT_JS = (
     "b.disabled=false})(this)")
 
 
-def agent_code(events: Iterable[Any]) -> list[str]:
+def agent_code(events: Iterable[object]) -> list[str]:
     """The code of every ``python`` tool call in ``events``, in order (the agent's cells)."""
     return [e.args["code"] for e in events
-            if getattr(e, "type", "") == "tool_call" and e.name == PYTHON_TOOL
+            if isinstance(e, ev.ToolCall) and e.name == PYTHON_TOOL
             and isinstance(e.args.get("code"), str) and e.args["code"].strip()]
 
 

@@ -172,7 +172,7 @@ def _report(executed: Path, artifacts: list[Path], home: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deerflow_kernel.demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m deerflow_kernel.demo", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("notebook", nargs="?", type=Path, default=None,
                         help="the notebook to run (default: the quickstart that ships with DeerFlow)")
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="where results go (default: demo-output)")

@@ -195,8 +195,8 @@ class ClarificationForm(widgets.VBox):
 
     def lock(self, locked: bool) -> None:
         """Disable (or re-enable) every input and the button."""
-        for child in self._inputs():
-            child.disabled = locked
+        for child in self._inputs():  # each input class declares its own `disabled` trait: no common base
+            child.set_trait("disabled", locked)
         self.submit.disabled = locked
 
     def _inputs(self) -> list[widgets.Widget]:

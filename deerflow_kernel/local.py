@@ -8,10 +8,12 @@ on its own event-loop thread, so the kernel's loop is never borrowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from deerflow.run_options import RunOptions
 from deerflow.runs.thread_files import ArtifactNotFound as ThreadArtifactNotFound
+from deerflow.runtime import events as ev
 from deerflow_kernel.backend import (
     ArtifactNotFound,
     Backend,
@@ -53,7 +55,7 @@ class InProcessBackend(Backend):
         return [ThreadInfo(r.thread_id, r.title, r.updated_at) for r in records]
 
     def start(self, prompt: str, thread_id: str, options: RunOptions) -> RunHandle:
-        def produce(emit: Any) -> None:
+        def produce(emit: Callable[[ev.Event], None]) -> None:
             for event in self.client.stream(prompt, thread_id, **options.to_dict()):
                 emit(event)
 
@@ -65,7 +67,7 @@ class InProcessBackend(Backend):
         return continuation_prompt(self.client, thread_id, extra)
 
     def start_reply(self, thread_id: str, answer: Any, options: RunOptions) -> RunHandle:
-        def produce(emit: Any) -> None:
+        def produce(emit: Callable[[ev.Event], None]) -> None:
             for event in self.client.stream_reply(thread_id, answer, **options.to_dict()):
                 emit(event)
 

@@ -42,7 +42,7 @@ from deerflow_kernel.options import (
 )
 from deerflow_kernel.session import KernelSession
 
-USAGE = __doc__.split("\n\n")[1]
+USAGE = (__doc__ or "").split("\n\n")[1]
 
 HELP = """\
 %%deerflow runs the DeerFlow agent on the cell body; %deerflow does the same for one line,
@@ -87,6 +87,9 @@ Stopping a run: the Stop button in its view, or Kernel → Interrupt (also for a
 @magics_class
 class DeerFlowMagics(Magics):
     """Registers ``deerflow``; its :class:`KernelSession` holds the notebook's DeerFlow state."""
+
+    shell: Any  # always given (IPython's Magics declares it optional)
+    owns_custom_exc = False  # True when load_ipython_extension installed the one-line error handler
 
     def __init__(self, shell: Any, session: KernelSession | None = None) -> None:
         super().__init__(shell)

@@ -17,9 +17,12 @@ import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
+
+if TYPE_CHECKING:
+    from deerflow.client import RunResult
 
 SESSION_ENV = "JPY_SESSION_NAME"
 ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
@@ -28,12 +31,15 @@ ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
 def calling_cell_id(shell: Any) -> str | None:
     """The id of the cell being executed, when the frontend sent one."""
     kernel = getattr(shell, "kernel", None)
-    try:
-        parent = kernel.get_parent("shell") if kernel is not None else getattr(shell, "parent_header", None)
-    except TypeError:  # older ipykernel: get_parent() takes no channel
-        parent = kernel.get_parent()
-    except AttributeError:  # not an ipykernel (a test double, another frontend)
-        return None
+    if kernel is None:
+        parent = getattr(shell, "parent_header", None)
+    else:
+        try:
+            parent = kernel.get_parent("shell")
+        except TypeError:  # older ipykernel: get_parent() takes no channel
+            parent = kernel.get_parent()
+        except AttributeError:  # not an ipykernel (a test double, another frontend)
+            return None
     metadata = (parent or {}).get("metadata") or {}
     cell_id = metadata.get("cellId")
     return cell_id if isinstance(cell_id, str) and cell_id else None
@@ -89,9 +95,11 @@ def edits_command(session: Any, action: str, rest: str) -> dict[str, Any]:
     return done
 
 
-def run_proposals(session: Any, result: Any) -> list[dict[str, Any]]:
+def run_proposals(session: Any, result: RunResult | None) -> list[dict[str, Any]]:
     """The pending notebook edit proposals a finished run made (none unless it called ``edit_notebook``)."""
-    if result is None or not any(getattr(e, "type", "") == "tool_call" and e.name == "edit_notebook"
+    from deerflow.runtime import events as ev  # loaded already: the result's events are its
+
+    if result is None or not any(isinstance(e, ev.ToolCall) and e.name == "edit_notebook"
                                  for e in result.events):
         return []
     try:

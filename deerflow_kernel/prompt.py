@@ -73,7 +73,9 @@ def check_placeholders(text: str, namespace: Mapping[str, Any]) -> None:
     for match in _PLACEHOLDER.finditer(prose):
         if match.group(2) is None or (match.start() > 0 and prose[match.start() - 1] in _NOT_AFTER):
             continue
-        name = re.match(r"[A-Za-z_]\w*", match.group(2)).group(0)  # type: ignore[union-attr]
+        head = re.match(r"[A-Za-z_]\w*", match.group(2))
+        assert head is not None, "_FIELD starts with a name"
+        name = head.group(0)
         if name not in namespace and name not in missing:
             missing.append(name)
     if not missing:

@@ -96,7 +96,7 @@ class RunResult(HarnessRunResult):
         if names:
             parts.append(f"{len(names)} artifact{'s' * (len(names) != 1)}: {shown}")
         if self.waiting:
-            parts.append(f"asks: {_clip(str(self.clarification.get('question', '')), 60)}")
+            parts.append(f"asks: {_clip(str((self.clarification or {}).get('question', '')), 60)}")
             if self.answered_elsewhere:
                 parts.append(f"answered {self.answered_elsewhere}")
         elif self.status == "stopped":

@@ -27,7 +27,7 @@ import httpx
 
 from deerflow.agents.clarification_reply import prepare_reply
 from deerflow.run_options import INTERNAL_OPTIONS, RunOptions
-from deerflow.runtime.events import parse_event
+from deerflow.runtime.events import Event, parse_event
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_kernel.backend import (
     ArtifactNotFound,
@@ -151,6 +151,9 @@ class ServerBackend(Backend):
                 raise ArtifactNotFound(str(exc)) from None
             raise
 
+    def api_path(self) -> str:
+        return urlsplit(self.api).path  # server-relative: any host name
+
     def artifact_url(self, thread_id: str, path: str) -> str | None:
         """A server-relative URL (``/base/deerflow/api/...``): it works whatever host name the browser
         used (``localhost``, ``127.0.0.1``) and behind JupyterHub, where the base path is the user's."""
@@ -221,7 +224,7 @@ class ServerBackend(Backend):
         relative = path[len(prefix):] if path.startswith(prefix) else path.lstrip("/")
         return f"threads/{_q(thread_id)}/artifacts/{quote(relative)}"
 
-    def _stream(self, path: str, body: dict[str, Any], emit: Callable[[Any], None]) -> None:
+    def _stream(self, path: str, body: dict[str, Any], emit: Callable[[Event], None]) -> None:
         """POST a streaming run and emit each ``custom`` SSE message as a typed event."""
         timeout = httpx.Timeout(60.0, connect=10.0, read=120.0)  # the server sends heartbeats
         try:

@@ -33,7 +33,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from deerflow.errors import UserError
 from deerflow.run_options import RunOptions
@@ -265,7 +264,7 @@ class KernelSession:
 
     def follow(self, handle: RunHandle, view: Any, *, interruptible: bool) -> RunResult:
         """Render a run's events until it ends; an interrupt (Ctrl-C / kernel interrupt) cancels it."""
-        events: list[Any] = []
+        events: list[ev.Event] = []
         log = _EventLog.from_env()
         cancelling = False
         if hasattr(view, "attach"):
@@ -292,7 +291,7 @@ class KernelSession:
         view.finish()
         return self._result(events, handle)
 
-    def _result(self, events: list[Any], handle: RunHandle) -> RunResult:
+    def _result(self, events: list[ev.Event], handle: RunHandle) -> RunResult:
         if not any(isinstance(e, ev.RunFinished) for e in events):
             message = next((e.message for e in events if isinstance(e, ev.Error)), "the run's events stopped")
             events.append(ev.RunFinished(run_id=handle.run_id or "", thread_id=handle.thread_id or "",
@@ -326,7 +325,7 @@ class KernelSession:
         from deerflow_kernel.view import RunView
 
         backend = self.backend()
-        api = urlsplit(backend.api).path if backend.kind == "server" else None  # server-relative: any host name
+        api = backend.api_path()
         inserter = CellInserter(self, notebook_path(backend.kind), calling_cell_id(self.shell), api)
         return RunView(read_artifact=backend.read_artifact, artifact_url=backend.artifact_url,
                        on_reply=self.continue_in_view, on_continue=self.resume_in_view,
@@ -472,7 +471,7 @@ class _EventLog:
     def from_env(cls) -> _EventLog:
         return cls(os.environ.get(EVENT_LOG_ENV))
 
-    def write(self, event: Any) -> None:
+    def write(self, event: ev.Event) -> None:
         if self.path is not None:
             with self.path.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) + "\n")

@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeAlias
 
 from deerflow.runtime import events as ev
 from deerflow.runtime.events import short_id
@@ -61,11 +61,15 @@ class Answered:
     where: str = ""
 
 
+Entry: TypeAlias = "ev.Event | Note | Answered"
+"""One entry of a view's transcript: a run event, or what the view added itself."""
+
+
 @dataclass
 class Snapshot:
     """Everything the static rendering needs from a view."""
 
-    events: list[Any]
+    events: list[Entry]
     status: str
     prompt: str = ""
     thread_id: str | None = None
@@ -160,13 +164,13 @@ def prompt_html(prompt: str) -> str:
             "</details>")
 
 
-def _notices(events: list[Any]) -> str:
+def _notices(events: list[Entry]) -> str:
     lines = [e.notice for e in events if isinstance(e, ev.RunStarted) and e.notice]
     lines += [ev.notice_line(e) for e in events if isinstance(e, ev.Notice) and e.kind not in RECEIPT_KINDS]
     return "".join(f"<div style='color:#777;font-size:90%'>{esc(line)}</div>" for line in dict.fromkeys(lines))
 
 
-def _todos(events: list[Any]) -> str:
+def _todos(events: list[Entry]) -> str:
     todos = next((e.todos for e in reversed(events) if isinstance(e, ev.Todos)), None)
     if not todos:
         return ""
@@ -266,7 +270,7 @@ def short_args(args: Mapping[str, Any]) -> str:
     return ""
 
 
-def _event(snap: Snapshot, e: Any) -> str:
+def _event(snap: Snapshot, e: ev.Clarification | ev.Error | Note | Answered) -> str:
     if isinstance(e, ev.Clarification):
         request_id = str(e.request.get("request_id", e.call_id))
         return form_html(e.request, snap.answers.get(request_id))
@@ -317,7 +321,7 @@ def answer_text(answer: Any) -> str:
 
 
 # -- artifacts --------------------------------------------------------------------------------------
-def _latest_artifacts(events: list[Any]) -> list[ev.Artifact]:
+def _latest_artifacts(events: list[Entry]) -> list[ev.Artifact]:
     found: dict[str, ev.Artifact] = {}
     for e in events:
         if isinstance(e, ev.Artifact):
@@ -395,7 +399,7 @@ def _table_html(ext: str, data: bytes) -> str | None:
 
 
 # -- markdown fallback ------------------------------------------------------------------------------
-def transcript_markdown(events: list[Any], answers: Mapping[str, Answered] | None = None) -> str:
+def transcript_markdown(events: list[Entry], answers: Mapping[str, Answered] | None = None) -> str:
     """What the run said and did, as markdown (for viewers that show neither widgets nor HTML)."""
     answers = answers or {}
     lines: list[str] = []

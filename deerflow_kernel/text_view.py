@@ -7,9 +7,9 @@ answer a clarification with ``%deerflow reply`` instead of a form.
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import Any
 
-from deerflow.cli import TerminalRenderer
+from deerflow.cli import TerminalRenderer, TextSink
 from deerflow.runtime import events as ev
 from deerflow.runtime.clarification_form import field_hint
 
@@ -17,14 +17,14 @@ from deerflow.runtime.clarification_form import field_hint
 class TextView(TerminalRenderer):
     """Prints the run's progress as it happens."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextSink | None = None) -> None:
         super().__init__(out or sys.stdout)
-        self.events: list[Any] = []
+        self.events: list[ev.Event] = []
 
     def show(self) -> None:
         """Nothing to display up front: lines appear as events arrive."""
 
-    def render(self, event: Any) -> None:
+    def render(self, event: ev.Event) -> None:
         self.events.append(event)
         super().render(event)
 

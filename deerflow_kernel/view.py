@@ -52,6 +52,7 @@ from deerflow_kernel.markup import (
 )
 from deerflow_kernel.static import (
     Answered,
+    Entry,
     Note,
     Snapshot,
     StaticRun,
@@ -75,7 +76,7 @@ class View(Protocol):
     """What the session needs from a view (widget or plain text)."""
 
     def show(self) -> None: ...
-    def render(self, event: Any) -> None: ...
+    def render(self, event: ev.Event) -> None: ...
     def note(self, text: str) -> None: ...
     def finish(self) -> None: ...
 
@@ -118,7 +119,7 @@ class RunView(widgets.VBox):
         self._read, self._url, self._on_reply = read_artifact, artifact_url, on_reply
         self._api = api  # the server's API path: Stop posts the cancel from the browser (stop_button_html)
         self._on_continue, self._on_insert = on_continue, on_insert
-        self.events: list[Any] = []
+        self.events: list[Entry] = []
         self.thread_id: str | None = None
         self.status = "starting"
         self._blocks: dict[str, _TextBlock] = {}
@@ -305,11 +306,35 @@ class RunView(widgets.VBox):
         self.events.append(Note(text))
         self._append(widgets.HTML(f"<i style='color:#777'>{esc(text)}</i>"))
 
-    def render(self, event: Any) -> None:
+    def render(self, event: ev.Event) -> None:
         self.events.append(event)
-        handler = getattr(self, f"_on_{event.type}", None)
-        if handler is not None:
-            handler(event)
+        match event:
+            case ev.RunStarted():
+                self._on_run_started(event)
+            case ev.MessageDelta():
+                self._on_message_delta(event)
+            case ev.Message():
+                self._on_message(event)
+            case ev.ToolCall():
+                self._on_tool_call(event)
+            case ev.ToolResult():
+                self._on_tool_result(event)
+            case ev.Clarification():
+                self._on_clarification(event)
+            case ev.Artifact():
+                self._on_artifact(event)
+            case ev.Todos():
+                self._on_todos(event)
+            case ev.Subagent():
+                self._on_subagent(event)
+            case ev.WorkspaceChanges():
+                self._on_workspace_changes(event)
+            case ev.Notice():
+                self._on_notice(event)
+            case ev.Error():
+                self._on_error(event)
+            case ev.RunFinished():
+                self._on_run_finished(event)
 
     def begin_reply(self, answer: Answer, request_id: str = "") -> None:
         """Mark, in the transcript, the answer that starts the next run."""
@@ -344,9 +369,9 @@ class RunView(widgets.VBox):
             rest = args_html({k: v for k, v in e.args.items() if k != "code"}) if len(e.args) > 1 else ""
             number = self._python_calls[e.run_id] = self._python_calls.get(e.run_id, 0) + 1
             target = numbered(self.handover(e.thread_id, e.run_id), number)
-            insert = None
-            if target is None and self._on_insert is not None:  # no server: the kernel writes it (when idle)
-                insert = lambda source, e=e, n=number: self._on_insert(  # noqa: E731
+            insert, on_insert = None, self._on_insert
+            if target is None and on_insert is not None:  # no server: the kernel writes it (when idle)
+                insert = lambda source, e=e, n=number: on_insert(  # noqa: E731
                     source, thread_id=e.thread_id, run_id=e.run_id, number=n)
             if target is not None:  # the browser posts it: works while the kernel is busy, and once static
                 detail = shown = widgets.HTML(code_html(code, insert=target) + rest)
@@ -370,9 +395,9 @@ class RunView(widgets.VBox):
                         f"margin:0'>{esc(e.text[:4000])}</pre>"
 
     def _on_clarification(self, e: ev.Clarification) -> None:
-        on_submit = None
-        if self._on_reply is not None:
-            on_submit = lambda answer, request=e.request: self._on_reply(self, request, answer)  # noqa: E731
+        on_submit, on_reply = None, self._on_reply
+        if on_reply is not None:
+            on_submit = lambda answer, request=e.request: on_reply(self, request, answer)  # noqa: E731
         form = ClarificationForm(e.request, on_submit)
         self.forms[str(e.request.get("request_id", e.call_id))] = form
         self._append(form)
@@ -492,6 +517,6 @@ def changes_html(changes: dict[str, Any]) -> str:
     return f"<b>Files changed</b> <span style='color:#777'>({head})</span>{''.join(rows)}{more}"
 
 
-def transcript_markdown(events: list[Any]) -> str:
+def transcript_markdown(events: list[Entry]) -> str:
     """What the run said and did, as markdown (see :func:`deerflow_kernel.static.transcript_markdown`)."""
     return _markdown(events)

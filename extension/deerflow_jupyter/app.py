@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float, Unicode
@@ -36,6 +37,9 @@ from deerflow_jupyter.handlers.plugins import plugin_routes
 from deerflow_jupyter.host import HarnessHost
 from deerflow_jupyter.scheduler import ServerScheduler
 from deerflow_jupyter.shutdown import STOP_REASON, LastResortCleanup, route_sigint_to_stop
+
+if TYPE_CHECKING:
+    from jupyter_server.serverapp import ServerApp
 
 API_PREFIX = "/deerflow/api"
 PERSONA_ID = "jupyter-ai-personas::deerflow_jupyter::DeerFlowPersona"
@@ -78,7 +82,7 @@ class DeerFlowExtension(ExtensionApp):
         "configured (set False to keep the persona manager's own default).",
     )
 
-    def _link_jupyter_server_extension(self, serverapp: object) -> None:
+    def _link_jupyter_server_extension(self, serverapp: ServerApp) -> None:
         """Link, then make DeerFlow the chat's default persona.
 
         Why here: jupyter_server reads ``jupyter_server_config.d/*.json`` only for
@@ -89,7 +93,7 @@ class DeerFlowExtension(ExtensionApp):
         """
         super()._link_jupyter_server_extension(serverapp)
         if self.default_persona:
-            set_default_persona(serverapp.config)  # type: ignore[attr-defined]
+            set_default_persona(serverapp.config)
 
     def initialize_settings(self) -> None:
         self.deerflow_host = HarnessHost(config_path=self.config_path, home=self.home,
@@ -110,10 +114,11 @@ class DeerFlowExtension(ExtensionApp):
     def _notebook_access(self) -> NotebookAccess | None:
         """The owner's notebooks through this server's ContentsManager (single-user mode only:
         with several users behind one server, the root is not any one user's)."""
-        manager = getattr(self.serverapp, "contents_manager", None)
-        if not self.single_user or manager is None:
+        serverapp = self.serverapp
+        manager = getattr(serverapp, "contents_manager", None)
+        if not self.single_user or serverapp is None or manager is None:
             return None
-        live = LiveDocuments(lambda: self.serverapp.web_app.settings.get("jupyter_server_ydoc"))
+        live = LiveDocuments(lambda: serverapp.web_app.settings.get("jupyter_server_ydoc"))
         return ContentsNotebookAccess(manager, live)  # open notebooks live under jupyter-collaboration
 
     def initialize_handlers(self) -> None:

@@ -7,7 +7,10 @@ The public entry points are :class:`DeerFlowClient` (sync),
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use
+    from deerflow.client import AsyncDeerFlowClient, DeerFlowClient, RunResult
 
 __all__ = ["AsyncDeerFlowClient", "DeerFlowClient", "RunResult"]
 

@@ -35,7 +35,7 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol
 
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import ToolFailure, UserError
@@ -282,7 +282,7 @@ def _run(client: Any, args: argparse.Namespace) -> int:
     return _render_run(client, client.stream(prompt, args.thread, **options), as_json=args.json, agent=args.agent)
 
 
-def _render_run(client: Any, events: Iterable[Any], *, as_json: bool, agent: str | None = None) -> int:
+def _render_run(client: Any, events: Iterable[ev.Event], *, as_json: bool, agent: str | None = None) -> int:
     from deerflow.runtime import events as ev
 
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
@@ -406,7 +406,7 @@ def clarification_lines(request: dict[str, Any], thread_id: str) -> list[str]:
     return lines
 
 
-def _print_json(event: Any) -> None:
+def _print_json(event: ev.Event) -> None:
     print(event.model_dump_json(), flush=True)
 
 
@@ -417,19 +417,52 @@ def _print_where(client: Any, event: ev.RunFinished) -> None:
         print(f"artifacts are in {outputs}")
 
 
+class TextSink(Protocol):
+    """Where a :class:`TerminalRenderer` writes: a text stream, or anything with its two methods."""
+
+    def write(self, text: str, /) -> object: ...
+    def flush(self) -> object: ...
+
+
 class TerminalRenderer:
     """Human-readable progress for a terminal."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextSink) -> None:
         self.out = out
         self._streaming = False
         self._error_shown: str | None = None
 
-    def render(self, event: Any) -> None:
-        handler = getattr(self, f"_on_{event.type}", None)
-        if handler is not None:
-            handler(event)
-            self.out.flush()
+    def render(self, event: ev.Event) -> None:
+        from deerflow.runtime import events as ev  # loaded already: the event came from there
+
+        match event:
+            case ev.RunStarted():
+                self._on_run_started(event)
+            case ev.MessageDelta():
+                self._on_message_delta(event)
+            case ev.Message():
+                self._on_message(event)
+            case ev.ToolCall():
+                self._on_tool_call(event)
+            case ev.ToolResult():
+                self._on_tool_result(event)
+            case ev.Clarification():
+                self._on_clarification(event)
+            case ev.Subagent():
+                self._on_subagent(event)
+            case ev.Artifact():
+                self._on_artifact(event)
+            case ev.Notice():
+                self._on_notice(event)
+            case ev.Error():
+                self._on_error(event)
+            case ev.WorkspaceChanges():
+                self._on_workspace_changes(event)
+            case ev.RunFinished():
+                self._on_run_finished(event)
+            case _:  # todos: not shown in a terminal
+                return
+        self.out.flush()
 
     def _line(self, text: str) -> None:
         if self._streaming:

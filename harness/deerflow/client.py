@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
 from deerflow.config.loader import load_config
@@ -47,13 +47,13 @@ class RunResult:
     status: str
     text: str
     artifacts: list[str]
-    events: list[Any] = field(default_factory=list)
+    events: list[ev.Event] = field(default_factory=list)
     receipt: dict[str, Any] | None = None
     error: str | None = None
     clarification: dict[str, Any] | None = None
 
     @classmethod
-    def from_events(cls, events: list[Any]) -> RunResult:
+    def from_events(cls, events: list[ev.Event]) -> Self:
         finished = next(e for e in reversed(events) if isinstance(e, ev.RunFinished))
         clar = next((e.request for e in events if isinstance(e, ev.Clarification)), None)
         return cls(finished.run_id, finished.thread_id, finished.status, finished.text, list(finished.artifacts),
@@ -72,7 +72,7 @@ class RunResult:
         return finished.usage if finished is not None else None
 
     @property
-    def notices(self) -> list[Any]:
+    def notices(self) -> list[ev.Notice]:
         """The run's ``notice`` events (loop detected, unfinished todos, summarization...)."""
         return [e for e in self.events if isinstance(e, ev.Notice)]
 
@@ -150,7 +150,8 @@ class AsyncDeerFlowClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> AsyncIterator[Any]:
+    async def stream(self, prompt: str, thread_id: str | None = None,
+                     **options: Any) -> AsyncGenerator[ev.Event, None]:
         """Start a run and yield its events as they happen.
 
         ``options`` are :class:`~deerflow.run_options.RunOptions` fields (``model_name``,
@@ -187,7 +188,7 @@ class AsyncDeerFlowClient:
         """
         return RunResult.from_events([e async for e in self.stream_reply(thread_id, answer, **options)])
 
-    async def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> AsyncIterator[Any]:
+    async def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> AsyncGenerator[ev.Event, None]:
         """Like :meth:`reply`, yielding the next run's events as they happen."""
         prompt = prepare_reply(await self.pending_clarification(thread_id), answer)
         async for event in self.stream(prompt, thread_id, **options):
@@ -283,7 +284,9 @@ class AsyncDeerFlowClient:
     # -- MCP (deerflow.mcp) ---------------------------------------------------------------
     async def mcp(self) -> McpManager:
         """The host's MCP manager; nothing starts until a run or :meth:`mcp_tools` needs tools."""
-        return (await self.manager()).services.mcp
+        mcp = (await self.manager()).services.mcp
+        assert mcp is not None, "RunManager.open opens the MCP manager"
+        return mcp
 
     async def mcp_servers(self) -> list[dict[str, Any]]:
         """Each configured MCP server: status (``not_started``, ``ok``, ``failed``...), tools, error."""
@@ -328,7 +331,7 @@ class AsyncDeerFlowClient:
         return (await manager.files.read_artifact(self.user_id, thread_id, path)).data
 
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
-                             max_frames: int | None = None) -> AsyncIterator[bytes]:
+                             max_frames: int | None = None) -> AsyncGenerator[bytes, None]:
         """Live JPEG frames of the thread's browser page, as it changes (one viewer at a time)."""
         from contextlib import aclosing
 
@@ -395,10 +398,10 @@ class DeerFlowClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> Iterator[Any]:
+    def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> Iterator[ev.Event]:
         return self._iterate(self._async.stream(prompt, thread_id, **options))
 
-    def _iterate(self, agen: AsyncGenerator[Any, None]) -> Iterator[Any]:
+    def _iterate(self, agen: AsyncGenerator[T, None]) -> Iterator[T]:
         """Drive an async iterator of the async client from this thread."""
         try:
             while True:
@@ -415,7 +418,7 @@ class DeerFlowClient:
     def reply(self, thread_id: str, answer: Answer, **options: Any) -> RunResult:
         return self._call(self._async.reply(thread_id, answer, **options))
 
-    def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> Iterator[Any]:
+    def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> Iterator[ev.Event]:
         return self._iterate(self._async.stream_reply(thread_id, answer, **options))
 
     def pending_clarification(self, thread_id: str) -> dict[str, Any] | None:

@@ -116,7 +116,8 @@ def check_storage_url(storage: StorageConfig) -> Finding | None:
     try:
         with psycopg.connect(storage.postgres_url, autocommit=True,
                              connect_timeout=max(2, int(storage.connect_timeout + 0.999))) as conn:
-            server = conn.execute("SHOW server_version").fetchone()[0]
+            row = conn.execute("SHOW server_version").fetchone()
+            server = row[0] if row else "?"
             parts, checkpoints = _schema_state(conn)
     except psycopg.Error as exc:
         return Finding("database", subject, False, f"not reachable within {storage.connect_timeout:g}s "

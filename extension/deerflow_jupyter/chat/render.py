@@ -118,14 +118,36 @@ class RunRenderer:
         self._subagents = SubagentBoard()
 
     # -- driving -----------------------------------------------------------------------------
-    def handle(self, event: Any) -> None:
+    def handle(self, event: ev.Event) -> None:
         """Show one event (deltas are buffered until the next :meth:`flush`)."""
-        if isinstance(event, ev.MessageDelta):
-            self._text(event.message_id, event.text, append=True)
-            return
-        handler = getattr(self, f"_on_{event.type}", None)
-        if handler is not None:
-            handler(event)
+        match event:
+            case ev.MessageDelta():
+                self._text(event.message_id, event.text, append=True)
+                return
+            case ev.RunStarted():
+                self._on_run_started(event)
+            case ev.Message():
+                self._on_message(event)
+            case ev.ToolCall():
+                self._on_tool_call(event)
+            case ev.ToolResult():
+                self._on_tool_result(event)
+            case ev.Todos():
+                self._on_todos(event)
+            case ev.Subagent():
+                self._on_subagent(event)
+            case ev.Notice():
+                self._on_notice(event)
+            case ev.Error():
+                self._on_error(event)
+            case ev.Artifact():
+                self._on_artifact(event)
+            case ev.Clarification():
+                self._on_clarification(event)
+            case ev.WorkspaceChanges():
+                self._on_workspace_changes(event)
+            case ev.RunFinished():
+                self._on_run_finished(event)
         self.flush()
 
     def flush(self) -> None:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable
+from http.client import responses
 from typing import Any, TypeVar
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from pydantic import BaseModel, ValidationError
-from tornado import httputil, web
+from tornado import web
 
 from deerflow.config.paths import UnsafeIdError, check_id
 from deerflow.errors import (
@@ -53,7 +54,8 @@ MAX_DETAIL_CHARS = 300
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class DeerFlowHandler(ExtensionHandlerMixin, APIHandler):
+# jupyter_server's mixin declares `settings` as an attribute where tornado's handler has a property
+class DeerFlowHandler(ExtensionHandlerMixin, APIHandler):  # pyright: ignore[reportIncompatibleVariableOverride]
     """Base of all DeerFlow routes."""
 
     auth_resource = AUTH_RESOURCE
@@ -179,7 +181,7 @@ def _http_message(exc: web.HTTPError) -> str:
         message = exc.get_message()  # tornado >= 6.5: the message as raised, '%' unescaped
     except (TypeError, ValueError):  # a message with '%' and args that do not fit it
         message = f"{exc.log_message} {exc.args}"
-    return message or exc.reason or httputil.responses.get(exc.status_code, "error")
+    return message or exc.reason or responses.get(exc.status_code, "error")
 
 
 def one_line(text: str, limit: int = MAX_DETAIL_CHARS) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
@@ -30,7 +30,7 @@ BOUNDARY = "deerflow-frame"
 
 
 class _BrowserHandler(DeerFlowHandler):
-    async def _frames(self, thread_id: str, *, max_frames: int | None) -> tuple[bytes, AsyncIterator[bytes]]:
+    async def _frames(self, thread_id: str, *, max_frames: int | None) -> tuple[bytes, AsyncGenerator[bytes, None]]:
         """The first frame (errors become HTTP statuses before any header is sent) and the rest."""
         manager = await self.manager()
         await manager.athread(thread_id, self.user_id)

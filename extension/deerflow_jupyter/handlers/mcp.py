@@ -33,7 +33,9 @@ class McpConfigBody(BaseModel):
 
 class _McpHandler(DeerFlowHandler):
     async def mcp(self) -> McpManager:
-        return (await self.manager()).services.mcp
+        mcp = (await self.manager()).services.mcp
+        assert mcp is not None, "RunManager.open opens the MCP manager"
+        return mcp
 
     def require_owner(self) -> None:
         """Config changes are an operator's decision: the owner only, when users are distinct."""

@@ -115,7 +115,7 @@ class MemoryChangesHandler(_MemoryHandler):
             raise web.HTTPError(400, "wait must be a number of seconds") from None
         agent = self.get_query_argument("agent", None) or None
         await self.book(agent)  # 503 without memory; the agent name checked
-        service = (await self.manager()).services.memory
+        service = await self.service()
         change = await service.changes_after(self.user_id, agent, run, timeout=wait)
         self.send_json({"change": change.to_dict() if change is not None else None})
 

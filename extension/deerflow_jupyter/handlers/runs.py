@@ -10,6 +10,7 @@ from tornado.iostream import StreamClosedError
 
 from deerflow.errors import NotFoundError
 from deerflow.runs.manager import RunManager, RunRequest
+from deerflow.persistence.store import RunRecord
 from deerflow.runtime import events as ev
 from deerflow.runtime.live import LiveRun
 from deerflow_jupyter import wire
@@ -147,9 +148,9 @@ class RunsHandler(_RunHandler):
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
         await manager.athread(thread_id, self.user_id)
-        records = await manager.store.aio.list_runs(thread_id, self.user_id)
-        live = {r.run_id: manager.live(r.run_id, self.user_id) for r in records}
-        self.send_json([wire.run(live[r.run_id].record if live[r.run_id] else r) for r in reversed(records)])
+        records: list[RunRecord] = await manager.store.aio.list_runs(thread_id, self.user_id)
+        live = {r.run_id: found.record for r in records if (found := manager.live(r.run_id, self.user_id))}
+        self.send_json([wire.run(live.get(r.run_id, r)) for r in reversed(records)])
 
 
 class RunHandler(_RunHandler):

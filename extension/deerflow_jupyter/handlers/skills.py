@@ -40,7 +40,9 @@ class SkillUpdate(BaseModel):
 
 class _SkillsHandler(DeerFlowHandler):
     async def library(self) -> SkillLibrary:
-        return (await self.manager()).services.skills
+        skills = (await self.manager()).services.skills
+        assert skills is not None, "RunManager.open opens the skill library"
+        return skills
 
 
 class SkillsHandler(_SkillsHandler):

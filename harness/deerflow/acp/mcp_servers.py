@@ -65,11 +65,11 @@ def to_acp(servers: Mapping[str, Mapping[str, Any]]) -> list[AcpMcpServer]:
     for name, cfg in servers.items():
         kind = str(cfg.get("type") or ("stdio" if cfg.get("command") else "http")).lower()
         if kind == "stdio" and isinstance(cfg.get("command"), str):
-            env = cfg.get("env") if isinstance(cfg.get("env"), dict) else {}
+            env = found if isinstance(found := cfg.get("env"), dict) else {}
             out.append(McpServerStdio(name=name, command=cfg["command"], args=[str(a) for a in cfg.get("args") or []],
                                       env=[EnvVariable(name=k, value=str(v)) for k, v in env.items()]))
         elif kind in {"http", "streamable_http", "streamable-http", "sse"} and isinstance(cfg.get("url"), str):
-            raw = cfg.get("headers") if isinstance(cfg.get("headers"), dict) else {}
+            raw = found if isinstance(found := cfg.get("headers"), dict) else {}
             headers = [HttpHeader(name=k, value=str(v)) for k, v in raw.items()]
             if kind == "sse":
                 out.append(SseMcpServer(type="sse", name=name, url=cfg["url"], headers=headers))

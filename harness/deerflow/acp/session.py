@@ -182,7 +182,10 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
 
 async def _converse(invocation: AcpInvocation, client: _WorkspaceClient, command: str, env: dict[str, str],
                     stderr: IO[bytes], prompt: str) -> str:
-    async with spawn_agent_process(client, command, *invocation.config.args, env=env, cwd=invocation.workspace,
+    # the SDK's Client protocol lists every method, but it calls only those a client has (the rest are
+    # "method not found"): this client offers files and no terminal (ClientCapabilities below)
+    async with spawn_agent_process(client,  # pyright: ignore[reportArgumentType]
+                                   command, *invocation.config.args, env=env, cwd=invocation.workspace,
                                    transport_kwargs={"stderr": stderr.fileno()}) as (conn, _process):
         capabilities = ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False)

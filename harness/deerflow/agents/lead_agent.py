@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from langchain.agents import create_agent
 from langchain_core.tools import BaseTool
@@ -58,7 +59,7 @@ class LeadAgentDeps:
 
 @dataclass
 class LeadAgent:
-    graph: CompiledStateGraph
+    graph: CompiledStateGraph[Any, RunContext, Any, Any]
     model: ResolvedModel
     tools: list[BaseTool]
     profile: AgentProfile = field(default_factory=AgentProfile)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import (
     AnyMessage,
@@ -157,8 +157,8 @@ class _MessageFold:
     def result(self) -> list[AnyMessage]:
         """Return the live messages in order (tombstones compacted once, here)."""
         if not self._tombstones:
-            return self._items  # type: ignore[return-value]
-        return [message for message in self._items if message is not None]  # type: ignore[misc]
+            return cast("list[AnyMessage]", self._items)  # no tombstone: no None
+        return cast("list[AnyMessage]", [message for message in self._items if message is not None])
 
 
 def _last_remove_all(messages: list[BaseMessage]) -> int | None:
@@ -182,7 +182,7 @@ def _coerce(value: Any) -> list[BaseMessage]:
         for kind in set(map(type, items))
     ):
         return items
-    return [message_chunk_to_message(m) for m in convert_to_messages(items)]  # type: ignore[arg-type]
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]
 
 
 def _with_ids(messages: list[BaseMessage]) -> list[BaseMessage]:

@@ -40,6 +40,7 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    TextContentBlock,
     ToolMessage,
     get_buffer_string,
 )
@@ -150,8 +151,8 @@ def safe_cutoff(messages: Sequence[BaseMessage], cut: int) -> int:
         return cut
     end = cut
     answered: set[str] = set()
-    while end < len(messages) and isinstance(messages[end], ToolMessage):
-        answered.add(messages[end].tool_call_id)  # type: ignore[attr-defined]
+    while end < len(messages) and isinstance(message := messages[end], ToolMessage):
+        answered.add(message.tool_call_id)
         end += 1
     for i in range(cut - 1, -1, -1):
         message = messages[i]
@@ -199,10 +200,10 @@ def with_summary(system: SystemMessage | None, summary: str | None) -> SystemMes
     """``system`` with the summary section appended (unchanged without a summary)."""
     if not summary:
         return system
-    block = {"type": "text", "text": summary_section(summary)}
+    block: TextContentBlock = {"type": "text", "text": summary_section(summary)}
     if system is None:
-        return SystemMessage(content=[block])
-    return SystemMessage(content=[*system.content_blocks, {"type": "text", "text": "\n\n"}, block])
+        return SystemMessage(content_blocks=[block])
+    return SystemMessage(content_blocks=[*system.content_blocks, {"type": "text", "text": "\n\n"}, block])
 
 
 # -- writing summaries --------------------------------------------------------------

@@ -21,7 +21,7 @@ storing that first write raw. Any reduced field can still be reset wholesale
 with LangGraph's ``Overwrite(value)``, which bypasses the reducer.
 """
 
-from typing import Annotated, Any, NotRequired, Required, TypedDict
+from typing import Annotated, Any, NotRequired, Required, TypedDict, cast
 
 from langchain.agents.middleware.todo import Todo
 from langchain.agents.middleware.types import AgentState
@@ -156,14 +156,16 @@ def merge_goal(current: Goal | None, update: Any) -> Goal:
     writer uses :func:`replace_goal` to change or clear it.
     """
     if isinstance(update, dict) and set(update) == {GOAL_REPLACE_KEY}:
-        return dict(update[GOAL_REPLACE_KEY] or {})  # type: ignore[return-value]
+        return cast(Goal, dict(update[GOAL_REPLACE_KEY] or {}))  # a write's goal: a dict, not checked here
     if _goal_is_active(current) or not update:
-        return dict(current or {})  # type: ignore[return-value]
-    return dict(update)  # type: ignore[return-value]
+        return Goal(**current) if current else Goal()
+    return cast(Goal, dict(update))
 
 
 def _goal_is_active(goal: Goal | None) -> bool:
-    return bool(goal) and goal.get("status", "active") == "active"  # type: ignore[union-attr]
+    if not goal:
+        return False
+    return goal.get("status", "active") == "active"
 
 
 def merge_promoted(

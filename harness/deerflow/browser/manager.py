@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from deerflow.browser.launch import LAUNCH_ARGS, check_cdp, find_executable, import_playwright
@@ -255,7 +255,7 @@ class BrowserSessionManager:
 
     # -- live view -----------------------------------------------------------------
     async def live_frames(self, thread_id: str, owner: str, *, interval: float = 0.5,
-                          quality: int = 60, keepalive: float = 2.0) -> AsyncIterator[bytes]:
+                          quality: int = 60, keepalive: float = 2.0) -> AsyncGenerator[bytes, None]:
         """JPEG frames of the thread's page, refreshed in the background, from any loop.
 
         Only the exact owner of the session may watch, one viewer at a time;

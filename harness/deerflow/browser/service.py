@@ -13,7 +13,7 @@ model's first browser call.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,7 @@ async def open_browsing_services(config: AppConfig, stack: AsyncExitStack, *,
 
 
 async def live_frames(services: HostServices, thread_id: str, owner: str, *, interval: float = 0.5,
-                      max_frames: int | None = None) -> AsyncIterator[bytes]:
+                      max_frames: int | None = None) -> AsyncGenerator[bytes, None]:
     """JPEG frames of ``thread_id``'s browser page for its owner (the client's and server's live view).
 
     The caller has already checked that ``owner`` owns the thread; the session

@@ -34,7 +34,7 @@ def update_config(path: Path, servers: Any) -> dict[str, Any]:
     if not isinstance(servers, dict):
         raise ConfigError(f"'{SERVERS_KEY}' must be an object of server entries", file=str(path), key=SERVERS_KEY)
     doc = read_document(path)
-    stored = doc.get(SERVERS_KEY) if isinstance(doc.get(SERVERS_KEY), dict) else {}
+    stored = found if isinstance(found := doc.get(SERVERS_KEY), dict) else {}
     restored = unmask_servers(servers, stored, file=str(path))
     for name, entry in restored.items():
         validate_entry(str(name), entry, file=str(path), env=None)

@@ -239,7 +239,7 @@ class McpManager:
         return ConnectSpec(server, config, creds, cwd=cwd, errlog=self.home.home / "logs" / "mcp" / f"{server}.log")
 
     async def call_tool(self, spec: ToolSpec, arguments: dict[str, Any],
-                        runtime: ToolRuntime) -> ToolMessage | Command[Any]:
+                        runtime: ToolRuntime[Any]) -> ToolMessage | Command[Any]:
         """Run one MCP tool call for the run in ``runtime`` (the tools' :class:`ToolCaller`).
 
         Raises:

@@ -61,7 +61,7 @@ def unmask_servers(new: dict[str, Any], stored: dict[str, Any], *, file: str | N
     for name, entry in restored.items():
         if not isinstance(entry, dict):
             continue
-        old = stored.get(name) if isinstance(stored.get(name), dict) else {}
+        old = found if isinstance(found := stored.get(name), dict) else {}
         for section, container, key in _secret_slots(entry):
             if container[key] != MASK:
                 continue

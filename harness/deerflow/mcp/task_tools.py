@@ -8,6 +8,7 @@ returns at once — the background service makes the remote call.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
@@ -26,7 +27,7 @@ _STATUS_SCHEMA = {"type": "object", "properties": {"task_id": {
 def make_task_tools(service: TaskService) -> list[BaseTool]:
     """The two task tools, bound to the manager's task service."""
 
-    async def status(runtime: ToolRuntime, task_id: str | None = None) -> str:
+    async def status(runtime: ToolRuntime[Any], task_id: str | None = None) -> str:
         ctx = runtime.context
         if not task_id:
             records = await service.store.aio.for_thread(ctx.user_id, ctx.thread_id)
@@ -44,7 +45,7 @@ def make_task_tools(service: TaskService) -> list[BaseTool]:
             await service.store.aio.update(record.id, delivered=1)
         return json.dumps(record.public(), ensure_ascii=False, indent=1)
 
-    async def cancel(runtime: ToolRuntime, task_id: str) -> str:
+    async def cancel(runtime: ToolRuntime[Any], task_id: str) -> str:
         record = await service.request_cancel(task_id, runtime.context.user_id)
         if record is None:
             raise ToolFailure(f"no MCP task {task_id!r} for you", code="not_found")

@@ -157,13 +157,13 @@ class ToolCaller(Protocol):
     """Executes a call of an MCP tool for the run in ``runtime`` (the MCP manager)."""
 
     async def call_tool(self, spec: ToolSpec, arguments: dict[str, Any],
-                        runtime: ToolRuntime) -> ToolMessage | Command[Any]: ...
+                        runtime: ToolRuntime[Any]) -> ToolMessage | Command[Any]: ...
 
 
 def make_tool(spec: ToolSpec, caller: ToolCaller) -> BaseTool:
     """An async LangChain tool for ``spec``; ``runtime`` is injected by the tool node."""
 
-    async def call(runtime: ToolRuntime, **arguments: Any) -> ToolMessage | Command[Any]:
+    async def call(runtime: ToolRuntime[Any], **arguments: Any) -> ToolMessage | Command[Any]:
         return await caller.call_tool(spec, arguments, runtime)
 
     return StructuredTool(name=spec.name, description=spec.description, args_schema=spec.input_schema,

@@ -8,7 +8,14 @@
 * :mod:`.store` — opening ``SqliteStore`` / ``PostgresStore``.
 """
 
+from typing import TYPE_CHECKING
+
 from deerflow._lazy import lazy_exports
+
+if TYPE_CHECKING:  # the names for type checkers; at run time __getattr__ imports them on first use
+    from deerflow.memory.book import CATEGORIES, Fact, MemoryBook, namespace
+    from deerflow.memory.extraction import Applied, Exchange
+    from deerflow.memory.service import MemoryService, memory_enabled, note_settled_run
 
 # Imported on first use: ``deerflow --help`` wires in the ``memory`` command without LangGraph's store.
 _EXPORTS = {

@@ -18,7 +18,7 @@ from contextlib import AsyncExitStack, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, IndexConfig
 
 from deerflow.config.schema import MemoryEmbeddingConfig, StorageConfig
 from deerflow.errors import ConfigError
@@ -82,7 +82,7 @@ def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncEx
     return store
 
 
-def index_config(embedding: MemoryEmbeddingConfig) -> dict[str, Any]:
+def index_config(embedding: MemoryEmbeddingConfig) -> IndexConfig:
     """LangGraph's store index config for ``embedding``: the text of each fact is embedded.
 
     Raises:

@@ -100,11 +100,11 @@ def _resolve(config: AppConfig, name: str | None, *, env: Mapping[str, str], con
     if name and name not in {"offline", "scripted"}:
         raise ConfigError(f"unknown model {name!r}: no models are configured", file=config_file, key="models")
     if env.get("OPENAI_API_KEY") and name is None:
-        entry = ModelConfig(
-            name="openai", use="langchain_openai:ChatOpenAI",
-            model=env.get("OPENAI_MODEL", "gpt-4.1-mini"),
-            base_url=env.get("OPENAI_BASE_URL") or None,
-        )
+        entry = ModelConfig.model_validate({  # model, base_url: extra keys, for the model class
+            "name": "openai", "use": "langchain_openai:ChatOpenAI",
+            "model": env.get("OPENAI_MODEL", "gpt-4.1-mini"),
+            "base_url": env.get("OPENAI_BASE_URL") or None,
+        })
         return ResolvedModel(guard(instantiate(entry, config_file=config_file), entry), entry.name, entry)
     return offline_model(env)
 

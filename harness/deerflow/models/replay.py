@@ -67,7 +67,7 @@ class RecordingChatModel(BaseChatModel):
     _normalizer: ConversationNormalizer = PrivateAttr()
 
     def __init__(self, inner: BaseChatModel, cassette: str | Path, **kwargs: Any) -> None:
-        super().__init__(inner=inner, cassette=Path(cassette), **kwargs)
+        super().__init__(**{**kwargs, "inner": inner, "cassette": Path(cassette)})  # a dict: pyright checks keywords against BaseChatModel
 
     def model_post_init(self, context: Any, /) -> None:
         """Create the writer and normalizer once, shared by every bound copy."""
@@ -242,7 +242,7 @@ class ReplayChatModel(BaseChatModel):
         """
         # Read before pydantic validation, which would wrap our error in its own.
         entries = read_cassette(Path(cassette))
-        super().__init__(cassette=Path(cassette), **kwargs)
+        super().__init__(**{**kwargs, "cassette": Path(cassette)})  # a dict: pyright checks keywords against BaseChatModel
         self._entries = {entry.key: entry for entry in entries}
 
     def model_post_init(self, context: Any, /) -> None:
@@ -298,15 +298,15 @@ class ReplayChatModel(BaseChatModel):
         """
         key, digest = self._normalizer.key(messages, bound_tool_names(kwargs))
         entry = self._entries.get(key)
-        if entry is not None and entry.response is None:
-            raise entry.failure()
         if entry is None:
             closest, ratio = closest_entry(digest, self._entries.values())
             diff = digest_diff(closest.digest, digest) if closest else ""
             raise CassetteMissError(
                 self.cassette, count_ai_messages(messages), key, closest, ratio, diff
             )
-        answer = entry.response.model_copy(deep=True)  # type: ignore[union-attr]  # failures raised above
+        if entry.response is None:
+            raise entry.failure()
+        answer = entry.response.model_copy(deep=True)
         answer.id = None
         return answer
 

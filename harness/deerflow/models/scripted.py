@@ -40,7 +40,9 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    ToolCallChunk,
     ToolMessage,
+    UsageMetadata,
 )
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -194,7 +196,7 @@ def stream_message(
     last = pieces.pop() if pieces else ""
     for piece in pieces:
         yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
-    tool_call_chunks = [
+    tool_call_chunks: list[ToolCallChunk] = [
         {"name": call["name"], "args": json.dumps(call["args"]), "id": call["id"], "index": i}
         for i, call in enumerate(message.tool_calls)
     ]
@@ -209,7 +211,7 @@ def stream_message(
     )
 
 
-def approximate_usage(messages: Sequence[BaseMessage], answer: AIMessage) -> dict[str, int]:
+def approximate_usage(messages: Sequence[BaseMessage], answer: AIMessage) -> UsageMetadata:
     """Token usage as ``usage_metadata``, estimated so token displays have numbers."""
     input_tokens = count_tokens_approximately(messages)
     output_tokens = count_tokens_approximately([answer])
@@ -257,8 +259,9 @@ class ScriptedChatModel(BaseChatModel):
         if kwargs.get("context_window") is None:
             kwargs["context_window"] = parsed.context_window
         kwargs.setdefault("when_exhausted", parsed.when_exhausted)
-        super().__init__(turns=parsed.turns, conversations=parsed.conversations,
-                         script_name=parsed.name, **kwargs)
+        # the fields as keywords: pyright checks a literal keyword against BaseChatModel's own fields
+        super().__init__(**{**kwargs, "turns": parsed.turns, "conversations": parsed.conversations,
+                            "script_name": parsed.name})
 
     @classmethod
     def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedChatModel:
@@ -408,7 +411,7 @@ class ScriptedChatModel(BaseChatModel):
                 **({CONVERSATION_STAMP: conversation.name} if conversation else {}),
             },
         )
-        message.usage_metadata = approximate_usage(messages, message)  # type: ignore[assignment]
+        message.usage_metadata = approximate_usage(messages, message)
         return message
 
     def _check_expect(self, expect: str, index: int, messages: Sequence[BaseMessage]) -> None:

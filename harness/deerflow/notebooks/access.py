@@ -338,8 +338,8 @@ class ContentsNotebookAccess(NotebookAccess):
         self.live = live
         self._written_live: set[str] = set()
         root = getattr(contents_manager, "root_dir", None)
-        local = bool(root) and getattr(contents_manager, "_get_os_path", None) is not None
-        self._files = FileNotebookAccess(root) if local else None  # a file-backed manager's files, by SafeDir
+        local = getattr(contents_manager, "_get_os_path", None) is not None
+        self._files = FileNotebookAccess(root) if root and local else None  # a file-backed manager's files, by SafeDir
 
     def note_for(self, path: str) -> str:
         return self.live_doc_note if path in self._written_live else self.live_note
@@ -393,9 +393,10 @@ class ContentsNotebookAccess(NotebookAccess):
 
         await self._check_local(path)
         nbformat.validate(nb)
-        document = await self.live.document(path) if self.live else None
-        if document is not None:
-            await self.live.write(document, nb)
+        live = self.live
+        document = await live.document(path) if live else None
+        if live and document is not None:
+            await live.write(document, nb)
             self._written_live.add(path)
             return
         self._written_live.discard(path)

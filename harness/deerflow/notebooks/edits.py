@@ -242,8 +242,9 @@ def replay(nb: NotebookNode, changes: list[CellChange]) -> NotebookNode:
             if change.cell_id not in where:
                 raise NotebookError(f"cell {change.cell_id!r} is gone: the notebook changed since the edit "
                                     "was made", code="conflict")
-            current = work.cells[where[change.cell_id]]
-            if source_of(current) != source_of(change.before) or current["cell_type"] != change.before["cell_type"]:
+            current, before = work.cells[where[change.cell_id]], change.before
+            assert before is not None, "only an insert has no cell before"
+            if source_of(current) != source_of(before) or current["cell_type"] != before["cell_type"]:
                 raise NotebookError(f"cell {change.cell_id!r} was edited since the edit was made; nothing was "
                                     "changed", code="conflict")
         _apply(work, change)

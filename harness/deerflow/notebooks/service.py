@@ -110,6 +110,7 @@ async def insert_handover(access: NotebookAccess, records: EditRecords, path: st
         _, changes = plan_edits(current.nb, [op.model_copy(update={"after": slot}) for op in ops])
         for i, change in enumerate(changes):
             mark = {"below": anchor, "run": run_id, **({"cell": number + i} if number is not None else {})}
+            assert change.after is not None, "an insert has the cell it inserts"
             change.after.setdefault("metadata", {})[HANDOVER_KEY] = {"handover": mark}
         await access.write(path, replay(current.nb, changes))
     record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes,

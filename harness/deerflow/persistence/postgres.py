@@ -38,6 +38,7 @@ from deerflow.persistence.pgsql import RECONNECT_SECONDS
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from langgraph.store.base import IndexConfig
     from langgraph.store.postgres import PostgresStore
 
 SCHEMA_LOCK_KEY = zlib.crc32(b"deerflow.schema-setup")
@@ -100,10 +101,15 @@ async def open_checkpointer_pg(storage: StorageConfig, stack: AsyncExitStack) ->
         from psycopg_pool import AsyncConnectionPool
     except ModuleNotFoundError:
         raise ConfigError(f"PostgreSQL storage needs: {INSTALL_HINT}", key="storage.url") from None
-    pool = AsyncConnectionPool(
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow
+
+    # specialized: the connections' rows are dicts (row_factory), as the saver's type says; psycopg_pool
+    # annotates its check_connection for tuple rows only, though it checks any connection
+    pool = AsyncConnectionPool[AsyncConnection[DictRow]](
         url, min_size=1, max_size=storage.pool_max_size, kwargs=_connection_kwargs(), open=False,
-        timeout=storage.connect_timeout, check=AsyncConnectionPool.check_connection, name="deerflow-checkpoints",
-        reconnect_timeout=RECONNECT_SECONDS)
+        timeout=storage.connect_timeout, name="deerflow-checkpoints", reconnect_timeout=RECONNECT_SECONDS,
+        check=AsyncConnectionPool.check_connection)  # pyright: ignore[reportArgumentType]
     await _open_async(storage, pool.open(wait=True, timeout=storage.connect_timeout))
     stack.push_async_callback(pool.close)
     saver = AsyncPostgresSaver(pool)
@@ -133,7 +139,7 @@ async def _schema_lock_async(storage: StorageConfig, url: str) -> AsyncIterator[
         raise _unavailable(storage, exc) from None
     async with conn:
         deadline = time.monotonic() + SETUP_WAIT_SECONDS
-        while not (await (await conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,))).fetchone())[0]:
+        while not _lock_taken(await (await conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,))).fetchone()):
             _check_wait(deadline)
             await asyncio.sleep(_POLL_SECONDS)
         try:
@@ -143,7 +149,7 @@ async def _schema_lock_async(storage: StorageConfig, url: str) -> AsyncIterator[
 
 
 def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack, *,
-                  index: dict[str, Any] | None = None) -> PostgresStore:
+                  index: IndexConfig | None = None) -> PostgresStore:
     """LangGraph's ``PostgresStore`` on a pool, set up under the same advisory lock.
 
     Synchronous because ``BaseStore`` callers here are (memory runs its work off the loop).
@@ -155,24 +161,35 @@ def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack, *,
     url = postgres_url(storage)
     try:
         from langgraph.store.postgres import PostgresStore
+        from langgraph.store.postgres.base import PostgresIndexConfig
         from psycopg_pool import ConnectionPool
     except ModuleNotFoundError:
         raise ConfigError(f"PostgreSQL memory needs: {INSTALL_HINT}", key="storage.url") from None
     import psycopg
+    from psycopg.rows import DictRow
     from psycopg_pool import PoolTimeout
 
-    pool = ConnectionPool(url, min_size=1, max_size=max(2, storage.pool_max_size // 2), kwargs=_connection_kwargs(),
-                          open=False, timeout=storage.connect_timeout, check=ConnectionPool.check_connection,
-                          name="deerflow-memory", reconnect_timeout=RECONNECT_SECONDS)
+    # specialized: the connections' rows are dicts (row_factory), as the store's type says (check: as in
+    # open_checkpointer_pg)
+    pool = ConnectionPool[psycopg.Connection[DictRow]](
+        url, min_size=1, max_size=max(2, storage.pool_max_size // 2), kwargs=_connection_kwargs(), open=False,
+        timeout=storage.connect_timeout, name="deerflow-memory", reconnect_timeout=RECONNECT_SECONDS,
+        check=ConnectionPool.check_connection)  # pyright: ignore[reportArgumentType]
     try:
         pool.open(wait=True, timeout=storage.connect_timeout)
     except (PoolTimeout, psycopg.OperationalError) as exc:
         raise _unavailable(storage, exc) from None
     stack.callback(pool.close)
-    store = PostgresStore(pool, index=index)  # index: memory's embedding (pgvector), LangGraph's own config
+    # index: memory's embedding (pgvector), LangGraph's own config
+    store = PostgresStore(pool, index=PostgresIndexConfig(**index) if index is not None else None)
     with _schema_lock_sync(storage, url):
         store.setup()
     return store
+
+
+def _lock_taken(row: tuple[Any, ...] | None) -> bool:
+    """``pg_try_advisory_lock``'s answer, from its one row."""
+    return bool(row and row[0])
 
 
 @contextmanager
@@ -185,7 +202,7 @@ def _schema_lock_sync(storage: StorageConfig, url: str) -> Iterator[None]:
         raise _unavailable(storage, exc) from None
     with conn:
         deadline = time.monotonic() + SETUP_WAIT_SECONDS
-        while not conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,)).fetchone()[0]:
+        while not _lock_taken(conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,)).fetchone()):
             _check_wait(deadline)
             time.sleep(_POLL_SECONDS)
         try:

@@ -155,7 +155,7 @@ class SqliteStore:
         """Open (lazily) the store at ``path``: a SQLite file, or a ``postgresql://`` URL (``storage.url``)."""
         from deerflow.persistence.pgsql import WHERE, database, is_postgres_url
 
-        self._pg = database(path) if is_postgres_url(path) else None  # type: ignore[arg-type]
+        self._pg = database(str(path)) if is_postgres_url(path) else None
         self.path = WHERE if self._pg is not None else Path(path)
         self._ready = False
         self._ready_lock = threading.Lock()

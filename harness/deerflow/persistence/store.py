@@ -187,7 +187,8 @@ class MetadataStore(SqliteStore):
         return [_thread(r) for r in rows]
 
     def update_thread(self, thread_id: str, *, title: str | None = None, metadata: dict[str, Any] | None = None) -> None:
-        sets, args = ["updated_at=?"], [time.time()]
+        sets: list[str] = ["updated_at=?"]
+        args: list[float | str] = [time.time()]
         if title is not None:
             sets.append("title=?")
             args.append(title)

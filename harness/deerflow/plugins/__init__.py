@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.tools import BaseTool
@@ -27,9 +27,12 @@ from deerflow.config.schema import PluginConfig
 from deerflow.plugins.api import PluginError, PluginRegistrar
 from deerflow.plugins.loader import LoadedPlugin, PluginReport, load_one
 
+if TYPE_CHECKING:
+    from deerflow.runtime.events import Event
+
 logger = logging.getLogger(__name__)
 
-Publish = Callable[[Any], Awaitable[None]]
+Publish = Callable[["Event"], Awaitable[None]]
 
 
 @dataclass
@@ -56,7 +59,7 @@ class PluginSet:
         if not observers:
             return publish
 
-        async def observed(event: Any) -> None:
+        async def observed(event: Event) -> None:
             await publish(event)
             for name, observer in observers:
                 try:
@@ -65,7 +68,7 @@ class PluginSet:
                         await result
                 except Exception as exc:
                     logger.error("observer of plugin %s failed on a %s event", name,
-                                 getattr(event, "type", "?"), exc_info=exc)
+                                 getattr(event, "type", "?"), exc_info=exc)  # never raise while logging
 
         return observed
 

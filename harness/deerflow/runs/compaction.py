@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NotRequired
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -63,7 +64,7 @@ async def compact_thread(checkpointer: BaseCheckpointSaver, thread_id: str, *, s
     The caller makes sure no run is active on the thread meanwhile.
     """
     graph = _writer(checkpointer)
-    config = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     if await checkpointer.aget_tuple(config) is None:
         return CompactResult(thread_id, 0, 0, None, None)
     values = (await graph.aget_state(config)).values

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import StreamMode
 
 from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError
@@ -26,8 +28,8 @@ from deerflow.runtime.usage import BUDGET_GUARD, TokenBudgetExceeded
 
 logger = logging.getLogger(__name__)
 
-STREAM_MODES = ["values", "messages", "updates", "custom"]
-Publish = Callable[[Any], Awaitable[None]]
+STREAM_MODES: list[StreamMode] = ["values", "messages", "updates", "custom"]
+Publish = Callable[[ev.Event], Awaitable[None]]
 PublishRaw = Callable[[str, Any], Awaitable[None]]
 
 
@@ -50,10 +52,10 @@ def guard_stop(event: Any) -> tuple[str, str] | None:
     return guard, _first_line(Exception(event.text)).strip("[] ") or f"{guard} ended the run"
 
 
-def graph_config(context: RunContext) -> dict[str, Any]:
+def graph_config(context: RunContext) -> RunnableConfig:
     """The LangGraph config of a run: only the thread id is persisted in checkpoints."""
     recursion_limit = int(context.options.recursion_limit or 200)
-    config: dict[str, Any] = {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
+    config: RunnableConfig = {"configurable": {"thread_id": context.thread_id}, "recursion_limit": recursion_limit,
                               "metadata": {"run_id": context.run_id}}
     meter = context.services.usage_meter  # meters every model call of the run (subagents inherit it)
     if meter is not None:

@@ -28,6 +28,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
@@ -207,7 +208,7 @@ class RunManager:
     async def state_snapshot(self, thread_id: str, user_id: str) -> Any:
         """The thread's latest LangGraph ``StateSnapshot`` (None before its first run)."""
         await self.athread(thread_id, user_id)
-        config = {"configurable": {"thread_id": thread_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         if await self.checkpointer.aget_tuple(config) is None:
             return None
         return await self._state_reader().aget_state(config)

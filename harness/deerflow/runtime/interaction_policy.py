@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from deerflow.errors import ConfigError, UserError
 from deerflow.run_options import INTERACTION_OPTIONS, RunOptions
@@ -81,7 +81,7 @@ class RunInteractionPolicy:
             if mode not in MODES:
                 raise ConfigError(f"unknown interaction mode {str(explicit)!r}; use one of: {', '.join(MODES)}",
                                   key="interaction_mode")
-            return cls(mode=mode, source="interaction_mode")  # type: ignore[arg-type]
+            return cls(mode=cast(InteractionMode, mode), source="interaction_mode")  # checked just above
         if _flag(options.non_interactive):
             return cls(mode="scheduled", source="non_interactive")
         channel = options.channel_name

@@ -11,7 +11,7 @@ and SSE resumption (the frame index is the SSE event id).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -44,11 +44,11 @@ class LiveRun:
         return self.finished is not None
 
     @property
-    def events(self) -> list[Any]:
+    def events(self) -> list[ev.Event]:
         """The typed events so far."""
         return [data for kind, data in self.frames if kind == "event"]
 
-    async def publish(self, event: Any) -> None:
+    async def publish(self, event: ev.Event) -> None:
         """Append a typed event (``run_finished`` marks the run done)."""
         await self._append("event", event)
 
@@ -97,7 +97,7 @@ class LiveRun:
             if self._release_raw and self._readers == 0:
                 self.drop_raw_frames()
 
-    async def stream(self, *, after: int = 0) -> AsyncIterator[Any]:
+    async def stream(self, *, after: int = 0) -> AsyncGenerator[ev.Event, None]:
         """Yield typed events with ``seq > after`` until the run finishes."""
         async for _, kind, data in self.stream_frames():
             if kind == "event" and data.seq > after:

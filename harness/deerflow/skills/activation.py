@@ -142,8 +142,8 @@ def skills_read(turn: Iterable[BaseMessage]) -> list[str]:
         if isinstance(msg, AIMessage):
             for call in msg.tool_calls:
                 name = skill_manifest_name(call["args"].get("path")) if call["name"] == SKILL_READER else None
-                if name and call.get("id"):
-                    wanted[call["id"]] = name
+                if name and (call_id := call.get("id")):
+                    wanted[call_id] = name
         elif isinstance(msg, ToolMessage) and msg.tool_call_id in wanted and msg.status != "error":
             name = wanted[msg.tool_call_id]
             if name not in names:

@@ -42,16 +42,16 @@ def add_parser(sub: Any) -> None:
 
 def run(client: Any, args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Execute ``deerflow skills ...``; returns the exit status."""
-    out = out or sys.stdout
+    stream: TextIO = out or sys.stdout
     command = args.skills_command
     if command == "list":
-        return _list(client, as_json=args.json, out=out)
+        return _list(client, as_json=args.json, out=stream)
     if command == "show":
-        return _show(client, args.name, out)
+        return _show(client, args.name, stream)
     if command == "install":
-        return _install(client, args.path, replace=args.replace, as_json=args.json, out=out)
+        return _install(client, args.path, replace=args.replace, as_json=args.json, out=stream)
     info = client.enable_skill(args.name) if command == "enable" else client.disable_skill(args.name)
-    out.write(f"{info.name}: {'enabled' if info.enabled else 'disabled'} for your next runs\n")
+    stream.write(f"{info.name}: {'enabled' if info.enabled else 'disabled'} for your next runs\n")
     return 0
 
 

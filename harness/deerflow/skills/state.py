@@ -26,7 +26,7 @@ a :class:`~deerflow.errors.ConfigError` naming the file and the key.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,7 @@ def read_states(path: Path) -> dict[str, bool]:
     return states
 
 
-def resolve_enabled(name: str, layers: list[Mapping[str, bool]]) -> bool:
+def resolve_enabled(name: str, layers: Sequence[Mapping[str, bool]]) -> bool:
     """The enabled flag of ``name``: the last layer that mentions it, else True."""
     for layer in reversed(layers):
         if name in layer:

@@ -107,9 +107,9 @@ def resolve_child_tools(
     )
 
 
-def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware]:
+def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware[Any, Any]]:
     """The child's middleware chain (first = outermost)."""
-    chain: list[AgentMiddleware] = [
+    chain: list[AgentMiddleware[Any, Any]] = [
         DanglingToolCallsMiddleware(),
         CutOffToolCallsMiddleware(),
         ReceiptMiddleware(),
@@ -126,8 +126,8 @@ def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware]:
 
 
 def build_child_graph(
-    model: ResolvedModel, tools: list[BaseTool], system_prompt: str, middleware: list[AgentMiddleware],
-) -> CompiledStateGraph:
+    model: ResolvedModel, tools: list[BaseTool], system_prompt: str, middleware: list[AgentMiddleware[Any, Any]],
+) -> CompiledStateGraph[Any, RunContext, Any, Any]:
     """Compile a child graph (no checkpointer: its conversation lives only as long as it runs)."""
     return create_agent(model.model, tools, system_prompt=system_prompt, middleware=middleware,
                         context_schema=RunContext, name="subagent")

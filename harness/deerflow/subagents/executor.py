@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
@@ -61,7 +62,7 @@ from deerflow.subagents.child_agent import (
 )
 from deerflow.subagents.child_run import ChildRun, Record
 from deerflow.subagents.controller import SubagentController
-from deerflow.subagents.outcome import SubagentOutcome
+from deerflow.subagents.outcome import SubagentOutcome, TerminalStatus
 from deerflow.subagents.receipts import Receipt, check_citations
 from deerflow.subagents.registry import SubagentRegistry, SubagentType
 from deerflow.subagents.report_contract import child_system_prompt, child_task_message
@@ -106,7 +107,7 @@ class PreparedJob:
     job: SubagentJob
     kind: SubagentType
     child: ChildRun
-    graph: CompiledStateGraph
+    graph: CompiledStateGraph[Any, RunContext, Any, Any]
     context: RunContext
     acceptance: AcceptanceContext
     latest_text: str = ""
@@ -114,7 +115,7 @@ class PreparedJob:
 
 @dataclass
 class _ChildResult:
-    status: str
+    status: TerminalStatus
     stop_reason: str
     error: str | None = None
     receipts: list[Receipt] | None = None
@@ -145,7 +146,7 @@ class SubagentExecutor:
         self.tool_sources = tool_sources
         self.config_file = config_file
         self._models: dict[tuple[int, str | None], ResolvedModel] = {}
-        self._graphs: dict[tuple[Any, ...], CompiledStateGraph] = {}
+        self._graphs: dict[tuple[Any, ...], CompiledStateGraph[Any, RunContext, Any, Any]] = {}
         self._tools: dict[tuple[Any, ...], list[BaseTool]] = {}
 
     def app_config(self, parent: RunContext) -> AppConfig:
@@ -176,7 +177,7 @@ class SubagentExecutor:
         enabled = prep.child.receipts_enabled
         turns, usage = prep.child.progress()
         return SubagentOutcome(
-            task_id=job.task_id, subagent_type=prep.kind.name, label=job.label, status=result.status,  # type: ignore[arg-type]
+            task_id=job.task_id, subagent_type=prep.kind.name, label=job.label, status=result.status,
             stop_reason=result.stop_reason, report=prep.latest_text, receipts=receipts, acceptance=acceptance,
             citations=check_citations(prep.latest_text, receipts) if enabled else None, receipts_enabled=enabled,
             turns=turns, usage=usage, error=result.error, started_at=started, finished_at=time.time(),
@@ -232,7 +233,7 @@ class SubagentExecutor:
     async def _drive(self, prep: PreparedJob) -> _ChildResult:
         child = prep.child
         inputs = {"messages": [HumanMessage(content=child_task_message(prep.job.prompt, prep.job.criteria))]}
-        config: dict[str, Any] = {"recursion_limit": child.limits.max_turns * 6 + 20,
+        config: RunnableConfig = {"recursion_limit": child.limits.max_turns * 6 + 20,
                                   "metadata": {"run_id": prep.context.run_id, "subagent_type": prep.kind.name}}
         meter = prep.context.services.usage_meter  # the parent run's usage meter counts the child's calls
         if meter is not None:
@@ -302,7 +303,7 @@ def _forward_custom(child: ChildRun, chunk: Any) -> None:
         return
     kind = chunk.get("type")
     if kind == "notice" and chunk.get("kind") == "loop_detected":
-        data = chunk.get("data") if isinstance(chunk.get("data"), Mapping) else {}
+        data = found if isinstance(found := chunk.get("data"), Mapping) else {}
         if data.get("action") == "stopped":
             child.stop("loop_detected")
         child.emit("loop_detection", {"text": str(chunk.get("text", "")), "data": dict(data)})

@@ -60,8 +60,10 @@ class ParentLoopRecorder:
         self._promoted: set[str] = set()
         self._waiter: asyncio.Future[None] | None = None
 
-    def record_middleware(self, key: RecordKey, payload: Mapping[str, Any]) -> bool:
-        """Schedule one record for the parent's journal (any thread); False if dropped."""
+    def record_middleware(self, key: str, payload: Mapping[str, Any]) -> bool:
+        """Schedule one record for the parent's journal (any thread); False if dropped.
+
+        ``key`` is one of :data:`RecordKey` (checked: the child side passes a string)."""
         if key not in RECORD_KEYS:
             raise ValueError(f"unknown record key {key!r}; use one of {sorted(RECORD_KEYS)}")
         data = dict(payload)

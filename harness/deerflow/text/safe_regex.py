@@ -20,7 +20,8 @@ but a bad pattern is a programming error raised at import.
 from __future__ import annotations
 
 import functools
-from typing import Protocol
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import re2
 
@@ -62,6 +63,14 @@ class Regex(Protocol):
 
     def fullmatch(self, text: str, pos: int = ..., endpos: int = ...) -> object | None: ...
 
+    def finditer(self, text: str, pos: int = ..., endpos: int = ...) -> Iterator[Match]: ...
+
+
+class Match(Protocol):
+    """The part of a match callers use."""
+
+    def group(self, index: int | str = ..., /) -> Any: ...
+
 
 class PatternError(ValueError):
     """A pattern from a model or user that cannot be compiled; ``message`` says why."""
@@ -81,7 +90,7 @@ def _options(*, ignore_case: bool, literal: bool, dot_all: bool) -> re2.Options:
     return options
 
 
-def _explain(pattern: str, error: re2.error) -> str:
+def _explain(pattern: str, error: Exception) -> str:  # a re2.error
     """A one-line reason for a refused pattern, with what to use instead."""
     for markers, hint in _HINTS:
         if any(m in pattern for m in markers):

@@ -72,6 +72,8 @@ def split_relative(rel: str | PurePosixPath) -> tuple[str, ...]:
 
 
 def _openat2(dir_fd: int, rel: str, flags: int, mode: int) -> int:
+    if _syscall is None:  # not Linux, or no libc: open_beneath walks instead
+        raise OSError(errno.ENOSYS, "openat2 is not available", rel)
     how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, _RESOLVE)
     path = os.fsencode(rel)
     for _ in range(_EAGAIN_RETRIES):

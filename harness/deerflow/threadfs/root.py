@@ -325,19 +325,20 @@ class SafeDir:
         parts = self._parts(rel)
         if not parts:
             raise UnsafePath("is_dir", rel, f"{self._show(rel)} is a directory")
+        name = parts[-1]
         if makedirs and len(parts) > 1:
             self.makedirs("/".join(parts[:-1]))
         parent = self._open_parent(parts)
         try:
-            tmp = self._write_temp(parent, parts[-1], data, mode=mode, durable=durable)
+            tmp = self._write_temp(parent, name, data, mode=mode, durable=durable)
             try:
-                existing = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+                existing = os.stat(name, dir_fd=parent, follow_symlinks=False)
             except FileNotFoundError:
                 existing = None
             try:
                 if existing is not None and stat.S_ISDIR(existing.st_mode):
                     raise UnsafePath("is_dir", rel, f"{self._show(rel)} is a directory")
-                os.rename(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+                os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
             except BaseException:
                 _unlink_quietly(tmp, parent)
                 raise
@@ -346,8 +347,9 @@ class SafeDir:
         finally:
             os.close(parent)
 
-    def write_text(self, rel: str, text: str, **kwargs: object) -> None:
-        self.write_bytes(rel, text.encode("utf-8"), **kwargs)  # type: ignore[arg-type]
+    def write_text(self, rel: str, text: str, *, mode: int = 0o644, makedirs: bool = True,
+                   durable: bool = False) -> None:
+        self.write_bytes(rel, text.encode("utf-8"), mode=mode, makedirs=makedirs, durable=durable)
 
     def create_exclusive(self, rel: str, data: bytes, *, mode: int = 0o644) -> None:
         """Write new file ``rel``; ``exists`` if any entry (a link included) has that name."""

@@ -8,6 +8,7 @@ Clarification is always last (it must see the final tool calls).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
@@ -62,13 +63,13 @@ class MiddlewareOptions:
 def build_middlewares(
     app_config: AppConfig, policy: ToolPolicy, options: MiddlewareOptions, *,
     model: ResolvedModel | None = None, config_file: str | None = None,
-) -> list[AgentMiddleware]:
+) -> list[AgentMiddleware[Any, Any]]:
     """The ordered middleware chain of the lead agent.
 
     ``model`` is the run's resolved model: summarization sizes its triggers by
     its context window, and images are shown only to a vision model.
     """
-    chain: list[AgentMiddleware] = [
+    chain: list[AgentMiddleware[Any, Any]] = [
         ThreadDataMiddleware(),
         UploadsMiddleware(),
         *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),

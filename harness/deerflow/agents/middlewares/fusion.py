@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from langchain.agents.middleware import AgentMiddleware
-from langchain.agents.middleware.types import hook_config
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import JumpTo, hook_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -35,7 +35,7 @@ def _has_before_model(m: AgentMiddleware) -> bool:
             or cls.abefore_model is not AgentMiddleware.abefore_model)
 
 
-def _jumps(m: AgentMiddleware) -> list[str]:
+def _jumps(m: AgentMiddleware) -> list[JumpTo]:
     for name in ("before_model", "abefore_model"):
         method = getattr(m.__class__, name)
         if method is not getattr(AgentMiddleware, name) and hasattr(method, "__can_jump_to__"):
@@ -67,7 +67,7 @@ def _advance(view: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 class FusedBeforeModel(AgentMiddleware):
     """Runs the ``before_model`` hooks of ``parts`` in order, in one node."""
 
-    def __init__(self, parts: Sequence[AgentMiddleware]) -> None:
+    def __init__(self, parts: Sequence[AgentMiddleware[Any, Any]]) -> None:
         super().__init__()
         self.parts = list(parts)
 
@@ -75,10 +75,12 @@ class FusedBeforeModel(AgentMiddleware):
     def name(self) -> str:
         return "PreModel"
 
-    def before_model(self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
+    # langgraph takes a node's list of commands; AgentMiddleware's annotation admits only a dict (a state update)
+    def before_model(  # pyright: ignore[reportIncompatibleMethodOverride]
+            self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
         view, commands = dict(state), []
         for part in self.parts:
-            update = part.before_model(view, runtime) if part.__class__.before_model is not \
+            update = part.before_model(cast(AgentState, view), runtime) if part.__class__.before_model is not \
                 AgentMiddleware.before_model else None
             if self._collect(update, commands):
                 break
@@ -86,10 +88,12 @@ class FusedBeforeModel(AgentMiddleware):
                 view = _advance(view, update)
         return commands or None
 
-    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
+    # as before_model: a list of commands
+    async def abefore_model(  # pyright: ignore[reportIncompatibleMethodOverride]
+            self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
         view, commands = dict(state), []
         for part in self.parts:
-            update = await part.abefore_model(view, runtime)
+            update = await part.abefore_model(cast(AgentState, view), runtime)
             if self._collect(update, commands):
                 break
             if update:
@@ -105,18 +109,18 @@ class FusedBeforeModel(AgentMiddleware):
         return bool(update.get("jump_to"))
 
 
-def fuse_before_model(chain: Sequence[AgentMiddleware]) -> list[AgentMiddleware]:
+def fuse_before_model(chain: Sequence[AgentMiddleware[Any, Any]]) -> list[AgentMiddleware[Any, Any]]:
     """``chain`` with all ``before_model`` hooks fused into one node at the first one's place."""
     parts = [m for m in chain if _has_before_model(m)]
     if len(parts) < 2:
         return list(chain)
-    jumps = sorted({j for m in parts for j in _jumps(m)})
+    jumps: list[JumpTo] = sorted({j for m in parts for j in _jumps(m)})
     fused_cls = type("FusedBeforeModel", (FusedBeforeModel,), {
         "before_model": hook_config(can_jump_to=jumps)(FusedBeforeModel.before_model),
         "abefore_model": hook_config(can_jump_to=jumps)(FusedBeforeModel.abefore_model),
     }) if jumps else FusedBeforeModel
     fused = fused_cls(parts)
-    out: list[AgentMiddleware] = []
+    out: list[AgentMiddleware[Any, Any]] = []
     for m in chain:
         if m is parts[0]:
             out.append(fused)

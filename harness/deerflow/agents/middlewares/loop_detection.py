@@ -155,10 +155,9 @@ class LoopDetectionMiddleware(ResponseReviewMiddleware):
     def review(self, request: ModelRequest, response: ModelResponse) -> ModelResponse | ExtendedModelResponse:
         index = next((i for i in range(len(response.result) - 1, -1, -1)
                       if isinstance(response.result[i], AIMessage)), None)
-        if index is None or not response.result[index].tool_calls:
+        message = response.result[index] if index is not None else None
+        if index is None or not isinstance(message, AIMessage) or not message.tool_calls:
             return response
-        message = response.result[index]
-        assert isinstance(message, AIMessage)
         state = request.state
         verdict = assess(message.tool_calls, state.get("loop_call_counts") or {},
                          state.get("loop_tool_counts") or {}, self.limits)

@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import HumanMessage
 
 from deerflow.agents.middlewares.skill_activation import with_section
 from deerflow.memory.service import MemoryService, memory_enabled
 from deerflow.runtime.notes import note_kind
+from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
 
 
-def _query(request: ModelRequest) -> str:
+def _query(request: ModelRequest[RunContext]) -> str:
     """The user's latest own message (harness notes are not the user's words)."""
     for message in reversed(request.state.get("messages", [])):
         if isinstance(message, HumanMessage) and note_kind(message) is None:
@@ -30,7 +31,7 @@ def _query(request: ModelRequest) -> str:
     return ""
 
 
-def _service(request: ModelRequest) -> MemoryService | None:
+def _service(request: ModelRequest[RunContext]) -> MemoryService | None:
     context = request.runtime.context
     if context is None or not memory_enabled(context.options):
         return None
@@ -38,22 +39,22 @@ def _service(request: ModelRequest) -> MemoryService | None:
     return service if isinstance(service, MemoryService) else None
 
 
-class MemoryMiddleware(AgentMiddleware):
+class MemoryMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
     """Adds the ``<user_memory>`` block to each model request of a run."""
 
     def __init__(self) -> None:
         super().__init__()
         self._blocks: dict[str, str] = {}  # run id -> block (one store read per run)
 
-    def _with_block(self, request: ModelRequest, block: str) -> ModelRequest:
+    def _with_block(self, request: ModelRequest[RunContext], block: str) -> ModelRequest[RunContext]:
         return request.override(system_message=with_section(request.system_message, block)) if block else request
 
-    def _cached(self, request: ModelRequest) -> tuple[MemoryService | None, str, str | None]:
+    def _cached(self, request: ModelRequest[RunContext]) -> tuple[MemoryService | None, str, str | None]:
         service = _service(request)
         run_id = getattr(request.runtime.context, "run_id", "") if service else ""
         return service, run_id, self._blocks.get(run_id)
 
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+    def wrap_model_call(self, request: ModelRequest[RunContext], handler: Callable[[ModelRequest[RunContext]], ModelResponse]) -> Any:
         service, run_id, block = self._cached(request)
         if service is None:
             return handler(request)
@@ -64,7 +65,7 @@ class MemoryMiddleware(AgentMiddleware):
         return handler(self._with_block(request, block))
 
     async def awrap_model_call(
-        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+        self, request: ModelRequest[RunContext], handler: Callable[[ModelRequest[RunContext]], Awaitable[ModelResponse]]
     ) -> Any:
         service, run_id, block = self._cached(request)
         if service is None:

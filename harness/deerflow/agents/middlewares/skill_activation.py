@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ToolCallRequest
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, SystemMessage, TextContentBlock, ToolMessage
 from langgraph.types import Command
 
 from deerflow.agents.thread_state import SkillReference
@@ -68,10 +68,10 @@ def request_section(request: ModelRequest, active: ActiveSkills) -> str:
 
 def with_section(system: SystemMessage | None, text: str) -> SystemMessage:
     """``system`` with ``text`` appended as its own block."""
-    block = {"type": "text", "text": text}
+    block: TextContentBlock = {"type": "text", "text": text}
     if system is None:
-        return SystemMessage(content=[block])
-    return SystemMessage(content=[*system.content_blocks, {"type": "text", "text": "\n\n"}, block])
+        return SystemMessage(content_blocks=[block])
+    return SystemMessage(content_blocks=[*system.content_blocks, {"type": "text", "text": "\n\n"}, block])
 
 
 class SkillActivationMiddleware(AgentMiddleware):

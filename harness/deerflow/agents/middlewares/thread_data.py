@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langgraph.runtime import Runtime
 
 from deerflow.runtime.context import RunContext
@@ -16,7 +16,7 @@ THREAD_DATA = {
 }
 
 
-class ThreadDataMiddleware(AgentMiddleware):
+class ThreadDataMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
     """Before the agent starts: make sure uploads/workspace/outputs exist."""
 
     def before_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
@@ -31,7 +31,7 @@ def make_title(text: str, max_chars: int) -> str | None:
     return cut.rstrip(" ,.;:") + "…"
 
 
-class TitleMiddleware(AgentMiddleware):
+class TitleMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
     """After the agent: set ``title`` once, from the first human message."""
 
     def __init__(self, *, max_chars: int = 60) -> None:

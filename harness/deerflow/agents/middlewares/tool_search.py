@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, ToolCallRequest
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import HumanMessage, SystemMessage, TextContentBlock, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -39,10 +39,10 @@ def with_section(system: SystemMessage | None, section: str | None) -> SystemMes
     """``system`` with one more text block (unchanged when ``section`` is None)."""
     if not section:
         return system
-    block = {"type": "text", "text": section}
+    block: TextContentBlock = {"type": "text", "text": section}
     if system is None:
-        return SystemMessage(content=[block])
-    return SystemMessage(content=[*system.content_blocks, {"type": "text", "text": "\n\n"}, block])
+        return SystemMessage(content_blocks=[block])
+    return SystemMessage(content_blocks=[*system.content_blocks, {"type": "text", "text": "\n\n"}, block])
 
 
 class DeferredToolsMiddleware(AgentMiddleware):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
@@ -117,7 +117,7 @@ def _escape_char(char: str) -> str:
     return f"\\u{code:04x}"
 
 
-class UploadsMiddleware(AgentMiddleware):
+class UploadsMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
     """Before each model call: announce uploads the agent has not been told about."""
 
     def before_model(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:

@@ -159,8 +159,8 @@ class DockerSandboxProvider(SandboxProvider):
                  network: NetworkMode = "isolated", limits: Limits | None = None,
                  warm_pool_size: int = 0, python_mode: PythonMode = "host", user: str | None = None,
                  shell: str = "/bin/bash", egress: EgressProxy | None = None,
-                 environment: Mapping[str, str] | None = None, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+                 environment: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # SandboxProvider's
         if network not in ("isolated", "open", "allowlist"):
             raise ValueError(f"docker network mode must be 'isolated', 'open' or 'allowlist', not {network!r}")
         self.client = client if client is not None else connect_docker()

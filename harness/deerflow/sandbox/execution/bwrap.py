@@ -52,7 +52,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ConfigError
@@ -152,9 +152,9 @@ class BwrapSandboxProvider(SandboxProvider):
         limits: ProcessLimits | None = None,
         environment: Mapping[str, str] | None = None,
         cgroups: bool = True,
-        **kwargs: object,
+        **kwargs: Any,  # SandboxProvider's
     ) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         if network not in ("isolated", "open", "allowlist"):
             raise ValueError(
                 f"bwrap network mode must be 'isolated', 'open' or 'allowlist', not {network!r}"

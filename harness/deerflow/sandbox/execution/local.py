@@ -32,7 +32,7 @@ import tempfile
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.execution.env import SYSTEM_PATH, check_environment, sandbox_env
@@ -62,9 +62,9 @@ class LocalSandboxProvider(SandboxProvider):
         allow_host_bash: bool = False,
         python: str | None = None,
         environment: Mapping[str, str] | None = None,
-        **kwargs: object,
+        **kwargs: Any,  # SandboxProvider's
     ) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(**kwargs)
         self.allow_host_bash = allow_host_bash
         self.python = python or sys.executable
         self.environment = check_environment(environment or {})

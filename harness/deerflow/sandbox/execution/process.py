@@ -23,6 +23,7 @@ Design:
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 _READ_CHUNK = 65536
 _READER_GRACE_S = 2.0
@@ -67,7 +69,7 @@ class _BoundedReader(threading.Thread):
         self.dropped = 0
 
     def run(self) -> None:
-        read = self._stream.read1  # type: ignore[attr-defined]
+        read = cast(io.BufferedReader, self._stream).read1  # Popen's pipes are buffered readers
         while chunk := read(_READ_CHUNK):
             room = self._half - len(self.head)
             if room > 0:

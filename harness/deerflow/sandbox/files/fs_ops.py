@@ -409,7 +409,7 @@ def grep(
     name_filter = _glob_regex(glob) if glob else None
     shown, walk = vfs.walk(path)
     matches: list[GrepMatch] = []
-    counts = dict.fromkeys(
+    counts: dict[str, int] = dict.fromkeys(
         ("files_searched", "skipped_binary", "skipped_large", "skipped_links"), 0
     )
     for item in walk:

@@ -164,7 +164,7 @@ class VirtualFS:
         self,
         paths: ThreadPaths,
         *,
-        skills_root: Path | None = None,
+        skills_root: str | Path | None = None,
         home: Path | None = None,
     ) -> None:
         self.paths = paths

@@ -268,7 +268,8 @@ class ThreadKernel:
             await self.restart()
         elif outcome == "timeout":
             result.timed_out = True
-            await self._km.interrupt_kernel()  # type: ignore[union-attr]
+            assert self._km is not None, "a kernel that timed out is still there"
+            await self._km.interrupt_kernel()
             if await self._collect(collector, self.interrupt_grace) == "idle":
                 result.recovery = "interrupted"
             else:

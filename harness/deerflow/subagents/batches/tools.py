@@ -98,7 +98,7 @@ def make_batch_tools(bound: SubagentRuntime | None = None, *, types_text: str = 
         _emit(runtime, status)
         return "Cancelled: no new item of this batch will start.\n" + status_text(status)
 
-    tools = [
+    tools: list[BaseTool] = [
         StructuredTool.from_function(func=batch_task, name="batch_task", description=(
             "Submit many independent tasks as one durable batch: each item runs as its own subagent in the "
             "background (bounded concurrency, survives restarts). Returns a batch id at once; results are not "

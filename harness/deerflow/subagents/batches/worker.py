@@ -22,8 +22,9 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from deerflow.errors import ToolFailure
 from deerflow.persistence.aio import StoreUnavailable
@@ -32,7 +33,7 @@ from deerflow.subagents.outcome import SubagentOutcome
 
 logger = logging.getLogger(__name__)
 
-ItemRunner = Callable[[ClaimedItem], Awaitable[SubagentOutcome]]
+ItemRunner = Callable[[ClaimedItem], Coroutine[Any, Any, SubagentOutcome]]
 Key = tuple[str, int]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
+from deerflow.config.schema import AppConfig
 from deerflow.errors import UserError
 from deerflow.subagents.batches.submitter import item_runner, open_store
 from deerflow.subagents.batches.worker import BatchWorker, WorkerStats
@@ -72,13 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _log_per_config(config: object) -> None:
+def _log_per_config(config: AppConfig) -> None:
     """The worker's log lines: the config's format (``logging.format``), its secrets redacted."""
     from deerflow.logs import JsonFormatter, redacting
 
     for handler in logging.getLogger().handlers:
         redacting(handler, config)
-        if config.logging.format == "json":  # type: ignore[attr-defined]
+        if config.logging.format == "json":
             handler.setFormatter(JsonFormatter())
 
 

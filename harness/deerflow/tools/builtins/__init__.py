@@ -12,7 +12,7 @@ from deerflow.tools.assembly import ToolCache, ToolSources
 
 
 def builtin_groups(
-    app_config: AppConfig, model: ResolvedModel, *, sandbox: SandboxProvider | None = None,
+    app_config: AppConfig, model: ResolvedModel | None, *, sandbox: SandboxProvider | None = None,
     skills: RunSkills | None = None, cache: ToolCache | None = None,
 ) -> dict[str, list[BaseTool]]:
     """Built-in tools by group; later capabilities add their groups here.
@@ -38,7 +38,8 @@ def builtin_groups(
     from deerflow.tools.builtins.uploads_tool import list_uploaded_files
     from deerflow.tools.builtins.view_image import view_image
 
-    vision = [view_image] if model.supports_vision else []  # only a vision model can look
+    sees = model is not None and model.supports_vision  # None: the host's catalog, no run
+    vision = [view_image] if sees else []  # only a vision model can look
     cache = cache or ToolCache()
     groups = {
         "builtin": [present_files, list_uploaded_files, ask_clarification, *vision, *skill_tools(skills)],
@@ -58,7 +59,6 @@ def builtin_groups(
     if app_config.browser.enabled:  # the host refuses to start when the browser is unusable
         from deerflow.tools.builtins.browser_tools import browser_tools
 
-        sees = model.supports_vision
         groups["browser"] = cache.get(("browser", sees), lambda: browser_tools(vision=sees))
     return groups
 

@@ -162,11 +162,9 @@ def with_run_tools(
 
 def host_catalog(app_config: AppConfig, home: HomePaths, user_id: str, *, services: HostServices) -> AgentCatalog:
     """The catalog for changes made outside a run (CLI, API, client): what a run on this host would offer."""
-    from deerflow.models.factory import ResolvedModel
     from deerflow.tools.builtins import builtin_groups
 
-    groups = builtin_groups(app_config, ResolvedModel(model=None, name="catalog", entry=None),  # type: ignore[arg-type]
-                            sandbox=services.sandbox)
+    groups = builtin_groups(app_config, None, sandbox=services.sandbox)  # no run, so no model
     skills = known_skills(app_config, home, user_id, library=services.skills)
     return build_catalog(app_config, builtin_groups=groups.keys(), skills=skills)
 

@@ -52,7 +52,7 @@ async def aread_notebook(path: PathArg, runtime: ToolRuntime[RunContext], cell_i
     try:
         return await read_cells(notebook_access(runtime.context.services), path, cell_ids)
     except NotebookError as exc:
-        raise ToolFailure(str(exc), code=exc.code) from None
+        raise ToolFailure(str(exc), code=exc.code or "tool_error") from None  # a NotebookError always has one
 
 
 async def aedit_notebook(path: PathArg, operations: OpsArg, runtime: ToolRuntime[RunContext]) -> Reply:
@@ -62,7 +62,7 @@ async def aedit_notebook(path: PathArg, operations: OpsArg, runtime: ToolRuntime
         return await edit_cells(access, EditRecords(ctx.paths.root), path, operations, run_id=ctx.run_id,
                                 mode=edit_mode(ctx))
     except NotebookError as exc:
-        raise ToolFailure(str(exc), code=exc.code) from None
+        raise ToolFailure(str(exc), code=exc.code or "tool_error") from None  # a NotebookError always has one
 
 
 def read_notebook(path: PathArg, runtime: ToolRuntime[RunContext], cell_ids: CellIdsArg = None) -> Reply:

@@ -74,7 +74,8 @@ def install_skill(path: str, runtime: ToolRuntime[RunContext]) -> tuple[str, dic
                       f"install` or `%deerflow skills install` from {path}")
     if refused is not None:
         raise refused
-    granted = _grants(runtime).take(runtime.tool_call_id, INSTALL_TOOL) if _grants(runtime) else None
+    grants = _grants(runtime)
+    granted = grants.take(runtime.tool_call_id, INSTALL_TOOL) if grants else None
     if granted is not None:
         return _install_approved(runtime, skills, granted)
     vfs = thread_fs(runtime)
