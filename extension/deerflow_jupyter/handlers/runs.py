@@ -9,8 +9,8 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from deerflow.errors import NotFoundError
-from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.persistence.store import RunRecord
+from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runtime import events as ev
 from deerflow.runtime.live import LiveRun
 from deerflow_jupyter import wire

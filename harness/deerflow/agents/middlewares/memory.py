@@ -18,8 +18,8 @@ from langchain_core.messages import HumanMessage
 
 from deerflow.agents.middlewares.skill_activation import with_section
 from deerflow.memory.service import MemoryService, memory_enabled
-from deerflow.runtime.notes import note_kind
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.notes import note_kind
 from deerflow.runtime.projection import message_text
 
 
