@@ -103,3 +103,31 @@ def test_the_cli_prints_the_line_alone_and_exits_75(unreachable: str, tmp_path: 
     assert proc.returncode == 75, err
     assert err.startswith("deerflow: storage unavailable: ") and err.count("\n") == 1, err  # no pool warnings
     assert_one_clear_line(err, unreachable)
+
+
+@pytest.mark.parametrize(("url", "named"), [
+    ("postgresql://ann:pw-1@db.lab.example/deerflow", "PostgreSQL at db.lab.example:5432/deerflow (storage.url)"),
+    ("postgresql://ann:pw-1@db.lab.example:6432/deerflow?sslmode=require",
+     "PostgreSQL at db.lab.example:6432/deerflow (storage.url)"),
+    ("postgresql://ann:pw-1@/deerflow?host=/run/postgresql&port=5433",
+     "PostgreSQL at /run/postgresql:5433/deerflow (storage.url)"),
+    ("postgresql://ann:pw-1@bad host/deerflow", "PostgreSQL (storage.url)"),  # libpq cannot parse it: no details
+])
+def test_messages_name_the_database_by_host_port_and_name_only(url: str, named: str, monkeypatch) -> None:
+    monkeypatch.delenv("PGHOST", raising=False)
+    monkeypatch.delenv("PGPORT", raising=False)
+    assert str(pgsql.where(url)) == named
+
+
+def test_libpqs_reason_is_its_gist_and_never_the_password() -> None:
+    import psycopg
+
+    url = "postgresql://ann:pw-1@db.lab.example/deerflow"
+    refused = psycopg.OperationalError('connection failed: connection to server at "10.0.0.5", port 5432 failed: '
+                                       "Connection refused\n\tIs the server running on that host?")
+    assert pgsql.libpq_reason(refused, url) == "Connection refused"
+    auth = psycopg.OperationalError('connection to server at "10.0.0.5", port 5432 failed: FATAL:  password '
+                                    'authentication failed for user "ann"')
+    assert pgsql.libpq_reason(auth, url) == 'password authentication failed for user "ann"'
+    echoed = psycopg.OperationalError("a driver that echoes its input: pw-1")
+    assert "pw-1" not in pgsql.libpq_reason(echoed, url)
