@@ -11,7 +11,7 @@ three things an operator of several servers needs around them:
   once, rather than after a backoff that doubles for as long as an outage lasted;
 * **a deadline** on connecting: an unreachable database is one clear error at start
   (:class:`DatabaseUnavailable`), never a hang;
-* **one line for an outage** (:class:`DeerFlowPool`, :class:`DeerFlowAsyncPool`): when a
+* **one line for an outage** (the pools of :func:`_pool_classes`): when a
   saver cannot get a connection, or its connection drops mid-call, the error is
   :class:`~deerflow.persistence.aio.StoreUnavailable` naming the database's host and port,
   libpq's reason and what to check (HTTP 503, CLI exit 75; a run ends with that line),
