@@ -131,3 +131,14 @@ def test_libpqs_reason_is_its_gist_and_never_the_password() -> None:
     assert pgsql.libpq_reason(auth, url) == 'password authentication failed for user "ann"'
     echoed = psycopg.OperationalError("a driver that echoes its input: pw-1")
     assert "pw-1" not in pgsql.libpq_reason(echoed, url)
+
+
+def test_a_pool_timeout_without_a_failed_attempt_says_busy_or_slow_not_down() -> None:
+    from psycopg_pool import PoolTimeout
+
+    url = "postgresql://ann:pw-1@db.lab.example/never-failed"  # no connection attempt to it has failed
+    line = str(pgsql.unavailable(url, PoolTimeout("couldn't get a connection after 10.00 sec"), waited=10))
+    assert line.startswith("storage unavailable: PostgreSQL at db.lab.example:5432/never-failed (storage.url): "
+                           "no connection within 10 s (no attempt failed: the server is slow to answer, or every "
+                           "pooled connection is in use)")
+    assert "couldn't" not in line and "pw-1" not in line

@@ -345,8 +345,9 @@ def unavailable(url: str, exc: BaseException, *, waited: float, connecting: bool
     from deerflow.persistence.aio import StoreUnavailable
 
     if isinstance(exc, PoolTimeout) or connecting:
-        reason = _last_failures.get(url) if isinstance(exc, PoolTimeout) else libpq_reason(exc, url)
-        problem = f"no connection within {waited:g} s{f' ({reason})' if reason else ''}: {WHAT_TO_DO}"
+        reason = (_last_failures.get(url) or "no attempt failed: the server is slow to answer, or every pooled "
+                  "connection is in use") if isinstance(exc, PoolTimeout) else libpq_reason(exc, url)
+        problem = f"no connection within {waited:g} s ({reason}): {WHAT_TO_DO}"
     else:  # a connection dropped (restart, failover) or a statement ran past the server's timeout
         problem = f"the database stopped answering ({type(exc).__name__}: {libpq_reason(exc, url)})"
     return StoreUnavailable(where(url), problem)
