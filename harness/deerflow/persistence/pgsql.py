@@ -291,9 +291,10 @@ def _password(url: str) -> str | None:
     from psycopg.conninfo import conninfo_to_dict
 
     try:
-        return conninfo_to_dict(url).get("password") or None
+        password = conninfo_to_dict(url).get("password")
     except psycopg.Error:  # an unparsable URL: libpq could not have used (or echoed) its password
         return None
+    return str(password) if password else None
 
 
 @functools.cache
