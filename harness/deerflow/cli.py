@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--h
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
 RUN_FAILURE_LOGGER = "deerflow.runs.execution"  # its failures also arrive as the run's error event
+PG_POOL_LOGGER = "psycopg.pool"  # its failures arrive as one StoreUnavailable line (persistence/pgsql.py)
 USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
@@ -202,6 +203,8 @@ def configure_logging(*, debug: bool, config: Any = None) -> None:
         handler.setFormatter(_OneLine("%(name)s: %(levelname)s: %(message)s", debug=debug))
     if not debug:
         handler.addFilter(lambda record: not (record.name == RUN_FAILURE_LOGGER and record.levelno >= logging.WARNING))
+        # a pool's every failed attempt to reach PostgreSQL: the command's own error names it once
+        handler.addFilter(lambda record: not record.name.startswith(PG_POOL_LOGGER))
     handler.set_name("deerflow-cli")
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "deerflow-cli"]:  # main() called again

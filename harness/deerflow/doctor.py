@@ -105,9 +105,9 @@ def check_storage_url(storage: StorageConfig) -> Finding | None:
     """
     if storage.checkpointer != "postgres" or not storage.postgres_url:
         return None
-    from deerflow.persistence.pgsql import WHERE
+    from deerflow.persistence.pgsql import libpq_reason, where
 
-    subject = str(WHERE)
+    subject = str(where(storage.postgres_url))  # host, port and name: never the URL (it may hold a password)
     try:
         import psycopg
     except ModuleNotFoundError:
@@ -121,7 +121,8 @@ def check_storage_url(storage: StorageConfig) -> Finding | None:
             parts, checkpoints = _schema_state(conn)
     except psycopg.Error as exc:
         return Finding("database", subject, False, f"not reachable within {storage.connect_timeout:g}s "
-                       f"({type(exc).__name__})", "check storage.url, the network and that the server is running")
+                       f"({libpq_reason(exc, storage.postgres_url)})",
+                       "check storage.url, the network and that the server is running")
     newer = [f"{name} v{found} (this DeerFlow knows v{known})" for name, found, known in parts
              if known is not None and found > known]
     if newer:

@@ -117,6 +117,11 @@ async def test_a_database_down_mid_run_ends_it_with_an_error_not_a_hang(
         first = await asyncio.wait_for(live.wait(), DEADLINE)
         assert first.status == "error", first
         assert first.error and "\n" not in first.error.strip()
+        where = f"PostgreSQL at {cluster.root}:{cluster.port}/"  # the database by socket and port, not psycopg's words
+        assert where in first.error and "PoolTimeout" not in first.error, first.error
+        with pytest.raises(StorageError) as caught:  # reading the conversation meanwhile: the same one line (503)
+            await manager._state_reader().aget_state({"configurable": {"thread_id": thread.thread_id}})
+        assert where in str(caught.value) and "try again shortly" in str(caught.value)
 
         await asyncio.to_thread(cluster.launch)  # the database is back
         deadline = asyncio.get_running_loop().time() + DEADLINE

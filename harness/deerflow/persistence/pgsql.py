@@ -27,12 +27,19 @@ that doubled all along); a call whose connection drops mid-way, or that cannot g
 connection within :data:`CONNECT_SECONDS` (one second while the database is known
 to be down), raises
 :class:`~deerflow.persistence.aio.StoreUnavailable` (HTTP 503, CLI exit 75), never a hang.
-The URL may hold a password: no message here repeats it.
+
+**Messages.**  Every failure to reach the database, from these pools or LangGraph's
+(:mod:`deerflow.persistence.postgres`), is one line built by :func:`unavailable`: the
+database by host, port and name (:func:`where`), what failed with libpq's reason (the pools
+remember the last failed connection attempt: :func:`connection_classes`), and what to do.
+The URL may hold a password: no message repeats the URL, its user or its password.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+import os
 import re
 import threading
 import time
@@ -41,13 +48,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.persistence.sqlite import StorageError
 
+if TYPE_CHECKING:
+    from deerflow.persistence.aio import StoreUnavailable
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 WHERE = Path("PostgreSQL (storage.url)")
-"""How messages name the database (never the URL: it may hold a password)."""
+"""How messages name a database whose URL cannot be parsed (never the URL: it may hold a password)."""
+WHAT_TO_DO = ("check that the database server is running and reachable from this machine and that "
+              "storage.url's credentials are right")
 
 SCHEMA_TABLE = "deerflow_schema"
 SCHEMA_LOCK_KEY = zlib.crc32(b"deerflow.store-schema")
@@ -120,9 +132,9 @@ class SchemaPart:
 class SchemaTooNew(StorageError):
     """The database holds a newer schema than this DeerFlow knows (another server was upgraded first)."""
 
-    def __init__(self, part: str, found: int, known: int) -> None:
-        self.path, self.problem = WHERE, f"schema version {found} of {part!r} is newer than this DeerFlow's ({known})"
-        Exception.__init__(self, f"storage error: {WHERE}: the {part} tables are at schema version {found}, newer "
+    def __init__(self, part: str, found: int, known: int, *, where: Path = WHERE) -> None:
+        self.path, self.problem = where, f"schema version {found} of {part!r} is newer than this DeerFlow's ({known})"
+        Exception.__init__(self, f"storage error: {where}: the {part} tables are at schema version {found}, newer "
                            f"than this DeerFlow knows ({known}): upgrade DeerFlow on this machine")
 
 
@@ -131,6 +143,7 @@ class PostgresDatabase:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.where = where(url)
         self._pool: Any = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
@@ -151,6 +164,7 @@ class PostgresDatabase:
             reconnect_timeout=RECONNECT_SECONDS,
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": int(CONNECT_SECONDS),
                     "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"},
+            connection_class=connection_classes()[0],
             check=ConnectionPool.check_connection, open=False, name="deerflow-metadata")
         pool.open(wait=False)
         return pool
@@ -165,21 +179,17 @@ class PostgresDatabase:
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        from deerflow.persistence.aio import StoreUnavailable
-
         wait = self._connect_wait()
         try:
             with self._get_pool().connection(timeout=wait) as conn:
                 self._down_since = None
                 with conn.transaction():
                     yield PgConnection(conn)
-        except PoolTimeout:
+        except PoolTimeout as exc:
             self._down_since = self._down_since or time.monotonic()
-            raise StoreUnavailable(WHERE, f"no connection within {wait:g} s (is the server "
-                                   "running and reachable?)") from None
+            raise unavailable(self.url, exc, waited=wait) from None
         except psycopg.OperationalError as exc:  # connection lost, server restarting, statement timeout
-            raise StoreUnavailable(WHERE, f"the database did not answer ({type(exc).__name__}: "
-                                   f"{_first_line(exc)})") from None
+            raise unavailable(self.url, exc, waited=wait) from None
 
     def _connect_wait(self) -> float:
         """How long to wait for a connection: briefly while the database is known to be down.
@@ -207,7 +217,7 @@ class PostgresDatabase:
             row = db.execute(f"SELECT version FROM {SCHEMA_TABLE} WHERE part=?", (part.name,)).fetchone()
             current = row["version"] if row else 0
             if current > part.version:
-                raise SchemaTooNew(part.name, current, part.version)
+                raise SchemaTooNew(part.name, current, part.version, where=self.where)
             steps = translate_ddl(part.ddl) if current == 0 else []
             for migration in part.migrations[max(0, current - 1):]:
                 steps += translate_ddl(migration)
@@ -237,6 +247,111 @@ class PostgresDatabase:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
+def where(url: str) -> Path:
+    """How messages name the database of ``url``: ``PostgreSQL at HOST:PORT/NAME (storage.url)``.
+
+    Enough for an operator to tell which server is meant; never the user or the password.
+    A URL libpq cannot parse is named :data:`WHERE`.
+    """
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ModuleNotFoundError:
+        return WHERE
+    try:
+        params = conninfo_to_dict(url)
+    except Error:
+        return WHERE
+    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "the default socket"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    name = params.get("dbname")
+    return Path(f"PostgreSQL at {host}:{port}{'/' + str(name) if name else ''} (storage.url)")
+
+
+_last_failures: dict[str, str] = {}
+"""libpq's reason for the latest failed connection attempt, per URL (a pool connects in the background)."""
+
+
+def libpq_reason(exc: BaseException, url: str) -> str:
+    """The gist of a failed connection: ``Connection refused``, ``password authentication failed for user "ann"``.
+
+    libpq's first line ends with the reason after the server's address; the password
+    never appears in it, and is masked here should a driver ever echo it.
+    """
+    line = _first_line(exc)
+    reason = line.rsplit(" failed: ", 1)[-1].removeprefix("FATAL:").strip()
+    secret = _password(url)
+    return reason.replace(secret, "***") if secret else reason
+
+
+def _password(url: str) -> str | None:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.Error:  # an unparsable URL: libpq could not have used (or echoed) its password
+        return None
+    return str(password) if password else None
+
+
+@functools.cache
+def connection_classes() -> tuple[type, type]:
+    """psycopg's connection classes (sync, async) noting why a connection attempt failed.
+
+    A pool connects in the background and then reports only a bare ``PoolTimeout``
+    ("couldn't get a connection after 10.00 sec"); the reason (refused, unknown host, a
+    wrong password) is what an operator needs, so these keep it per URL for :func:`unavailable`.
+    """
+    import psycopg
+
+    class Connection(psycopg.Connection):  # type: ignore[type-arg]
+        @classmethod
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+            try:
+                conn = super().connect(conninfo, **kwargs)
+            except psycopg.OperationalError as exc:
+                _last_failures[conninfo] = libpq_reason(exc, conninfo)
+                raise
+            _last_failures.pop(conninfo, None)
+            return conn
+
+    class AsyncConnection(psycopg.AsyncConnection):  # type: ignore[type-arg]
+        @classmethod
+        async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+            try:
+                conn = await super().connect(conninfo, **kwargs)
+            except psycopg.OperationalError as exc:
+                _last_failures[conninfo] = libpq_reason(exc, conninfo)
+                raise
+            _last_failures.pop(conninfo, None)
+            return conn
+
+    return Connection, AsyncConnection
+
+
+def unavailable(url: str, exc: BaseException, *, waited: float, connecting: bool = False) -> StoreUnavailable:
+    """The one line for a database that cannot be reached, or stopped answering mid-call.
+
+    Args:
+        url: The database's URL (named by :func:`where`, never repeated).
+        exc: psycopg's ``PoolTimeout`` (no connection from a pool in time) or ``OperationalError``.
+        waited: How long the caller waited for a connection, in seconds.
+        connecting: ``exc`` came from opening a connection (not from a call on an open one).
+    """
+    from psycopg_pool import PoolTimeout
+
+    from deerflow.persistence.aio import StoreUnavailable
+
+    if isinstance(exc, PoolTimeout) or connecting:
+        reason = (_last_failures.get(url) or "no attempt failed: the server is slow to answer, or every pooled "
+                  "connection is in use") if isinstance(exc, PoolTimeout) else libpq_reason(exc, url)
+        problem = f"no connection within {waited:g} s ({reason}): {WHAT_TO_DO}"
+    else:  # a connection dropped (restart, failover) or a statement ran past the server's timeout
+        problem = f"the database stopped answering ({type(exc).__name__}: {libpq_reason(exc, url)})"
+    return StoreUnavailable(where(url), problem)
 
 
 _databases: dict[str, PostgresDatabase] = {}

@@ -11,6 +11,11 @@ three things an operator of several servers needs around them:
   once, rather than after a backoff that doubles for as long as an outage lasted;
 * **a deadline** on connecting: an unreachable database is one clear error at start
   (:class:`DatabaseUnavailable`), never a hang;
+* **one line for an outage** (the pools of :func:`_pool_classes`): when a
+  saver cannot get a connection, or its connection drops mid-call, the error is
+  :class:`~deerflow.persistence.aio.StoreUnavailable` naming the database's host and port,
+  libpq's reason and what to check (HTTP 503, CLI exit 75; a run ends with that line),
+  not psycopg's ``PoolTimeout: couldn't get a connection after 10.00 sec``;
 * **serialised schema setup**: LangGraph's ``setup()`` is idempotent but not safe when
   two processes run it at once (both ``CREATE TABLE IF NOT EXISTS`` the same table, both
   insert migration version 0).  It runs under a PostgreSQL advisory lock held on a
@@ -26,6 +31,7 @@ The URL may hold a password: it never appears in an error or a log line here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Iterator
@@ -33,7 +39,9 @@ from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextma
 from typing import TYPE_CHECKING, Any
 
 from deerflow.config.schema import StorageConfig
-from deerflow.errors import ConfigError, UserError
+from deerflow.errors import ConfigError
+from deerflow.persistence import pgsql
+from deerflow.persistence.aio import StoreUnavailable
 from deerflow.persistence.pgsql import RECONNECT_SECONDS
 
 if TYPE_CHECKING:
@@ -53,14 +61,13 @@ _TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 INSTALL_HINT = "the 'postgres' extra (pip install '.[postgres]' in a clone) (langgraph-checkpoint-postgres, psycopg-pool)"
 
 
-class DatabaseUnavailable(UserError):
-    """The configured PostgreSQL cannot be reached within ``storage.connect_timeout``.
+class DatabaseUnavailable(StoreUnavailable):
+    """The configured PostgreSQL cannot be reached within ``storage.connect_timeout`` (at start).
 
-    A user error (exit status 4, like a broken SQLite file): the fix is the URL, the
-    network or the database server, not the code.
+    Unavailable, not broken: the fix is the URL, the network or the database server,
+    and the same command works once it answers (HTTP 503, CLI exit 75, one line naming
+    the host and port, never the URL).
     """
-
-    exit_code = 4
 
 
 def postgres_url(storage: StorageConfig) -> str:
@@ -82,10 +89,40 @@ def _connection_kwargs() -> dict[str, Any]:
 
 
 def _unavailable(storage: StorageConfig, exc: BaseException) -> DatabaseUnavailable:
-    kind = type(exc).__name__
-    return DatabaseUnavailable(f"storage error: PostgreSQL (storage.url) not reachable within "
-                               f"{storage.connect_timeout:g}s ({kind}); check the URL, the network "
-                               "and that the server is running")
+    found = pgsql.unavailable(postgres_url(storage), exc, waited=storage.connect_timeout, connecting=True)
+    return DatabaseUnavailable(found.path, found.problem)
+
+
+@functools.cache
+def _pool_classes() -> tuple[type, type]:
+    """``ConnectionPool`` and ``AsyncConnectionPool`` whose failures are one line (:func:`pgsql.unavailable`).
+
+    LangGraph's savers take every connection through ``pool.connection()`` (their
+    ``get_connection``), so this one seam covers every call they make: no connection in
+    time, or one that dropped mid-call, becomes ``StoreUnavailable``.
+    """
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    class DeerFlowPool(ConnectionPool):  # type: ignore[type-arg]
+        @contextmanager
+        def connection(self, timeout: float | None = None) -> Iterator[Any]:
+            try:
+                with super().connection(timeout) as conn:
+                    yield conn
+            except psycopg.OperationalError as exc:  # PoolTimeout included
+                raise pgsql.unavailable(str(self.conninfo), exc, waited=timeout or self.timeout) from None
+
+    class DeerFlowAsyncPool(AsyncConnectionPool):  # type: ignore[type-arg]
+        @asynccontextmanager
+        async def connection(self, timeout: float | None = None) -> AsyncIterator[Any]:
+            try:
+                async with super().connection(timeout) as conn:
+                    yield conn
+            except psycopg.OperationalError as exc:  # PoolTimeout included
+                raise pgsql.unavailable(str(self.conninfo), exc, waited=timeout or self.timeout) from None
+
+    return DeerFlowPool, DeerFlowAsyncPool
 
 
 async def open_checkpointer_pg(storage: StorageConfig, stack: AsyncExitStack) -> AsyncPostgresSaver:
@@ -101,15 +138,10 @@ async def open_checkpointer_pg(storage: StorageConfig, stack: AsyncExitStack) ->
         from psycopg_pool import AsyncConnectionPool
     except ModuleNotFoundError:
         raise ConfigError(f"PostgreSQL storage needs: {INSTALL_HINT}", key="storage.url") from None
-    from psycopg import AsyncConnection
-    from psycopg.rows import DictRow
-
-    # specialized: the connections' rows are dicts (row_factory), as the saver's type says; psycopg_pool
-    # annotates its check_connection for tuple rows only, though it checks any connection
-    pool = AsyncConnectionPool[AsyncConnection[DictRow]](
+    pool = _pool_classes()[1](
         url, min_size=1, max_size=storage.pool_max_size, kwargs=_connection_kwargs(), open=False,
-        timeout=storage.connect_timeout, name="deerflow-checkpoints", reconnect_timeout=RECONNECT_SECONDS,
-        check=AsyncConnectionPool.check_connection)  # pyright: ignore[reportArgumentType]
+        timeout=storage.connect_timeout, check=AsyncConnectionPool.check_connection, name="deerflow-checkpoints",
+        reconnect_timeout=RECONNECT_SECONDS, connection_class=pgsql.connection_classes()[1])
     await _open_async(storage, pool.open(wait=True, timeout=storage.connect_timeout))
     stack.push_async_callback(pool.close)
     saver = AsyncPostgresSaver(pool)
@@ -140,7 +172,7 @@ async def _schema_lock_async(storage: StorageConfig, url: str) -> AsyncIterator[
     async with conn:
         deadline = time.monotonic() + SETUP_WAIT_SECONDS
         while not _lock_taken(await (await conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,))).fetchone()):
-            _check_wait(deadline)
+            _check_wait(deadline, url)
             await asyncio.sleep(_POLL_SECONDS)
         try:
             yield
@@ -166,15 +198,12 @@ def open_store_pg(storage: StorageConfig, stack: ExitStack | AsyncExitStack, *,
     except ModuleNotFoundError:
         raise ConfigError(f"PostgreSQL memory needs: {INSTALL_HINT}", key="storage.url") from None
     import psycopg
-    from psycopg.rows import DictRow
     from psycopg_pool import PoolTimeout
 
-    # specialized: the connections' rows are dicts (row_factory), as the store's type says (check: as in
-    # open_checkpointer_pg)
-    pool = ConnectionPool[psycopg.Connection[DictRow]](
+    pool = _pool_classes()[0](
         url, min_size=1, max_size=max(2, storage.pool_max_size // 2), kwargs=_connection_kwargs(), open=False,
-        timeout=storage.connect_timeout, name="deerflow-memory", reconnect_timeout=RECONNECT_SECONDS,
-        check=ConnectionPool.check_connection)  # pyright: ignore[reportArgumentType]
+        timeout=storage.connect_timeout, check=ConnectionPool.check_connection, name="deerflow-memory",
+        reconnect_timeout=RECONNECT_SECONDS, connection_class=pgsql.connection_classes()[0])
     try:
         pool.open(wait=True, timeout=storage.connect_timeout)
     except (PoolTimeout, psycopg.OperationalError) as exc:
@@ -203,7 +232,7 @@ def _schema_lock_sync(storage: StorageConfig, url: str) -> Iterator[None]:
     with conn:
         deadline = time.monotonic() + SETUP_WAIT_SECONDS
         while not _lock_taken(conn.execute(_TRY_LOCK, (SCHEMA_LOCK_KEY,)).fetchone()):
-            _check_wait(deadline)
+            _check_wait(deadline, url)
             time.sleep(_POLL_SECONDS)
         try:
             yield
@@ -211,11 +240,11 @@ def _schema_lock_sync(storage: StorageConfig, url: str) -> Iterator[None]:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK_KEY,))
 
 
-def _check_wait(deadline: float) -> None:
+def _check_wait(deadline: float, url: str) -> None:
     """Give up waiting for another process's schema setup after :data:`SETUP_WAIT_SECONDS`."""
     if time.monotonic() > deadline:
-        raise DatabaseUnavailable(f"storage error: another process held the PostgreSQL schema setup lock for "
-                                  f"over {SETUP_WAIT_SECONDS:g}s; is a DeerFlow process stuck starting?")
+        raise DatabaseUnavailable(pgsql.where(url), f"another process held the schema setup lock for over "
+                                  f"{SETUP_WAIT_SECONDS:g} s: is a DeerFlow process stuck starting?")
 
 
 def _whole(storage: StorageConfig) -> int:

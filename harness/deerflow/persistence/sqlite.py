@@ -153,10 +153,10 @@ class SqliteStore:
 
     def __init__(self, path: Path | str) -> None:
         """Open (lazily) the store at ``path``: a SQLite file, or a ``postgresql://`` URL (``storage.url``)."""
-        from deerflow.persistence.pgsql import WHERE, database, is_postgres_url
+        from deerflow.persistence.pgsql import database, is_postgres_url
 
         self._pg = database(str(path)) if is_postgres_url(path) else None
-        self.path = WHERE if self._pg is not None else Path(path)
+        self.path = self._pg.where if self._pg is not None else Path(path)
         self._ready = False
         self._ready_lock = threading.Lock()
 
