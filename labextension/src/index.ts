@@ -1,0 +1,11 @@
+/**
+ * DeerFlow Notebook's JupyterLab extension: the browser side of what the server extension
+ * (`deerflow_jupyter`) cannot do alone.  Each plugin is small and in its own module.
+ */
+import { JupyterFrontEndPlugin } from '@jupyterlab/application';
+
+import { launcherPlugin } from './launcher';
+
+const plugins: JupyterFrontEndPlugin<any>[] = [launcherPlugin];
+
+export default plugins;
