@@ -5,7 +5,8 @@
 import { JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { launcherPlugin } from './launcher';
+import { notebookContextPlugin } from './notebookContext';
 
-const plugins: JupyterFrontEndPlugin<any>[] = [launcherPlugin];
+const plugins: JupyterFrontEndPlugin<void>[] = [launcherPlugin, notebookContextPlugin];
 
 export default plugins;
