@@ -5,8 +5,9 @@
 import { JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { launcherPlugin } from './launcher';
+import { magicCellsPlugin } from './magicCells';
 import { notebookContextPlugin } from './notebookContext';
 
-const plugins: JupyterFrontEndPlugin<void>[] = [launcherPlugin, notebookContextPlugin];
+const plugins: JupyterFrontEndPlugin<void>[] = [launcherPlugin, notebookContextPlugin, magicCellsPlugin];
 
 export default plugins;
