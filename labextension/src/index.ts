@@ -6,8 +6,9 @@ import { JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { launcherPlugin } from './launcher';
 import { magicCellsPlugin } from './magicCells';
+import { mentionPlugin } from './mention';
 import { notebookContextPlugin } from './notebookContext';
 
-const plugins: JupyterFrontEndPlugin<void>[] = [launcherPlugin, notebookContextPlugin, magicCellsPlugin];
+const plugins: JupyterFrontEndPlugin<void>[] = [launcherPlugin, notebookContextPlugin, magicCellsPlugin, mentionPlugin];
 
 export default plugins;
