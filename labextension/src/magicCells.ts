@@ -5,12 +5,15 @@
  * again whenever the kernel's language info arrives or changes), so setting a cell's mime type
  * once would not last.  Each code cell is watched instead: when its source starts with
  * `%%deerflow` its mime type becomes markdown's, and whenever anything sets it back, it is
- * corrected once that change has been delivered (a microtask later, so every listener, the
- * editor included, sees the correction last).  A cell that stops being `%%deerflow` gets the
+ * corrected once that change has been delivered.  "Delivered" includes the editor's own
+ * reaction, which loads the language for the mime type it was given asynchronously: the
+ * correction waits until both languages are loaded, so the editor's load of the kernel's
+ * language cannot finish after ours and win.  A cell that stops being `%%deerflow` gets the
  * notebook's code mime type again.  Mime types are not saved in the notebook file.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICellModel } from '@jupyterlab/cells';
+import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
 import { INotebookTracker, Notebook, NotebookPanel } from '@jupyterlab/notebook';
 
 /** A cell magic line: IPython allows blank lines and indentation before it. */
@@ -23,11 +26,21 @@ export function isDeerFlowCell(source: string): boolean {
   return DEERFLOW_CELL.test(source);
 }
 
-function watchCell(cell: ICellModel, notebook: Notebook): void {
-  if (cell.type !== 'code') {
+/** Until the languages of both mime types are loaded (a failed load is the editor's to report). */
+async function languagesLoaded(languages: IEditorLanguageRegistry, mimetypes: string[]): Promise<void> {
+  await Promise.all(mimetypes.map(mimetype => languages.getLanguage(mimetype).catch(() => null)));
+}
+
+/** Cells already watched (a cell moved, or its deletion undone, is added again). */
+const watched = new WeakSet<ICellModel>();
+
+function watchCell(cell: ICellModel, notebook: Notebook, languages: IEditorLanguageRegistry): void {
+  if (cell.type !== 'code' || watched.has(cell)) {
     return;
   }
-  const correct = () => {
+  watched.add(cell);
+  const correct = async () => {
+    await languagesLoaded(languages, [cell.mimeType, PROMPT_MIMETYPE]);
     if (cell.isDisposed) {
       return;
     }
@@ -39,24 +52,24 @@ function watchCell(cell: ICellModel, notebook: Notebook): void {
       cell.mimeType = notebook.codeMimetype; // no longer a DeerFlow cell
     }
   };
-  const later = () => void Promise.resolve().then(correct);
+  const later = () => void correct();
   cell.sharedModel.changed.connect(later);
   cell.mimeTypeChanged.connect(later);
-  correct();
+  later();
 }
 
-function watchNotebook(panel: NotebookPanel): void {
+function watchNotebook(panel: NotebookPanel, languages: IEditorLanguageRegistry): void {
   const notebook = panel.content;
   const model = panel.model;
   if (!model) {
     return;
   }
   for (const cell of model.cells) {
-    watchCell(cell, notebook);
+    watchCell(cell, notebook, languages);
   }
   model.cells.changed.connect((_cells, change) => {
     if (change.type === 'add' || change.type === 'set') {
-      change.newValues.forEach(cell => watchCell(cell, notebook));
+      change.newValues.forEach(cell => watchCell(cell, notebook, languages));
     }
   });
 }
@@ -65,9 +78,9 @@ export const magicCellsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'deerflow-jupyterlab:magic-cells',
   description: 'Highlights a %%deerflow cell as a markdown prompt, not as Python.',
   autoStart: true,
-  requires: [INotebookTracker],
-  activate: (_app: JupyterFrontEnd, notebooks: INotebookTracker) => {
-    notebooks.forEach(watchNotebook);
-    notebooks.widgetAdded.connect((_tracker, panel) => watchNotebook(panel));
+  requires: [INotebookTracker, IEditorLanguageRegistry],
+  activate: (_app: JupyterFrontEnd, notebooks: INotebookTracker, languages: IEditorLanguageRegistry) => {
+    notebooks.forEach(panel => watchNotebook(panel, languages));
+    notebooks.widgetAdded.connect((_tracker, panel) => watchNotebook(panel, languages));
   }
 };
