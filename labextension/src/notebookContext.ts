@@ -8,21 +8,28 @@
  * run option `notebook_context` (`deerflow_jupyter/chat/notebook_context.py`), reads it through
  * its ContentsManager (the server's root and rules; only what this user's server can open), gives
  * it to the agent as fenced, untrusted context, and the run says "context: N cells of X.ipynb".
- * A notebook the user attached (the whole notebook or some cells) is kept as it is, and a
- * message that reaches another persona as well gets nothing added.
+ * A notebook with unsaved changes is saved first, since the server reads the file.  A notebook
+ * the user attached (the whole notebook or some cells) is kept as it is, and a message that
+ * reaches another persona as well gets nothing added.
  */
 import { ChatCommand, IChatCommandProvider, IChatCommandRegistry, IInputModel } from '@jupyter/chat';
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
+import { Contents } from '@jupyterlab/services';
 
 import { addressesDeerFlow } from './chatInput';
 
 const NOTEBOOK_MIMETYPE = 'application/x-ipynb+json';
+/** Drives whose paths are the server's own files: the default one, and jupyter-collaboration's. */
+const SERVER_DRIVES = new Set(['', 'RTC']);
 
 export class OpenNotebookContext implements IChatCommandProvider {
   readonly id = 'deerflow-jupyterlab:open-notebook-context';
 
-  constructor(private readonly _notebooks: INotebookTracker) {}
+  constructor(
+    private readonly _notebooks: INotebookTracker,
+    private readonly _contents: Contents.IManager
+  ) {}
 
   async listCommandCompletions(): Promise<ChatCommand[]> {
     return []; // it completes nothing: it only acts when a message is sent
@@ -36,10 +43,15 @@ export class OpenNotebookContext implements IChatCommandProvider {
       return; // the user chose the context
     }
     const panel = this._notebooks.currentWidget;
-    if (!panel || panel.isDisposed) {
-      return;
+    if (!panel || panel.isDisposed || !SERVER_DRIVES.has(this._contents.driveName(panel.context.path))) {
+      return; // none open, or one on another drive (the server would read a different file)
     }
-    // localPath: the path in the server's root, without a drive prefix (e.g. "RTC:" under collaboration)
+    if (panel.context.model.dirty) {
+      // the server reads the file: what the user sees is what it gets (as autosave would do soon anyway);
+      // when saving fails (a read-only file), the saved version is the context
+      await panel.context.save().catch(reason => console.warn('DeerFlow: could not save the notebook', reason));
+    }
+    // localPath: the path in the server's root, without the drive prefix ("RTC:" under collaboration)
     input.addAttachment({ type: 'notebook', value: panel.context.localPath, mimetype: NOTEBOOK_MIMETYPE });
   }
 }
@@ -49,7 +61,7 @@ export const notebookContextPlugin: JupyterFrontEndPlugin<void> = {
   description: 'A chat message to DeerFlow without a notebook attachment carries the notebook in focus.',
   autoStart: true,
   requires: [IChatCommandRegistry, INotebookTracker],
-  activate: (_app: JupyterFrontEnd, registry: IChatCommandRegistry, notebooks: INotebookTracker) => {
-    registry.addProvider(new OpenNotebookContext(notebooks));
+  activate: (app: JupyterFrontEnd, registry: IChatCommandRegistry, notebooks: INotebookTracker) => {
+    registry.addProvider(new OpenNotebookContext(notebooks, app.serviceManager.contents));
   }
 };

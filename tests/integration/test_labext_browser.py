@@ -68,9 +68,9 @@ def _notebook(*cells: tuple[str, str]) -> str:
 
 @contextmanager
 def lab_page(tmp_path: Path, config_text: str, *, files: dict[str, str] | None = None,
-             open_path: str = "") -> Iterator[tuple[Any, Any, Path]]:
-    """A ``jupyter lab`` with the built extension and DeerFlow on ``config_text``, ``files`` in its root,
-    and a page on it (on ``open_path`` when given), restored: ``(lab, page, root)``."""
+             open_path: str = "", base_url: str = "/") -> Iterator[tuple[Any, Any, Path]]:
+    """A ``jupyter lab`` (on ``base_url``) with the built extension and DeerFlow on ``config_text``, ``files``
+    in its root, and a page on it (on ``open_path`` when given), restored: ``(lab, page, root)``."""
     OUTPUT.mkdir(parents=True, exist_ok=True)
     root = tmp_path / "lab"
     root.mkdir()
@@ -80,7 +80,8 @@ def lab_page(tmp_path: Path, config_text: str, *, files: dict[str, str] | None =
     config.write_text(config_text)
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(config), "OPENAI_API_KEY": "",
            "JUPYTER_PATH": str(JUPYTER_DATA), **quiet_lab_env(tmp_path)}
-    with running_jupyter(root, app="lab", env=env, args=LAB_ARGS, timeout=120) as lab, browser_page() as page:
+    with running_jupyter(root, app="lab", env=env, args=LAB_ARGS, timeout=120, base_url=base_url) as lab, \
+            browser_page() as page:
         try:
             page.set_default_timeout(90_000)
             where = f"lab/tree/{open_path}" if open_path else "lab"
@@ -113,7 +114,9 @@ def current_path(page: Any) -> str | None:
 
 
 def test_the_launcher_cards_open_a_deerflow_chat_and_the_quickstart_notebook(tmp_path: Path):
-    with lab_page(tmp_path, ANSWER) as (lab, page, root):
+    # under a base URL, as behind JupyterHub: the card's request must carry it
+    with lab_page(tmp_path, ANSWER, base_url="/user/ada/") as (lab, page, root):
+        assert lab.url.endswith("/user/ada/")
         section = open_launcher(page)
         assert section.locator(".jp-LauncherCard-label").all_inner_texts() == ["DeerFlow chat", "DeerFlow notebook"]
         docs_screenshot(page, "launcher-deerflow")
@@ -136,9 +139,13 @@ def test_the_launcher_cards_open_a_deerflow_chat_and_the_quickstart_notebook(tmp
 
 
 def test_a_chat_message_carries_the_notebook_in_focus_as_context(tmp_path: Path):
-    work = _notebook(("markdown", "# Sums"), ("code", "answer = 41 + 1"))
+    work = _notebook(("markdown", "# Sums"), ("code", "answer = 41"))
     with lab_page(tmp_path, READS_NOTEBOOK, files={"work.ipynb": work}, open_path="work.ipynb") as (_lab, page, root):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+        # an edit not saved yet: the message is sent with the notebook as the user sees it
+        page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets[1]
+                                 .model.sharedModel.setSource('answer = 41 + 1')""")
+        page.wait_for_function("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
         box = open_deerflow_chat(page)  # the chat takes the focus; the notebook stays the one last in focus
         box.fill("What does my notebook compute?")
         box.press("Enter")
@@ -152,6 +159,7 @@ def test_a_chat_message_carries_the_notebook_in_focus_as_context(tmp_path: Path)
         saved = json.loads((root / "untitled.chat").read_text())
         attached = [saved["attachments"][a] for m in saved["messages"] for a in m.get("attachments") or []]
         assert [(a["type"], a["value"]) for a in attached] == [("notebook", "work.ipynb")]
+        assert nbformat.read(root / "work.ipynb", as_version=4).cells[1].source == "answer = 41 + 1"
 
 
 def test_a_deerflow_cell_is_highlighted_as_a_prompt_whatever_the_kernel_sets(tmp_path: Path):
