@@ -78,6 +78,7 @@ labext: $(STAMP) labextension/node_modules/.package-lock.json
 	@node labextension/node_modules/@jupyterlab/builder/lib/build-labextension.js \
 		--core-path "$$($(PY) -c 'import jupyterlab, os; print(os.path.join(os.path.dirname(jupyterlab.__file__), "staging"))')" \
 		labextension
+	@cp labextension/install.json $(LABEXT_BUILT)/  # `jupyter labextension list`: "(python, deerflow-notebook)"
 	@$(PY) labextension/source_hash.py record
 
 bench: $(STAMP)  # re-measure and rewrite the generated tables of docs/PERFORMANCE.md (bench/perf_doc.py)

@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BUILT = HERE.parent / "extension" / "jupyter-data" / "labextensions" / "deerflow-jupyterlab"
 # Everything the build reads from this folder (node_modules is pinned by the lock file).
-SOURCES = ("package.json", "package-lock.json", "tsconfig.json", "src", "style")
+SOURCES = ("package.json", "package-lock.json", "tsconfig.json", "install.json", "src", "style")
 KEY = "deerflowSources"
 
 
