@@ -36,6 +36,7 @@ JUPYTER_DATA = Path(__file__).resolve().parents[2] / "extension" / "jupyter-data
 PERSONA_ID = "jupyter-ai-personas::deerflow_jupyter::DeerFlowPersona"
 PROMPT_MIMETYPE = "text/x-ipythongfm"  # labextension/src/magicCells.ts
 CHAT_BOX = ".jp-chat-input-container textarea[role=combobox]"
+CELLS = "Array.from(window.jupyterapp.shell.currentWidget.context.model.cells)"  # the open notebook's cell models
 
 ANSWER = """
 models:
@@ -143,8 +144,8 @@ def test_a_chat_message_carries_the_notebook_in_focus_as_context(tmp_path: Path)
     with lab_page(tmp_path, READS_NOTEBOOK, files={"work.ipynb": work}, open_path="work.ipynb") as (_lab, page, root):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
         # an edit not saved yet: the message is sent with the notebook as the user sees it
-        page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets[1]
-                                 .model.sharedModel.setSource('answer = 41 + 1')""")
+        page.wait_for_function(f"() => {CELLS}.length === 2")
+        page.evaluate(f"() => {CELLS}[1].sharedModel.setSource('answer = 41 + 1')")
         page.wait_for_function("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
         box = open_deerflow_chat(page)  # the chat takes the focus; the notebook stays the one last in focus
         box.fill("What does my notebook compute?")
@@ -168,7 +169,7 @@ def test_a_deerflow_cell_is_highlighted_as_a_prompt_whatever_the_kernel_sets(tmp
     with lab_page(tmp_path, ANSWER, files={"work.ipynb": work}, open_path="work.ipynb") as (_lab, page, _root):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
         wait_for_notebook_kernel(page)  # the kernel's language info has set the notebook's mime types
-        mimetypes = "() => window.jupyterapp.shell.currentWidget.content.widgets.map(c => c.model.mimeType)"
+        mimetypes = f"() => {CELLS}.map(cell => cell.mimeType)"
         assert page.evaluate(mimetypes) == [PROMPT_MIMETYPE, "text/x-ipython"]
         languages = page.locator(".jp-Notebook .jp-Cell .cm-content")
         assert languages.nth(0).get_attribute("data-language") != languages.nth(1).get_attribute("data-language")
@@ -178,11 +179,11 @@ def test_a_deerflow_cell_is_highlighted_as_a_prompt_whatever_the_kernel_sets(tmp
         page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.codeMimetype = 'text/x-python'; }")
         page.wait_for_function(f"() => ({mimetypes})().join() === '{PROMPT_MIMETYPE},text/x-python'")
         # typing the magic into a cell makes it a prompt; removing it makes it code again
-        page.evaluate("""() => {
-            const [first, second] = window.jupyterapp.shell.currentWidget.content.widgets;
-            second.model.sharedModel.setSource('%%deerflow\\nAnd now?');
-            first.model.sharedModel.setSource('print(1)');
-        }""")
+        page.evaluate(f"""() => {{
+            const [first, second] = {CELLS};
+            second.sharedModel.setSource('%%deerflow\\nAnd now?');
+            first.sharedModel.setSource('print(1)');
+        }}""")
         page.wait_for_function(f"() => ({mimetypes})().join() === 'text/x-python,{PROMPT_MIMETYPE}'")
 
 
