@@ -164,20 +164,24 @@ def test_a_chat_message_carries_the_notebook_in_focus_as_context(tmp_path: Path)
 
 
 def test_a_deerflow_cell_is_highlighted_as_a_prompt_whatever_the_kernel_sets(tmp_path: Path):
-    work = _notebook(("code", "%%deerflow --with sales\nWhich region grew fastest in {year}?"),
+    work = _notebook(("code", "%%deerflow --with sales\nWhich region grew fastest in {year}? Answer with a **short** table."),
                      ("code", "year = 2024"))
     with lab_page(tmp_path, ANSWER, files={"work.ipynb": work}, open_path="work.ipynb") as (_lab, page, _root):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
         wait_for_notebook_kernel(page)  # the kernel's language info has set the notebook's mime types
         mimetypes = f"() => {CELLS}.map(cell => cell.mimeType)"
         assert page.evaluate(mimetypes) == [PROMPT_MIMETYPE, "text/x-ipython"]
-        languages = page.locator(".jp-Notebook .jp-Cell .cm-content")
-        assert languages.nth(0).get_attribute("data-language") != languages.nth(1).get_attribute("data-language")
+        # what the editors highlight (CodeMirror names its language on the content element)
+        editors = "() => [...document.querySelectorAll('.jp-Notebook .jp-Cell .cm-content')].map(e => e.dataset.language)"
+        prompt, python = page.evaluate(editors)
+        assert prompt != python and python == "python"
         docs_screenshot(page.locator(".jp-Notebook .jp-Cell").first, "notebook-deerflow-cell")
 
-        # the notebook sets every code cell's mime type again (as when a kernel reports its language)
-        page.evaluate("() => { window.jupyterapp.shell.currentWidget.content.codeMimetype = 'text/x-python'; }")
+        # new language info (as a kernel reports it): the notebook sets every code cell's mime type again
+        page.evaluate("""() => window.jupyterapp.shell.currentWidget.context.model.setMetadata(
+            'language_info', {name: 'python', codemirror_mode: 'python'})""")
         page.wait_for_function(f"() => ({mimetypes})().join() === '{PROMPT_MIMETYPE},text/x-python'")
+        page.wait_for_function(f"() => ({editors})().join() === '{prompt},python'")
         # typing the magic into a cell makes it a prompt; removing it makes it code again
         page.evaluate(f"""() => {{
             const [first, second] = {CELLS};
@@ -185,6 +189,7 @@ def test_a_deerflow_cell_is_highlighted_as_a_prompt_whatever_the_kernel_sets(tmp
             first.sharedModel.setSource('print(1)');
         }}""")
         page.wait_for_function(f"() => ({mimetypes})().join() === 'text/x-python,{PROMPT_MIMETYPE}'")
+        page.wait_for_function(f"() => ({editors})().join() === 'python,{prompt}'")
 
 
 def test_at_de_completes_to_at_deerflow_and_the_message_mentions_it(tmp_path: Path):
