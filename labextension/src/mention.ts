@@ -10,7 +10,7 @@ import { ChatCommand, IChatCommandProvider, IChatCommandRegistry, IInputModel, I
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 
 import { deerflowUser, mentionsDeerFlow } from './chatInput';
-import { deerflowIcon, PERSONA_NAME } from './constants';
+import { deerflowAvatarIcon, PERSONA_NAME } from './constants';
 
 /** The word being typed is a mention: `@` and what follows. */
 const TYPED_MENTION = /^@([\w-]*)$/;
@@ -37,7 +37,7 @@ export class PersonaMentions implements IChatCommandProvider {
       {
         name: `@${name}`,
         providerId: this.id,
-        icon: deerflowIcon,
+        icon: deerflowAvatarIcon,
         description: `Ask ${PERSONA_NAME}`,
         spaceOnAccept: true
       }
