@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo-output
 LAB_ARGS ?=
 
-.PHONY: demo test test-wheel lint typecheck lab bench docs clean
+.PHONY: demo test test-wheel lint typecheck lab labext bench docs clean
 
 # The server config enables the extension: reinstall when it changes.
 $(STAMP): pyproject.toml extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json
@@ -21,6 +21,15 @@ $(STAMP): pyproject.toml extension/jupyter-config/jupyter_server_config.d/deerfl
 	@mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d
 	@cp extension/jupyter-config/jupyter_server_config.d/deerflow_jupyter.json $(VENV)/etc/jupyter/jupyter_server_config.d/
 	@touch $(STAMP)
+
+# The JupyterLab extension, built (committed, see `labext`) and found by the venv's JupyterLab: the wheel
+# installs it as data; an editable install gets a link to the checkout's build, so a rebuild shows at once.
+LABEXT_NAME := deerflow-jupyterlab
+LABEXT_BUILT := extension/jupyter-data/labextensions/$(LABEXT_NAME)
+LABEXT_LINK := $(VENV)/share/jupyter/labextensions/$(LABEXT_NAME)
+$(LABEXT_LINK): | $(STAMP)
+	@mkdir -p $(dir $@)
+	@ln -sfn $(CURDIR)/$(LABEXT_BUILT) $@
 
 # Executes notebooks/01_research_quickstart.ipynb headless (nbclient) on the offline model;
 # the executed notebook, the artifacts and DEERFLOW_HOME all go to $(DEMO_DIR)/.
@@ -36,7 +45,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	@PYRIGHT_PYTHON_IGNORE_WARNINGS=1 $(VENV)/bin/pyright
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) $(LABEXT_LINK) lint typecheck
 	@$(VENV)/bin/pytest -q -rs -p no:cacheprovider
 
 # Builds the wheel, installs it (not editable, all dependencies from PyPI; pip's cache is reused)
@@ -51,7 +60,7 @@ DOCS_ARGS ?=
 docs: $(STAMP)
 	@$(VENV)/bin/sphinx-build -W --keep-going -j auto -b html $(DOCS_ARGS) docs docs/_build/html
 
-lab: $(STAMP)
+lab: $(STAMP) $(LABEXT_LINK)
 	@cfg="$${DEERFLOW_CONFIG:-}"; \
 	if [ -z "$$cfg" ] && [ ! -f config.yaml ] && [ ! -f "$${DEERFLOW_HOME:-$$HOME/.deerflow}/config.yaml" ]; then \
 		cfg="$(CURDIR)/notebooks/offline-config.yaml"; \
@@ -64,8 +73,21 @@ lab: $(STAMP)
 		--LabApp.workspaces_dir="$$JUPYTERLAB_WORKSPACES_DIR" --LabApp.default_url=/lab/workspaces/deerflow \
 		$$( [ "$$(id -u)" = 0 ] && echo --allow-root ) $(LAB_ARGS)
 
+# Rebuilds the JupyterLab extension from labextension/ (TypeScript; needs Node 18+ and npm) into $(LABEXT_BUILT),
+# against the venv's JupyterLab, and records the sources' digest there (tests/unit/test_labext_build.py fails
+# when the committed build is older than its sources). Commit the result: nothing else needs npm.
+labextension/node_modules/.package-lock.json: labextension/package-lock.json
+	@cd labextension && npm ci --no-audit --no-fund
+labext: $(STAMP) labextension/node_modules/.package-lock.json
+	@cd labextension && npx tsc
+	@node labextension/node_modules/@jupyterlab/builder/lib/build-labextension.js \
+		--core-path "$$($(PY) -c 'import jupyterlab, os; print(os.path.join(os.path.dirname(jupyterlab.__file__), "staging"))')" \
+		labextension
+	@cp labextension/install.json $(LABEXT_BUILT)/  # `jupyter labextension list`: "(python, deerflow-notebook)"
+	@$(PY) labextension/source_hash.py record
+
 bench: $(STAMP)  # re-measure and rewrite the generated tables of docs/PERFORMANCE.md (bench/perf_doc.py)
 	$(PY) bench/perf_doc.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .ruff_cache docs/_build docs/examples docs/_generated
+	rm -rf $(VENV) $(DEMO_DIR) labextension/lib labextension/tsconfig.tsbuildinfo .pytest_cache .ruff_cache docs/_build docs/examples docs/_generated

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,7 +113,9 @@ def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None
             page.set_default_timeout(90_000)
             page.goto(f"{lab.url}lab?reset&token={lab.token}")
             wait_for_lab(page)  # restored, no dialog over the launcher
-            page.locator(".jp-LauncherCard", has_text="Chat").click()
+            # jupyterlab-chat's own card, not our "DeerFlow chat" (has_text alone is a substring match)
+            chat_label = page.locator(".jp-LauncherCard-label", has_text=re.compile(r"^\s*Chat\s*$"))
+            page.locator(".jp-LauncherCard", has=chat_label).click()
             box = page.locator(".jp-chat-input-container textarea[role=combobox]")
             box.wait_for()
             # a message sent before the input has picked its persona reaches nobody: wait for DeerFlow
@@ -251,7 +254,7 @@ def test_a_new_chat_welcomes_completes_slash_commands_and_shows_a_csv_as_a_table
         table.scroll_into_view_if_needed()
         page.screenshot(path=str(OUTPUT / "chat-csv-table.png"), full_page=True)
 
-        # the Launcher has a DeerFlow card (the kernelspec), with no TypeScript of our own
+        # the Launcher has a DeerFlow card (the kernelspec; our extension's cards: test_labext_browser.py)
         page.locator('[data-command="launcher:create"]').first.click()
         card = page.locator(".jp-LauncherCard", has_text="DeerFlow").first
         card.wait_for()

@@ -1,4 +1,4 @@
-"""The quickstart template one click away (issue #22 "Discoverable", without TypeScript of ours).
+"""The quickstart template one click away (issue #22 "Discoverable"; the Launcher card: test_labext_browser.py).
 
 A real jupyter server with DeerFlow: ``GET {base}deerflow/api/quickstart`` copies the research
 quickstart (with its offline config and scripts) into the Jupyter root through the server's

@@ -1,9 +1,11 @@
 """DeerFlow in JupyterLab's chat panel: a persona for jupyterlab-chat.
 
-No frontend code of our own: jupyterlab-chat draws the chat and the jupyter-ai
-persona manager routes messages to personas found through the
-``jupyter_ai.personas`` entry point, which names
-:class:`deerflow_jupyter.chat.persona.DeerFlowPersona`.
+jupyterlab-chat draws the chat and the jupyter-ai persona manager routes
+messages to personas found through the ``jupyter_ai.personas`` entry point,
+which names :class:`deerflow_jupyter.chat.persona.DeerFlowPersona`.  Our
+JupyterLab extension (``labextension/``) only adds to the chat input, through
+jupyterlab-chat's command registry: ``@DeerFlow`` completion, and the open
+notebook attached to a message for DeerFlow.
 
 Layout (only ``persona`` imports the chat packages, whose API moves between
 minor versions):

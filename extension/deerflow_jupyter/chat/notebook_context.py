@@ -7,7 +7,10 @@ the thread like a file: it becomes the run option ``notebook_context`` (``path``
 agent as fenced, read-only, untrusted context, exactly as for a ``%%deerflow`` cell; the run
 view says what was given.  The agent can then propose edits to that notebook by path.
 
-Only the first notebook attachment is context (one notebook per run, as for a cell).
+Only the first notebook attachment is context (one notebook per run, as for a cell).  In
+JupyterLab with DeerFlow's extension, a message to DeerFlow without one gets the notebook the
+user last had in focus attached on send (``labextension/src/notebookContext.ts``), so the open
+notebook arrives here the same way, visible on the message, and is read under the same rules.
 """
 
 from __future__ import annotations

@@ -22,11 +22,18 @@ Discoverability: a new (empty) chat gets the welcome message, and the persona
 advertises its slash commands (``/new``, ``/memory``, ``/help`` and each enabled
 skill) with ``report_slash_commands`` — the persona manager's own extension
 point, whose front end feeds jupyterlab-chat's ``/`` completion for the persona
-picked in the input.  ``@De`` does **not** complete: jupyterlab-chat 0.25's
-mention provider lists the chat's users but skips bot users, and a persona is
-one (the ``bot`` flag also drives the stop button and message deletion, so it
-is kept).  The nearest things without TypeScript of our own: DeerFlow is the
-default pick of the persona selector, and ``@DeerFlow`` typed out reaches it.
+picked in the input.  jupyterlab-chat 0.25's own mention provider lists the
+chat's users but skips bot users, and a persona is one (the ``bot`` flag also
+drives the stop button and message deletion, so it is kept): ``@De`` completes
+to ``@DeerFlow`` through our JupyterLab extension instead
+(``labextension/src/mention.ts``, a provider on the chat's command registry,
+which also records the mention on send).  DeerFlow is the default pick of the
+persona selector, and ``@DeerFlow`` typed out reaches it too.
+
+The open notebook: the same extension attaches the notebook the user last had
+in focus to a message for DeerFlow that has no notebook attached
+(``labextension/src/notebookContext.ts``), so it arrives here as an ordinary
+notebook attachment (:mod:`~deerflow_jupyter.chat.notebook_context`).
 
 Addressing: the persona manager routes a message to the persona picked in the
 chat input (``metadata.to_persona``); DeerFlow is made the default pick by
@@ -233,8 +240,8 @@ class DeerFlowPersona(BasePersona):
 
     def _on_routed_message(self, chat_id: str, message: Message) -> None:
         picked = (message.metadata or {}).get("to_persona")
-        # jupyterlab-chat 0.25 offers no bot users in its mention list, so "@DeerFlow" typed as
-        # text counts as well as a structured mention.
+        # A structured mention (our labextension's completion records one) or "@DeerFlow" typed as
+        # text (a lab without that extension, the one-shot route).
         addressed = self.id in (message.mentions or []) or _mention(self.name).search(message.body)
         if self._shut_down or picked == self.id or not addressed:
             return

@@ -82,7 +82,8 @@ def _commands_markdown() -> str:
 
 WELCOME = (
     "👋 **DeerFlow** is an agent with its own sandbox: it researches the web, writes and runs Python, "
-    "reads the files you attach (📎) and presents reports, tables and charts here. Every chat keeps "
+    "reads the files you attach (📎) and the notebook you have open (or the one you attach), and presents "
+    "reports, tables and charts here. Every chat keeps "
     "one DeerFlow thread, the same one `%deerflow --thread` and `deerflow threads` see.\n\n"
     "**Commands** (type `/` for the list):\n"
     f"{_commands_markdown()}\n"

@@ -1,14 +1,14 @@
 """``GET /deerflow/api/quickstart``: the research quickstart, copied into the Jupyter root and opened.
 
-JupyterLab's Launcher takes cards from frontend plugins and kernelspecs only, and DeerFlow
-ships no TypeScript of its own: the Launcher's **DeerFlow** card (the kernelspec) opens an
-empty notebook.  The quickstart template is this URL instead (documented in the README); a
-Help-menu link from the kernel does not work (JupyterLab opens those in a sandboxed frame
-without the login cookie), and nothing links here from the chat or ``%deerflow help`` yet.
+The Launcher's **DeerFlow notebook** card (the ``deerflow-jupyterlab`` frontend extension,
+``labextension/src/launcher.ts``) calls it with ``Accept: application/json`` and opens the
+``path`` it answers; visited as a plain URL (documented in the README) it redirects to the
+notebook in JupyterLab.  (A Help-menu link from the kernel would not work: JupyterLab opens
+those in a sandboxed frame without the login cookie.)
 
 The route copies ``deerflow-quickstart/`` (the notebook, its offline config and scripts)
 through the server's ContentsManager, so it honours the root and its rules, never overwriting
-a file that is there (the user's edits win), and redirects to the notebook in JupyterLab.
+a file that is there (the user's edits win).
 """
 
 from __future__ import annotations
@@ -55,7 +55,11 @@ class QuickstartHandler(DeerFlowHandler):
             else:
                 model = {"type": "file", "format": "text", "content": data.decode("utf-8")}
             await ensure_async(cm.save(model, path))
-        self.redirect(url_path_join(self.base_url, "lab", "tree", FOLDER, QUICKSTART))
+        notebook = f"{FOLDER}/{QUICKSTART}"
+        if "application/json" in self.request.headers.get("Accept", ""):
+            self.send_json({"path": notebook})  # the Launcher card opens it itself
+            return
+        self.redirect(url_path_join(self.base_url, "lab", "tree", notebook))
 
 
 __all__ = ["FOLDER", "PATH", "QuickstartHandler", "template_files"]
