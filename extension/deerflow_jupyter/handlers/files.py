@@ -45,6 +45,7 @@ class UploadsHandler(DeerFlowHandler):
 
         A refused file is an ``UploadRejected`` (422, naming it); the ones before it stay saved."""
         manager = await self.manager()
+        await manager.athread(thread_id, self.user_id)  # another user's thread: 404 before the body
         files = [(f.filename, f.body) for f in self.request.files.get("file", [])]
         if not files:
             name = self.get_argument("name", "")
