@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -123,6 +124,31 @@ async def test_an_image_artifact_is_an_inline_png(tmp_path, root, monkeypatch):
     assert len(images) == 1
     assert base64.b64decode(images[0].mime_model["data"]["image/png"]) == PNG
     assert any("📎 **[dot.png](/lab-base/deerflow/api/threads/" in b for b in rig.bodies())
+    await rig.host.close()
+
+
+async def test_an_artifact_is_read_off_the_event_loop(tmp_path, root, monkeypatch):
+    """A presented file is read (and its view built) on a worker thread: a slow or large output
+    never stalls the server's loop, which every user's chat and runs share."""
+    from deerflow.runs.thread_files import ThreadFiles
+
+    read_on: list[bool] = []
+    original = ThreadFiles.read_artifact_blocking
+
+    def spy(self, *args, **kwargs):
+        try:
+            asyncio.get_running_loop()
+            read_on.append(True)
+        except RuntimeError:
+            read_on.append(False)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ThreadFiles, "read_artifact_blocking", spy)
+    rig = await rig_for(None, tmp_path, root, monkeypatch)  # the quickstart script presents report.md
+    rig.send("Write me a report")
+    await rig.until_said("Run finished")
+    assert read_on == [False]  # read once, and not on a thread running an event loop
+    assert any(m.mime_model and m.mime_model["data"]["text/markdown"].startswith("# Report") for m in rig.replies())
     await rig.host.close()
 
 

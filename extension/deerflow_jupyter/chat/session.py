@@ -50,6 +50,7 @@ from deerflow.errors import UserError
 from deerflow.run_options import RunOptions
 from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runs.thread_files import UploadRejected
+from deerflow.runtime import events as ev
 from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
@@ -276,8 +277,9 @@ class ChatSession:
 
     # -- showing the run ---------------------------------------------------------------------
     async def _follow(self, manager: RunManager, live: LiveRun, thread_id: str, uploaded: list[str]) -> None:
-        renderer = RunRenderer(self.surface, thread_id=thread_id,
-                               artifact=partial(self._artifact, manager, thread_id),
+        # an artifact's view reads its file: built off the event loop before the renderer shows it
+        views: dict[str, ArtifactView] = {}
+        renderer = RunRenderer(self.surface, thread_id=thread_id, artifact=views.pop,
                                link=partial(self.server.artifact_url, thread_id), seen_notices=self._seen_notices)
         for name in uploaded:
             renderer.note(f"upload:{name}", f"📎 `{md_escape(name)}` added to the thread's uploads")
@@ -285,6 +287,8 @@ class ChatSession:
         ticker = asyncio.create_task(self._tick(renderer))
         try:
             async for event in live.stream():
+                if isinstance(event, ev.Artifact):
+                    views[event.path] = await asyncio.to_thread(self._artifact, manager, thread_id, event.path)
                 renderer.handle(event)
         finally:
             ticker.cancel()
