@@ -32,6 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from deerflow.acp.mcp_servers import extensions_mcp_servers
+from deerflow.agents.graph_cache import GraphCache
 from deerflow.agents.interaction_policy import INTERNAL_CONTEXT_KEYS, RunInteractionPolicy
 from deerflow.agents.lead_agent import LeadAgentDeps, make_lead_agent
 from deerflow.agents.middlewares.summarization import summarization_setup
@@ -112,6 +113,7 @@ class RunManager:
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
+        self.graph_cache = GraphCache()  # compiled lead-agent graphs, shared by runs that build the same
         self.services = HostServices(tool_cache=self.tool_cache)
         self._reader: Any = None
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
@@ -353,7 +355,8 @@ class RunManager:
                              config_file=_str(self.loaded.path), user_id=user_id, agents=agents,
                              skill_names=known_skills(self.loaded.config, self.home, user_id,
                                                       library=self.services.skills),
-                             conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins)
+                             conversation_reader=reader, skills=skills, mcp=mcp_run, plugins=self.plugins,
+                             graphs=self.graph_cache)
         lead = make_lead_agent(options, deps=deps, model=resolved, interaction=interaction, profile=profile)
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
@@ -371,7 +374,7 @@ class RunManager:
             user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
             paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
             model_name=resolved.name, interaction_mode=interaction.mode, interaction=interaction,
-            options=options, services=self.services.for_run(
+            options=options, chat_model=resolved.model, services=self.services.for_run(
                 **project_run_skills(skills, self.home.thread(user_id, thread.thread_id)),
                 mcp_run=mcp_run, usage_meter=_usage_meter(self.loaded.config, resolved.name)),
         )
@@ -405,6 +408,7 @@ class RunManager:
             return None
         self.loaded = change.loaded
         self.tool_cache.clear()
+        self.graph_cache.clear()
         logger.info("%s", change.note())
         return change.note()
 
