@@ -123,7 +123,7 @@ def table(samples: dict[Key, list[float]], size: int, steps: list[int]) -> list[
 
     rows = {side: (per_step(side, 0), per_step(side, size)) for side in ("create_agent", "DeerFlow")}
     (pf, pl), (df, dl) = rows["create_agent"], rows["DeerFlow"]
-    return ["| per extra step (ms CPU, N=%d→%d) | create_agent | DeerFlow | goal |" % (lo, hi), "|---|---|---|---|",
+    return [f"| per extra step (ms CPU, N={lo}→{hi}) | create_agent | DeerFlow | goal |", "|---|---|---|---|",
             f"| fresh thread | {pf:.2f} | {df:.2f} | |",
             f"| thread of {size:,} messages | {pl:.2f} | {dl:.2f} | |",
             f"| {size:,} messages ÷ fresh | {pl / pf:.2f}× | {dl / df:.2f}× | ≤ 1.3× (DeerFlow) |"]

@@ -16,7 +16,7 @@ from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.consent import ConsentMiddleware
 from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
-from deerflow.agents.middlewares.fusion import fuse_before_model
+from deerflow.agents.middlewares.fusion import fuse_before_agent, fuse_before_model
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.mcp_notices import mcp_middlewares
 from deerflow.agents.middlewares.memory import MemoryMiddleware
@@ -102,7 +102,7 @@ def build_middlewares(
     chain.extend(options.plugin_middlewares)  # operator plugins: inside everything but clarification
     chain.append(ConsentMiddleware())  # the last before_agent hook: a yes jumps to the tools node
     chain.append(ClarificationMiddleware(options.interaction))  # always last
-    chain = fuse_before_model(chain)  # one graph node for all pre-model hooks (see fusion.py)
+    chain = fuse_before_agent(fuse_before_model(chain))  # one graph node for each kind of hook (see fusion.py)
     return chain if tracing_enabled() else fuse_wrap_hooks(chain)  # one traceable wrapper per call
 
 
