@@ -186,6 +186,16 @@ def test_a_result_changed_in_place_is_indexed_afresh() -> None:
     assert texts(first) == [("z", "z"), ("a", "a"), ("b", "b")]  # the input list is not modified
 
 
+def test_a_copied_result_keeps_its_index_and_stays_a_plain_list_of_messages() -> None:
+    import copy
+
+    merged = merge_message_writes([], [[HumanMessage("a", id="a")]])
+    clone = copy.copy(merged)
+    assert clone == merged and clone is not merged and isinstance(clone, list)
+    assert texts(merge_message_writes(clone, [[HumanMessage("b", id="b")]])) == [("a", "a"), ("b", "b")]
+    assert texts(merged) == [("a", "a")]
+
+
 # --- The corners spelled out, so a failure reads as a behaviour --------------
 
 

@@ -104,6 +104,12 @@ class IndexedMessages(list):  # type: ignore[type-arg]
         super().__init__(*args)
         self._fold_index: tuple[dict[str | None, int], dict[str | None, list[int]], int] | None = None
 
+    def __copy__(self) -> IndexedMessages:
+        """A shallow copy at list speed (LangGraph copies channel values; a subclass would go item by item)."""
+        new = IndexedMessages(self)
+        new._fold_index = getattr(self, "_fold_index", None)  # never mutated: a resumed fold copies it
+        return new
+
 
 class _MessageFold:
     """Mutable fold state: messages with tombstones and an id -> position index.
