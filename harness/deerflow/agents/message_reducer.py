@@ -102,7 +102,7 @@ class IndexedMessages(list):  # type: ignore[type-arg]
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self._fold_index: tuple[dict[str | None, int], dict[str | None, list[int]], int] | None = None
+        self._fold_index: tuple[dict[str | None, int], dict[str | None, list[int]], int, object] | None = None
 
     def __copy__(self) -> IndexedMessages:
         """A shallow copy at list speed (LangGraph copies channel values; a subclass would go item by item)."""
@@ -121,7 +121,7 @@ class _MessageFold:
     can delete every occurrence, as ``add_messages`` does.
     """
 
-    __slots__ = ("_earlier", "_index", "_items", "_tombstones")
+    __slots__ = ("_earlier", "_index", "_items", "_lineage", "_tombstones")
 
     def __init__(self, messages: list[BaseMessage]) -> None:
         self._items: list[BaseMessage | None] = IndexedMessages()
@@ -136,7 +136,7 @@ class _MessageFold:
         memo = getattr(state, "_fold_index", None) if type(state) is IndexedMessages else None
         if memo is None:
             return None
-        index, earlier, length = memo
+        index, earlier, length, lineage = memo
         if length != len(state) or (length and (index.get(state[0].id) is None
                                                 or index.get(state[-1].id) != length - 1)):
             return None  # changed since its merge: index afresh
@@ -145,6 +145,7 @@ class _MessageFold:
         fold._index = dict(index)
         fold._earlier = {k: list(v) for k, v in earlier.items()}
         fold._tombstones = 0
+        fold._lineage = lineage
         return fold
 
     def _reset(self, messages: list[BaseMessage]) -> None:
@@ -154,6 +155,7 @@ class _MessageFold:
         once per call, not twice.
         """
         self._items = IndexedMessages(messages)
+        self._lineage = object()  # a new history: lists grown from it only by appends share this token
         self._tombstones = 0
         self._index = {message.id: i for i, message in enumerate(messages)}
         if None in self._index:
@@ -201,7 +203,7 @@ class _MessageFold:
         if not self._tombstones:
             items = self._items
             assert isinstance(items, IndexedMessages)
-            items._fold_index = (self._index, self._earlier, len(items))  # the next merge starts here
+            items._fold_index = (self._index, self._earlier, len(items), self._lineage)  # the next merge starts here
             return items  # type: ignore[return-value]
         return [message for message in self._items if message is not None]  # type: ignore[misc]
 

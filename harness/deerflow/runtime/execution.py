@@ -22,6 +22,7 @@ from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.deliverables import DeliveryWatch
 from deerflow.runtime.projection import Projector
+from deerflow.runtime.stream_seen import install as install_incremental_seen
 from deerflow.runtime.usage import BUDGET_GUARD, TokenBudgetExceeded
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ async def execute_run(
     (success, error, cancel), the run ends with its ``workspace_changes`` and, when
     outputs went unpresented, a ``notice``; the delivery receipt rides on the outcome.
     """
+    install_incremental_seen()  # once per process (see stream_seen)
     watch = DeliveryWatch(context.paths)
     outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch, notes)
     settled = await watch.asettle(outcome.projector)
