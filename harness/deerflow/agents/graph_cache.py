@@ -12,11 +12,12 @@ request, so a cached graph never calls an earlier run's model).
 The key holds everything the graph is built from: the config object, the user
 (the authorization policy and its middleware are per user), the model entry, the
 system prompt (which names the date, the tools, the skills and the interaction
-guidance), the identities of the tool objects, the middleware options and the
-plugin middlewares.  Tools are keyed by identity and the entry keeps them alive,
+guidance), the identities of the tool objects, the middleware options and whether
+tracing is on.  Tools are keyed by identity and the entry keeps them alive,
 so an id in a key can never be reused by another object while the entry lives.
 A run with per-run objects bound into its graph (a conversation reader, a custom
-agent's tools, MCP tools or notices, a recording or replaying model) is not cached
+agent's tools, MCP tools or notices, plugin middlewares — fresh instances per run by
+the plugin contract —, a recording or replaying model) is not cached
 (:func:`graph_key` returns None).  The host clears the cache when its config changes.
 """
 

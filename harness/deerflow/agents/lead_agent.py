@@ -127,7 +127,7 @@ def make_lead_agent(
         )
 
     key = graph_key(options, deps, model=model, profile=profile, tools=tools, prompt=prompt, mw_options=mw_options)
-    pinned = (app, deps.checkpointer, model.entry, tools, mw_options.plugin_middlewares)
+    pinned = (app, deps.checkpointer, model.entry, tools)
     graph = deps.graphs.get(key, pinned, build) if deps.graphs is not None else build()
     return LeadAgent(graph=graph, model=model, tools=tools, profile=profile)
 
@@ -137,17 +137,17 @@ def graph_key(options: RunOptions, deps: LeadAgentDeps, *, model: ResolvedModel,
     """What the lead agent's graph is built from (:mod:`deerflow.agents.graph_cache`); None: not shareable.
 
     Not shared: runs with objects of their own bound into the graph (a conversation
-    reader, a custom agent's tools, active MCP tools or notices) or a recording or
-    replaying model (its summarizer would write to another run's cassette).
+    reader, a custom agent's tools, active MCP tools or notices, plugin middlewares,
+    which plugins get as fresh instances per run) or a recording or replaying model
+    (its summarizer would write to another run's cassette).
     """
     if (deps.conversation_reader is not None or profile.name is not None or options.record or options.replay
-            or (deps.mcp is not None and deps.mcp.active)):
+            or (deps.mcp is not None and deps.mcp.active) or mw_options.plugin_middlewares):
         return None
     return (
         id(deps.app_config), deps.config_file, deps.user_id, id(deps.checkpointer),
         model.name, id(model.entry), model.offline, type(model.model),
         tool_identity(tools), prompt,
         mw_options.is_plan_mode, mw_options.subagent_enabled, mw_options.interaction,
-        mw_options.max_concurrent_subagents, mw_options.max_total_subagents,
-        tuple(id(m) for m in mw_options.plugin_middlewares), tracing_enabled(),
+        mw_options.max_concurrent_subagents, mw_options.max_total_subagents, tracing_enabled(),
     )
