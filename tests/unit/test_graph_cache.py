@@ -148,3 +148,13 @@ def test_a_shared_memory_middleware_forgets_old_runs() -> None:
     for i in range(MAX_RUNS_REMEMBERED + 10):
         middleware._remember(f"run-{i}", "block")
     assert len(middleware._blocks) == MAX_RUNS_REMEMBERED and "run-0" not in middleware._blocks
+
+
+def test_turning_tracing_on_builds_a_traced_graph() -> None:
+    from langsmith import tracing_context
+
+    host = Host()
+    untraced = host.lead().graph
+    with tracing_context(enabled=True):
+        traced = host.lead().graph
+    assert traced is not untraced and host.lead().graph is untraced
