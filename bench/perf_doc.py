@@ -6,7 +6,7 @@ measurement and the table the bench script printed.  The prose around the blocks
 written by people; the figures are not, so they cannot go stale unnoticed (the commit
 says how old they are, ``tests/unit/test_performance_doc.py`` checks it exists).
 
-    .venv/bin/python bench/perf_doc.py [--only harness,startup,server,memory] [--rounds 7]
+    .venv/bin/python bench/perf_doc.py [--only harness,long,startup,server,memory] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -33,6 +33,13 @@ def harness(rounds: int) -> list[str]:
     return harness_overhead.table(asyncio.run(harness_overhead.measure(sizes, rounds)), sizes)
 
 
+def long_thread(rounds: int) -> list[str]:
+    import long_thread as bench
+
+    steps = [1, 11]
+    return bench.table(asyncio.run(bench.measure(2000, steps, max(3, rounds // 2))), 2000, steps)
+
+
 def startup(rounds: int) -> list[str]:
     import startup as bench
 
@@ -53,6 +60,7 @@ def memory(rounds: int) -> list[str]:
 
 BENCHES: dict[str, tuple[str, Callable[[int], list[str]]]] = {
     "harness": ("`bench/harness_overhead.py`, interleaved rounds", harness),
+    "long": ("`bench/long_thread.py`, interleaved rounds", long_thread),
     "startup": ("`bench/startup.py`, interleaved rounds", startup),
     "server": ("`bench/server_latency.py`", server),
     "memory": ("`bench/run_memory.py`, 300 runs on 3 threads of 2,000 messages", memory),

@@ -32,6 +32,7 @@ import bench_tools
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
 from deerflow.models.script_format import load_script
+from deerflow.run_options import RunOptions
 from deerflow.runs.manager import RunManager, RunRequest
 
 async def main(runs):
@@ -45,7 +46,7 @@ async def main(runs):
         try:
             async def one():
                 cpu, wall = time.process_time(), time.perf_counter()
-                live = await manager.start(RunRequest(prompt="go", options={"model_name": "bench-1"}))
+                live = await manager.start(RunRequest(prompt="go", options=RunOptions(model_name="bench-1")))
                 start_cpu = time.process_time() - cpu
                 finished = await live.wait()
                 assert finished.status == "success", finished.error

@@ -26,7 +26,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 
-from deerflow.agents.message_reducer import merge_message_writes
+from deerflow.agents.message_reducer import IndexedMessages, merge_message_writes
 
 # --- Specs: plain data that builds fresh message objects for each side -------
 # Both reducers stamp ids on message objects in place, so each side of a
@@ -159,6 +159,41 @@ def test_batching_invariant(state: list[Spec], writes: list[Any], data: st.DataO
     )
     twice = outcome(in_two_batches, [build_op(s) for s in state], [build_write(w) for w in writes])
     assert twice == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(state=STATE, writes=write_batches(min_size=2))
+def test_one_write_per_merge_reusing_each_result_index_matches_add_messages(
+        state: list[Spec], writes: list[Any]) -> None:
+    """The per-step path: each merge starts from the previous result and reuses its index."""
+
+    def step_by_step(s: list[Any], ws: list[Any]) -> list[Any]:
+        for w in ws:
+            s = merge_message_writes(s, [w])
+        return s
+
+    expected = outcome(sequential, [build_op(s) for s in state], [build_write(w) for w in writes])
+    assert outcome(step_by_step, [build_op(s) for s in state], [build_write(w) for w in writes]) == expected
+
+
+def test_a_result_changed_in_place_is_indexed_afresh() -> None:
+    """The remembered index is trusted only while the list is as its merge left it."""
+    first = merge_message_writes([], [[HumanMessage("a", id="a"), HumanMessage("b", id="b")]])
+    assert isinstance(first, IndexedMessages) and first._fold_index is not None
+    first.insert(0, HumanMessage("z", id="z"))  # someone edited the state list: positions moved
+    merged = merge_message_writes(first, [[HumanMessage("b2", id="b")]])
+    assert texts(merged) == [("z", "z"), ("a", "a"), ("b", "b2")]
+    assert texts(first) == [("z", "z"), ("a", "a"), ("b", "b")]  # the input list is not modified
+
+
+def test_a_copied_result_keeps_its_index_and_stays_a_plain_list_of_messages() -> None:
+    import copy
+
+    merged = merge_message_writes([], [[HumanMessage("a", id="a")]])
+    clone = copy.copy(merged)
+    assert clone == merged and clone is not merged and isinstance(clone, list)
+    assert texts(merge_message_writes(clone, [[HumanMessage("b", id="b")]])) == [("a", "a"), ("b", "b")]
+    assert texts(merged) == [("a", "a")]
 
 
 # --- The corners spelled out, so a failure reads as a behaviour --------------

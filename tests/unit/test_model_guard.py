@@ -108,3 +108,37 @@ def test_a_recorded_failure_raises_the_same_error_again():
     other = CassetteEntry("k", 0, "d", None, failure_record(RuntimeError("boom")))
     assert isinstance(other.failure(), RecordedFailure) and str(other.failure()) == "RuntimeError: boom"
     assert '"error"' in entry.to_json() and '"response"' not in entry.to_json()
+
+
+def test_openai_tool_schemas_are_converted_once_per_tool_and_bind_the_same(monkeypatch):
+    """Binding a guarded OpenAI model on every call reuses each tool's converted schema; the request is the same."""
+    from langchain_core.tools import tool
+    from langchain_core.utils import function_calling
+    from langchain_openai import ChatOpenAI
+
+    from deerflow.config.schema import ModelConfig
+    from deerflow.models.factory import guard
+
+    @tool
+    def lookup(query: str, limit: int = 3) -> str:
+        """Look something up.
+
+        Args:
+            query: What to look for.
+            limit: How many results.
+        """
+        return query
+
+    inner = ChatOpenAI(model="m", api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    model = guard(inner, ModelConfig(name="m", use="langchain_openai:ChatOpenAI"))
+    plain = inner.bind_tools([lookup], tool_choice="auto").kwargs  # what ChatOpenAI itself binds
+    calls = []
+    real = function_calling.convert_to_openai_function
+    monkeypatch.setattr(function_calling, "convert_to_openai_function",
+                        lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    first = model.bind_tools([lookup], tool_choice="auto").kwargs
+    second = model.bind_tools([lookup], tool_choice="auto").kwargs
+    assert first == second == plain
+    assert [c for c in calls if c is lookup] == [lookup]  # converted once, on the first binding
+    strict = model.bind_tools([lookup], strict=True).kwargs  # strict changes the conversion: not cached
+    assert strict["tools"][0]["function"].get("strict") is True

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from langchain.agents import create_agent
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from deerflow.agents.graph_cache import GraphCache, tool_identity
 from deerflow.agents.middlewares import MiddlewareOptions, build_middlewares
+from deerflow.agents.middlewares.wrap_fusion import tracing_enabled
 from deerflow.agents.prompt import build_system_prompt
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.schema import AppConfig
@@ -55,6 +57,8 @@ class LeadAgentDeps:
     mcp: McpRunTools | None = None
     # tools and middlewares of the host's startup plugins (deerflow.plugins; None: no plugins)
     plugins: PluginSet | None = None
+    # the host's compiled graphs, reused by runs that would build the same one (None: built per run)
+    graphs: GraphCache | None = None
 
 
 @dataclass
@@ -101,8 +105,11 @@ def make_lead_agent(
     )
     if deps.mcp is not None:
         deps.mcp.bind(tools)  # tool_search reveals only the MCP tools the run really offers
-    policy = ToolPolicy.for_user(app.authorization, deps.user_id)
-    middleware = build_middlewares(app, policy, MiddlewareOptions(
+    prompt = build_system_prompt(today=dt.date.today().isoformat(), tool_names=[t.name for t in tools],
+                                 interaction_guidance=interaction.prompt_guidance(),
+                                 agent_instructions=profile.soul,
+                                 sections=[*profile.prompt_sections(), deps.skills.prompt_section() if deps.skills else ""])
+    mw_options = MiddlewareOptions(
         is_plan_mode=bool(options.is_plan_mode),
         subagent_enabled=subagents_on,
         interaction=interaction,
@@ -110,13 +117,38 @@ def make_lead_agent(
         max_total_subagents=options.max_total_subagents,
         mcp=deps.mcp,
         plugin_middlewares=tuple(deps.plugins.middlewares()) if deps.plugins else (),
-    ), model=model, config_file=deps.config_file)
-    prompt = build_system_prompt(today=dt.date.today().isoformat(), tool_names=[t.name for t in tools],
-                                 interaction_guidance=interaction.prompt_guidance(),
-                                 agent_instructions=profile.soul,
-                                 sections=[*profile.prompt_sections(), deps.skills.prompt_section() if deps.skills else ""])
-    graph = create_agent(
-        model.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
-        context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",
     )
+
+    def build() -> CompiledStateGraph[Any, RunContext, Any, Any]:
+        policy = ToolPolicy.for_user(app.authorization, deps.user_id)
+        middleware = build_middlewares(app, policy, mw_options, model=model, config_file=deps.config_file)
+        return cast("CompiledStateGraph[Any, RunContext, Any, Any]", create_agent(
+            model.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
+            context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",
+        ))
+
+    key = graph_key(options, deps, model=model, profile=profile, tools=tools, prompt=prompt, mw_options=mw_options)
+    pinned = (app, deps.checkpointer, model.entry, tools)
+    graph = deps.graphs.get(key, pinned, build) if deps.graphs is not None else build()
     return LeadAgent(graph=graph, model=model, tools=tools, profile=profile)
+
+
+def graph_key(options: RunOptions, deps: LeadAgentDeps, *, model: ResolvedModel, profile: AgentProfile,
+              tools: list[BaseTool], prompt: str, mw_options: MiddlewareOptions) -> tuple[object, ...] | None:
+    """What the lead agent's graph is built from (:mod:`deerflow.agents.graph_cache`); None: not shareable.
+
+    Not shared: runs with objects of their own bound into the graph (a conversation
+    reader, a custom agent's tools, active MCP tools or notices, plugin middlewares,
+    which plugins get as fresh instances per run) or a recording or replaying model
+    (its summarizer would write to another run's cassette).
+    """
+    if (deps.conversation_reader is not None or profile.name is not None or options.record or options.replay
+            or (deps.mcp is not None and deps.mcp.active) or mw_options.plugin_middlewares):
+        return None
+    return (
+        id(deps.app_config), deps.config_file, deps.user_id, id(deps.checkpointer),
+        model.name, id(model.entry), model.offline, type(model.model),
+        tool_identity(tools), prompt,
+        mw_options.is_plan_mode, mw_options.subagent_enabled, mw_options.interaction,
+        mw_options.max_concurrent_subagents, mw_options.max_total_subagents, tracing_enabled(),
+    )

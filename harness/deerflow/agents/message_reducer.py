@@ -35,6 +35,15 @@ position, plus earlier positions of the rare repeated id); each write is then
 folded in time proportional to its own length. Removed slots are marked as
 tombstones and compacted once, at the end of the call, so the accumulated list
 is never rescanned per write: one call is O(len(state) + total write size).
+
+Across calls: the list a merge returns (:class:`IndexedMessages`, a ``list``)
+carries the id index it was built with, and the next merge into that same list
+copies the index instead of rebuilding it from every message (the Python-level
+walk over a 2,000-message history was a per-step cost that grew with the thread).
+The index is trusted only while the list is as the merge left it (same length,
+its first and last message at the positions the index says); anything else is
+indexed afresh.  Plain lists (a state read back from a checkpoint) take the full
+path once.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-__all__ = ["merge_message_writes"]
+__all__ = ["IndexedMessages", "merge_message_writes"]
 
 
 def merge_message_writes(state: Any, writes: Sequence[Any]) -> list[AnyMessage]:
@@ -78,12 +87,28 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> list[AnyMessage]:
         raise ValueError("Cannot merge message writes into a None state.")
     if not writes:
         return list(state) if isinstance(state, list) else [state]
-    fold = _MessageFold(_coerce(state))
+    fold = _MessageFold.resume(state) or _MessageFold(_coerce(state))
     for write in writes:
         if write is None:
             raise ValueError("A write to 'messages' must not be None.")
         fold.apply(_with_ids(_coerce(write)))
     return fold.result()
+
+
+class IndexedMessages(list):  # type: ignore[type-arg]
+    """A merge result: a plain list of messages that remembers its id index (see the module doc)."""
+
+    __slots__ = ("_fold_index",)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._fold_index: tuple[dict[str | None, int], dict[str | None, list[int]], int, object] | None = None
+
+    def __copy__(self) -> IndexedMessages:
+        """A shallow copy at list speed (LangGraph copies channel values; a subclass would go item by item)."""
+        new = IndexedMessages(self)
+        new._fold_index = getattr(self, "_fold_index", None)  # never mutated: a resumed fold copies it
+        return new
 
 
 class _MessageFold:
@@ -96,14 +121,32 @@ class _MessageFold:
     can delete every occurrence, as ``add_messages`` does.
     """
 
-    __slots__ = ("_earlier", "_index", "_items", "_tombstones")
+    __slots__ = ("_earlier", "_index", "_items", "_lineage", "_tombstones")
 
     def __init__(self, messages: list[BaseMessage]) -> None:
-        self._items: list[BaseMessage | None] = []
+        self._items: list[BaseMessage | None] = IndexedMessages()
         self._index: dict[str | None, int] = {}
         self._earlier: dict[str | None, list[int]] = {}
         self._tombstones = 0
         self._reset(messages)
+
+    @classmethod
+    def resume(cls, state: Any) -> _MessageFold | None:
+        """A fold over ``state`` reusing the index its own merge left on it; None when it cannot."""
+        memo = getattr(state, "_fold_index", None) if type(state) is IndexedMessages else None
+        if memo is None:
+            return None
+        index, earlier, length, lineage = memo
+        if length != len(state) or (length and (index.get(state[0].id) is None
+                                                or index.get(state[-1].id) != length - 1)):
+            return None  # changed since its merge: index afresh
+        fold = cls.__new__(cls)
+        fold._items = IndexedMessages(state)
+        fold._index = dict(index)
+        fold._earlier = {k: list(v) for k, v in earlier.items()}
+        fold._tombstones = 0
+        fold._lineage = lineage
+        return fold
 
     def _reset(self, messages: list[BaseMessage]) -> None:
         """Start from ``messages``, giving id-less ones an id first.
@@ -111,7 +154,8 @@ class _MessageFold:
         The index doubles as the missing-id check, so a long history is walked
         once per call, not twice.
         """
-        self._items = list(messages)
+        self._items = IndexedMessages(messages)
+        self._lineage = object()  # a new history: lists grown from it only by appends share this token
         self._tombstones = 0
         self._index = {message.id: i for i, message in enumerate(messages)}
         if None in self._index:
@@ -157,7 +201,10 @@ class _MessageFold:
     def result(self) -> list[AnyMessage]:
         """Return the live messages in order (tombstones compacted once, here)."""
         if not self._tombstones:
-            return cast("list[AnyMessage]", self._items)  # no tombstone: no None
+            items = self._items
+            assert isinstance(items, IndexedMessages)
+            items._fold_index = (self._index, self._earlier, len(items), self._lineage)  # the next merge starts here
+            return cast("list[AnyMessage]", items)  # no tombstone: no None
         return cast("list[AnyMessage]", [message for message in self._items if message is not None])
 
 

@@ -275,7 +275,7 @@ class GuardedChatModel(BaseChatModel):
         choice = tool_choice if tool_choice is not None else (self.tool_choice if tools else None)
         if choice is not None:
             kwargs["tool_choice"] = choice
-        bound_model = self.inner.bind_tools(tools, **kwargs)
+        bound_model = self.inner.bind_tools(_preconverted(self.inner, tools, kwargs), **kwargs)
         if not isinstance(bound_model, RunnableBinding) or bound_model.bound is not self.inner:
             raise TypeError(f"{type(self.inner).__name__}.bind_tools returns {type(bound_model).__name__}, "
                             "not a binding of the model itself; it cannot be guarded")
@@ -453,3 +453,29 @@ async def _close(stream: AsyncIterator[Any]) -> None:
         await closer()
     except (RuntimeError, OSError) as exc:  # already closed or the socket is gone
         logger.debug("closing a model stream: %s", bound(str(exc), 200))
+
+
+def _preconverted(inner: BaseChatModel, tools: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
+    """``tools`` with each plain ``BaseTool`` as its OpenAI schema, converted once per tool object.
+
+    The agent binds the model on every call with the same tool objects; an OpenAI-compatible
+    model would convert each tool's schema again each time (~0.1 ms a tool a call).  It takes
+    an OpenAI-format dict unchanged, so the conversion is done once (``openai_tool_schema``).
+    Left as they are: other providers' models, ``strict`` or ``response_format`` bindings (they
+    change the conversion) and tools with provider ``extras`` (merged into the converted dict).
+    """
+    from langchain_core.tools import BaseTool
+
+    if kwargs.get("strict") is not None or kwargs.get("response_format") or not _openai_compatible(inner):
+        return list(tools)
+    from deerflow.models.scripted import openai_tool_schema
+
+    return [openai_tool_schema(t) if isinstance(t, BaseTool) and not getattr(t, "extras", None) else t
+            for t in tools]
+
+
+def _openai_compatible(model: BaseChatModel) -> bool:
+    import sys
+
+    module = sys.modules.get("langchain_openai.chat_models.base")  # not loaded: the model is not one of its
+    return module is not None and isinstance(model, module.BaseChatOpenAI)

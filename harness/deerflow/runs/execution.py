@@ -21,6 +21,7 @@ from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError
 from deerflow.models.script_format import ModelError
 from deerflow.runs.deliverables import DeliveryWatch
+from deerflow.runs.stream_seen import install as install_incremental_seen
 from deerflow.runtime import events as ev
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import Projector
@@ -78,6 +79,7 @@ async def execute_run(
     (success, error, cancel), the run ends with its ``workspace_changes`` and, when
     outputs went unpresented, a ``notice``; the delivery receipt rides on the outcome.
     """
+    install_incremental_seen()  # once per process (see stream_seen)
     watch = DeliveryWatch(context.paths)
     outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch, notes)
     settled = await watch.asettle(outcome.projector)

@@ -33,6 +33,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 
 from deerflow.acp.mcp_servers import extensions_mcp_servers
+from deerflow.agents.graph_cache import GraphCache
 from deerflow.agents.middlewares.summarization import summarization_setup
 from deerflow.agents.thread_state import ThreadState
 from deerflow.browser.service import open_browsing_services
@@ -113,6 +114,7 @@ class RunManager:
         self._active_by_thread: dict[str, str] = {}
         self._holder = f"{socket.gethostname()}:{os.getpid()}"
         self.tool_cache = ToolCache()  # built-in tools built once per config, shared by runs
+        self.graph_cache = GraphCache()  # compiled lead-agent graphs, shared by runs that build the same
         self.services = HostServices(tool_cache=self.tool_cache)
         self.files = ThreadFiles(home, self, lambda: self.loaded.config.uploads)  # uploads in, artifacts out
         self._reader: Any = None
@@ -349,7 +351,7 @@ class RunManager:
         lead = wire_lead_agent(self.loaded.config, resolved, options, interaction=interaction, profile=profile,
                                services=self.services, checkpointer=self.checkpointer, skills=skills, mcp=mcp_run,
                                tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
-                               agents=agents, conversation_reader=reader, plugins=self.plugins,
+                               agents=agents, conversation_reader=reader, plugins=self.plugins, graphs=self.graph_cache,
                                skill_names=known_skills(self.loaded.config, self.home, user_id,
                                                         library=self.services.skills))
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
@@ -366,7 +368,7 @@ class RunManager:
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
         context = wire_run_context(user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
                                    paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
-                                   model_name=resolved.name, options=options, interaction=interaction,
+                                   model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,
                                    services=self.services, skills=skills, mcp=mcp_run,
                                    usage_meter=_usage_meter(self.loaded.config, resolved.name))
         if thread.thread_id in self._active_by_thread:
@@ -399,6 +401,7 @@ class RunManager:
             return None
         self.loaded = change.loaded
         self.tool_cache.clear()
+        self.graph_cache.clear()
         logger.info("%s", change.note())
         return change.note()
 

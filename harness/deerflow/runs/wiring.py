@@ -27,8 +27,10 @@ from deerflow.subagents.host import with_subagent_source
 from deerflow.tools.builtins import builtin_sources
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
+    from deerflow.agents.graph_cache import GraphCache
     from deerflow.custom_agents import AgentStore
     from deerflow.mcp.run_tools import McpRunTools
     from deerflow.plugins import PluginSet
@@ -44,6 +46,7 @@ def wire_lead_agent(
     skills: RunSkills | None = None, mcp: McpRunTools | None = None, tool_cache: ToolCache | None = None,
     config_file: str | None = None, user_id: str = "local", agents: AgentStore | None = None,
     skill_names: frozenset[str] | None = None, conversation_reader: ConversationReader | None = None, plugins: PluginSet | None = None,
+    graphs: GraphCache | None = None,
 ) -> LeadAgent:
     """The lead agent of one run: the built-in tools (on the host's sandbox, with the run's skills),
     the subagent tools when the host has a subagent runtime, MCP and plugin tools, middlewares.
@@ -57,14 +60,15 @@ def wire_lead_agent(
         services: The host's services (the sandbox and subagent runtime are read); none: no sandbox.
         checkpointer: Where the thread's state lives (None: the graph keeps none).
         skills, mcp, tool_cache, config_file, user_id, agents, skill_names, conversation_reader,
-            plugins: As :class:`~deerflow.agents.lead_agent.LeadAgentDeps`.
+            plugins, graphs: As :class:`~deerflow.agents.lead_agent.LeadAgentDeps`.
     """
     services = services if services is not None else HostServices()
     sources = with_subagent_source(
         builtin_sources(config, model, sandbox=services.sandbox, skills=skills, cache=tool_cache), services, config)
     deps = LeadAgentDeps(app_config=config, checkpointer=checkpointer, sources=sources, config_file=config_file,
                          user_id=user_id, agents=agents, skill_names=skill_names,
-                         conversation_reader=conversation_reader, skills=skills, mcp=mcp, plugins=plugins)
+                         conversation_reader=conversation_reader, skills=skills, mcp=mcp, plugins=plugins,
+                         graphs=graphs)
     return make_lead_agent(options, deps=deps, model=model, interaction=interaction, profile=profile)
 
 
@@ -72,6 +76,7 @@ def wire_run_context(
     *, user_id: str, thread_id: str, run_id: str, paths: ThreadPaths, config: AppConfig, model_name: str,
     options: RunOptions, interaction: RunInteractionPolicy, services: HostServices | None = None,
     skills: RunSkills | None = None, mcp: McpRunTools | None = None, usage_meter: UsageMeter | None = None,
+    chat_model: BaseChatModel | None = None,
 ) -> RunContext:
     """The context one run's middlewares and tools receive: identity, the thread's paths, config,
     options, policy, and the host's services with this run's own (its skills projected into the
@@ -79,7 +84,7 @@ def wire_run_context(
     host = services if services is not None else HostServices()
     return RunContext(
         user_id=user_id, thread_id=thread_id, run_id=run_id, paths=paths, config=config, model_name=model_name,
-        interaction_mode=interaction.mode, interaction=interaction, options=options,
+        interaction_mode=interaction.mode, interaction=interaction, options=options, chat_model=chat_model,
         services=host.for_run(**project_run_skills(skills, paths), mcp_run=mcp, usage_meter=usage_meter),
     )
 

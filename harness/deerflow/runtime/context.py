@@ -9,6 +9,7 @@ in the harness needs a global to find them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import AppConfig
@@ -36,6 +37,8 @@ class RunContext:
             run manager parsed them; read as attributes (``context.options.agent_name``).
         services: Host-provided capabilities (:class:`~deerflow.runtime.services.HostServices`:
             sandbox provider, kernel pool...); one absent (``None``) is simply not available.
+        chat_model: The run's own chat model instance; the lead agent's model requests go to it
+            (a compiled graph is shared by runs: see :mod:`deerflow.agents.graph_cache`).
     """
 
     user_id: str
@@ -48,6 +51,7 @@ class RunContext:
     options: RunOptions = field(default_factory=RunOptions)
     services: HostServices = field(default_factory=HostServices)
     interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
+    chat_model: Any = None
 
     def __post_init__(self) -> None:
         if self.interaction.source == "default" and self.interaction_mode != self.interaction.mode:

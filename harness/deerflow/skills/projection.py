@@ -48,6 +48,10 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     signature = skills_signature(skills)
     if view.is_dir() and _read(marker) == signature:
         return view
+    if not view.exists() and _build_new_view(skills, view):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(signature, encoding="utf-8")
+        return view
     view.mkdir(parents=True, exist_ok=True)
     wanted = {s.name: s for s in skills}
     for child in view.iterdir():
@@ -58,6 +62,30 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(signature, encoding="utf-8")
     return view
+
+
+def _build_new_view(skills: Sequence[Skill], view: Path) -> bool:
+    """A thread's first view, built whole in a staging directory and renamed into place once.
+
+    Nothing can have a view that does not exist yet bound, so the skill-by-skill
+    in-place rebuild (one staging directory and rename per skill) is not needed for
+    it.  False when the view appeared meanwhile (another process's first run): the
+    caller then rebuilds it in place.
+    """
+    view.parent.mkdir(parents=True, exist_ok=True)
+    staging = view.parent / f".skills-staging-{uuid.uuid4().hex}"
+    try:
+        staging.mkdir()
+        for skill in skills:
+            copy_skill_tree(skill.root, staging / skill.name)
+        try:
+            staging.rename(view)
+        except OSError:
+            return False
+        return True
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def skills_signature(skills: Sequence[Skill]) -> str:

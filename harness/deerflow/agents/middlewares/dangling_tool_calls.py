@@ -28,7 +28,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 
 INTERRUPTED = "Error: this tool call was interrupted (the run was cancelled) and produced no result."
-MEMO_THREADS = 64  # threads remembered by one middleware instance (one per run in the harness)
+MEMO_THREADS = 64  # threads remembered by one middleware instance (shared by the runs of a cached graph)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Fuse several ``before_model`` hooks into one graph node.
+"""Fuse several ``before_model`` (and ``before_agent``) hooks into one graph node.
 
 ``create_agent`` turns every middleware's ``before_model`` hook into its own
 graph node, and every node is a Pregel superstep with its own checkpoint
@@ -13,6 +13,11 @@ it, and the node returns their updates as a list of commands so every key
 still goes through its reducer.  The first hook that jumps ends the sequence.
 The original middlewares stay in the chain for their other hooks, with their
 ``before_model`` turned off.
+
+:func:`fuse_before_agent` does the same for the ``before_agent`` hooks (the
+thread's directories, MCP notices, a consent replay): one node, hence one
+superstep and checkpoint write fewer per run, in the same order with the same
+jumps (a consent replay still jumps to the tools node, and it is still last).
 """
 
 from __future__ import annotations
@@ -29,25 +34,25 @@ from langgraph.types import Command
 from deerflow.agents.message_reducer import merge_message_writes
 
 
-def _has_before_model(m: AgentMiddleware) -> bool:
+def _has_before_model(m: AgentMiddleware, hook: str = "before_model") -> bool:
     cls = m.__class__
-    return (cls.before_model is not AgentMiddleware.before_model
-            or cls.abefore_model is not AgentMiddleware.abefore_model)
+    return (getattr(cls, hook) is not getattr(AgentMiddleware, hook)
+            or getattr(cls, "a" + hook) is not getattr(AgentMiddleware, "a" + hook))
 
 
-def _jumps(m: AgentMiddleware) -> list[JumpTo]:
-    for name in ("before_model", "abefore_model"):
+def _jumps(m: AgentMiddleware, hook: str = "before_model") -> list[JumpTo]:
+    for name in (hook, "a" + hook):
         method = getattr(m.__class__, name)
         if method is not getattr(AgentMiddleware, name) and hasattr(method, "__can_jump_to__"):
             return list(method.__can_jump_to__)
     return []
 
 
-def _without_before_model(m: AgentMiddleware) -> AgentMiddleware:
-    """A shallow copy of ``m`` whose ``before_model`` hooks are the base no-ops."""
+def _without_before_model(m: AgentMiddleware, hook: str = "before_model") -> AgentMiddleware:
+    """A shallow copy of ``m`` whose ``before_model`` (or ``hook``) hooks are the base no-ops."""
     stripped = type(m.__class__.__name__, (m.__class__,), {
-        "before_model": AgentMiddleware.before_model,
-        "abefore_model": AgentMiddleware.abefore_model,
+        hook: getattr(AgentMiddleware, hook),
+        "a" + hook: getattr(AgentMiddleware, "a" + hook),
         "name": property(lambda self, _n=m.name: _n),
     })
     clone = copy.copy(m)
@@ -125,4 +130,59 @@ def fuse_before_model(chain: Sequence[AgentMiddleware[Any, Any]]) -> list[AgentM
         if m is parts[0]:
             out.append(fused)
         out.append(_without_before_model(m) if m in parts else m)
+    return out
+
+
+class FusedBeforeAgent(AgentMiddleware):
+    """Runs the ``before_agent`` hooks of ``parts`` in order, in one node (as :class:`FusedBeforeModel`)."""
+
+    def __init__(self, parts: Sequence[AgentMiddleware]) -> None:
+        super().__init__()
+        self.parts = list(parts)
+
+    @property
+    def name(self) -> str:
+        return "RunStart"
+
+    # as before_model (FusedBeforeModel): a list of commands
+    def before_agent(  # pyright: ignore[reportIncompatibleMethodOverride]
+            self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
+        view, commands = dict(state), []
+        for part in self.parts:
+            update = part.before_agent(cast(AgentState, view), runtime) if part.__class__.before_agent is not \
+                AgentMiddleware.before_agent else None
+            if FusedBeforeModel._collect(update, commands):
+                break
+            if update:
+                view = _advance(view, update)
+        return commands or None
+
+    async def abefore_agent(  # pyright: ignore[reportIncompatibleMethodOverride]
+            self, state: Any, runtime: Runtime[Any]) -> list[Command] | None:
+        view, commands = dict(state), []
+        for part in self.parts:
+            update = await part.abefore_agent(cast(AgentState, view), runtime)
+            if FusedBeforeModel._collect(update, commands):
+                break
+            if update:
+                view = _advance(view, update)
+        return commands or None
+
+
+def fuse_before_agent(chain: Sequence[AgentMiddleware]) -> list[AgentMiddleware]:
+    """``chain`` with all ``before_agent`` hooks fused into one node at the first one's place."""
+    parts = [m for m in chain if _has_before_model(m, "before_agent")]
+    if len(parts) < 2:
+        return list(chain)
+    jumps: list[JumpTo] = sorted({j for m in parts for j in _jumps(m, "before_agent")})
+    fused_cls = type("FusedBeforeAgent", (FusedBeforeAgent,), {
+        "before_agent": hook_config(can_jump_to=jumps)(FusedBeforeAgent.before_agent),
+        "abefore_agent": hook_config(can_jump_to=jumps)(FusedBeforeAgent.abefore_agent),
+    }) if jumps else FusedBeforeAgent
+    fused = fused_cls(parts)
+    out: list[AgentMiddleware] = []
+    for m in chain:
+        if m is parts[0]:
+            out.append(fused)
+        out.append(_without_before_model(m, "before_agent") if m in parts else m)
     return out

@@ -10,6 +10,7 @@ this middleware's job: the host queues extraction after the run has settled.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from deerflow.memory.service import MemoryService, memory_enabled
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.notes import note_kind
 from deerflow.runtime.projection import message_text
+
+MAX_RUNS_REMEMBERED = 256  # runs whose block one middleware keeps (more than run at once)
 
 
 def _query(request: ModelRequest[RunContext]) -> str:
@@ -44,7 +47,14 @@ class MemoryMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._blocks: dict[str, str] = {}  # run id -> block (one store read per run)
+        self._blocks: OrderedDict[str, str] = OrderedDict()  # run id -> block (one store read per run)
+
+    def _remember(self, run_id: str, block: str) -> str:
+        """Keep the run's block; the oldest runs' are forgotten (a cached graph serves many runs)."""
+        self._blocks[run_id] = block
+        while len(self._blocks) > MAX_RUNS_REMEMBERED:
+            self._blocks.popitem(last=False)
+        return block
 
     def _with_block(self, request: ModelRequest[RunContext], block: str) -> ModelRequest[RunContext]:
         return request.override(system_message=with_section(request.system_message, block)) if block else request
@@ -60,8 +70,8 @@ class MemoryMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
             return handler(request)
         if block is None:
             context = request.runtime.context
-            block = self._blocks[run_id] = service.block_for(
-                context.user_id, context.options.agent_name, _query(request), config=context.config)
+            block = self._remember(run_id, service.block_for(
+                context.user_id, context.options.agent_name, _query(request), config=context.config))
         return handler(self._with_block(request, block))
 
     async def awrap_model_call(
@@ -72,6 +82,6 @@ class MemoryMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
             return await handler(request)
         if block is None:
             context = request.runtime.context
-            block = self._blocks[run_id] = await service.prompt_block(
-                context.user_id, context.options.agent_name, _query(request), config=context.config)
+            block = self._remember(run_id, await service.prompt_block(
+                context.user_id, context.options.agent_name, _query(request), config=context.config))
         return await handler(self._with_block(request, block))

@@ -1,0 +1,147 @@
+"""Per-step cost on a long thread against a fresh one: DeerFlow's run manager and plain ``create_agent``.
+
+Each run plays N zero-latency tool-calling steps (the script parsed before any timer
+starts) on a thread that already holds ``--history`` messages (seeded straight into
+the checkpointer, outside the timer: alternating user / assistant messages of ~210
+characters) or on a new thread.  The per-step cost on each is the marginal step,
+``(run at N=hi − run at N=lo) / (hi − lo)``, so what a run pays once (loading the
+thread from its checkpoint, building the agent, recording the run) drops out.  Plain
+side: ``create_agent`` (no middleware, one tool, ``add_messages``) on an
+``AsyncSqliteSaver``; DeerFlow side: ``RunManager.start()`` + wait on a warm host.
+The variants are interleaved over rounds, each run timed in CPU (``process_time``, all
+threads); medians.
+
+    .venv/bin/python bench/long_thread.py [--history 2000] [--steps 1,11] [--rounds 5]
+
+Goal: DeerFlow's per-step cost at 2,000 messages at most 1.3x a fresh thread's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "harness")]  # this checkout's code, not an installed copy
+import bench_tools  # noqa: E402
+import harness_overhead  # noqa: E402
+from bench_tools import echo  # noqa: E402
+
+from deerflow.config.loader import load_config  # noqa: E402
+from deerflow.config.paths import HomePaths  # noqa: E402
+from deerflow.models.script_format import load_script  # noqa: E402
+from deerflow.models.scripted import TURN_STAMP, ScriptedChatModel  # noqa: E402
+from deerflow.run_options import RunOptions  # noqa: E402
+from deerflow.runs.manager import RunManager, RunRequest, state_reader  # noqa: E402
+
+Key = tuple[str, int, int]  # (side, history, steps)
+
+
+def history(messages: int, steps: int) -> list[BaseMessage]:
+    """An old conversation; its last answer is stamped so the script starts at its first turn."""
+    stamp = {"model_name": f"scripted:bench-{steps}", TURN_STAMP: -1}
+    return [HumanMessage(f"question {i} " + "x" * 200) if i % 2 == 0
+            else AIMessage(f"answer {i} " + "y" * 200, response_metadata=stamp) for i in range(messages)]
+
+
+class Sides:
+    def __init__(self, manager: RunManager, saver: AsyncSqliteSaver) -> None:
+        self.manager, self.saver, self.n = manager, saver, 0
+
+    async def deerflow(self, size: int, steps: int) -> float:
+        thread_id = None
+        if size:
+            thread_id = (await self.manager.acreate_thread("local")).thread_id
+            await state_reader(self.manager.checkpointer).aupdate_state(
+                {"configurable": {"thread_id": thread_id}}, {"messages": history(size, steps)}, as_node="model")
+        cpu = time.process_time()
+        live = await self.manager.start(RunRequest(prompt="go", thread_id=thread_id, options=RunOptions(
+            recursion_limit=10_000, model_name=f"bench-{steps}")))
+        finished = await live.wait()
+        spent = time.process_time() - cpu
+        assert finished.status == "success", finished.error
+        return spent
+
+    async def plain(self, size: int, steps: int) -> float:
+        model = ScriptedChatModel(bench_tools.SCRIPTS[f"bench-{steps}"])
+        self.n += 1
+        cfg: Any = {"configurable": {"thread_id": f"plain-{self.n}"}, "recursion_limit": 10_000}
+        if size:
+            seeder = create_agent(model, [echo], checkpointer=self.saver)
+            await seeder.aupdate_state(cfg, {"messages": history(size, steps)}, as_node="model")
+        cpu = time.process_time()
+        agent = create_agent(model, [echo], checkpointer=self.saver)
+        await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
+        return time.process_time() - cpu
+
+
+async def measure(size: int, steps: list[int], rounds: int) -> dict[Key, list[float]]:
+    for n in steps:
+        bench_tools.SCRIPTS[f"bench-{n}"] = load_script(harness_overhead.script(n))
+    samples: dict[Key, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        conn = await aiosqlite.connect(str(home / "plain.db"))
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        manager = await RunManager.open(loaded=load_config(harness_overhead.write_config(home, steps), env={}),
+                                        home=HomePaths(home / "home"))
+        try:
+            sides = Sides(manager, saver)
+            runs = {"create_agent": sides.plain, "DeerFlow": sides.deerflow}
+            for run in runs.values():  # warm-up, untimed
+                await run(0, min(steps))
+            for r in range(rounds):
+                order = list(runs.items()) if r % 2 == 0 else list(reversed(runs.items()))
+                for h in ((0, size) if r % 2 == 0 else (size, 0)):
+                    for n in steps:
+                        for name, run in order:
+                            samples.setdefault((name, h, n), []).append(await run(h, n))
+        finally:
+            await manager.close()
+            await conn.close()
+    return samples
+
+
+def table(samples: dict[Key, list[float]], size: int, steps: list[int]) -> list[str]:
+    med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
+    lo, hi = min(steps), max(steps)
+
+    def per_step(side: str, h: int) -> float:
+        return (med[(side, h, hi)] - med[(side, h, lo)]) / (hi - lo)
+
+    rows = {side: (per_step(side, 0), per_step(side, size)) for side in ("create_agent", "DeerFlow")}
+    (pf, pl), (df, dl) = rows["create_agent"], rows["DeerFlow"]
+    return [f"| per extra step (ms CPU, N={lo}→{hi}) | create_agent | DeerFlow | goal |", "|---|---|---|---|",
+            f"| fresh thread | {pf:.2f} | {df:.2f} | |",
+            f"| thread of {size:,} messages | {pl:.2f} | {dl:.2f} | |",
+            f"| {size:,} messages ÷ fresh | {pl / pf:.2f}× | {dl / df:.2f}× | ≤ 1.3× (DeerFlow) |"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--history", type=int, default=2000)
+    parser.add_argument("--steps", default="1,11")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    steps = sorted({int(s) for s in args.steps.split(",")})
+    before = harness_overhead.load()
+    samples = asyncio.run(measure(args.history, steps, args.rounds))
+    print(f"commit {harness_overhead.commit()}, {time.strftime('%Y-%m-%d')}, load average {before} before, "
+          f"{harness_overhead.load()} after, {args.rounds} rounds interleaved\n")
+    print("\n".join(table(samples, args.history, steps)))
+
+
+if __name__ == "__main__":
+    main()
