@@ -34,7 +34,8 @@ from pathlib import Path
 import nbformat
 from timing import summary, timings
 
-from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookAccess
+from deerflow.notebooks.access import FileNotebookAccess, NotebookAccess
+from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells
 from deerflow.notebooks.service import CONTEXT_TOKENS, NotebookContext, notebook_context
 
