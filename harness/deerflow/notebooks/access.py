@@ -3,20 +3,26 @@
 The harness never imports Jupyter's server: the host hands it a
 :class:`NotebookAccess` as ``RunContext.services.notebooks``.
 
-* :class:`ContentsNotebookAccess` wraps the Jupyter server's ContentsManager
+* :class:`~deerflow.notebooks.contents.ContentsNotebookAccess` (in
+  :mod:`deerflow.notebooks.contents`) wraps the Jupyter server's ContentsManager
   (sync or async), so paths honour the server's root, its hidden-file rules and
-  whatever storage it uses (JupyterHub, S3 contents managers...).  Writes go
-  through ``save``, so an open JupyterLab sees them (jupyter-collaboration
-  reloads a document whose file changed; without it the user reloads).
+  whatever storage it uses (JupyterHub, S3 contents managers...).  A file-backed
+  manager's files are read and written through :class:`SafeDir` (its save steps
+  replayed around the write), so an open JupyterLab sees them as the manager's own
+  saves (jupyter-collaboration reloads a document whose file changed; without it the
+  user reloads).
 * :class:`FileNotebookAccess` is the fallback when no server runs (CLI,
   in-process kernel): ``.ipynb`` files under a notebook root, read and written
   with nbformat, refusing any path that leaves the root (``..``, absolute
   paths, symlinks pointing out).
-* :class:`LiveDocuments` reaches the notebooks open in JupyterLab when
-  jupyter-collaboration runs in the server: a notebook with a live document
-  room is read from, and written into, that shared document (so the open
-  notebook changes in place, unsaved edits included, and the room saves the
-  file); a notebook nobody has open goes through the ContentsManager.
+* :class:`~deerflow.notebooks.live.LiveDocuments` reaches the notebooks open in
+  JupyterLab when jupyter-collaboration runs in the server: a notebook with a live
+  document room is read from, and written into, that shared document (so the open
+  notebook changes in place, unsaved edits included, and the room saves the file); a
+  notebook nobody has open goes through the ContentsManager.
+* A run's context reads a notebook as a :class:`~deerflow.notebooks.digest.NotebookDigest`
+  (:meth:`NotebookAccess.digest`, the light parse) and :meth:`NotebookAccess.prewarm`
+  prepares it when the server opens or saves the notebook.
 
 Every path is checked by :func:`check_notebook_path` first, whatever the
 backend: relative, no ``..``, no hidden segment, ends in ``.ipynb``.
