@@ -130,7 +130,7 @@ class ContentsNotebookAccess(NotebookAccess):
         import nbformat
 
         await self._check_local(path)
-        nbformat.validate(nb)
+        await asyncio.to_thread(nbformat.validate, nb)  # seconds on a large notebook: off the event loop
         document = await self.live.document(path) if self.live else None
         if document is not None:
             await self.live.write(document, nb)
