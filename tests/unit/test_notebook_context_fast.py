@@ -156,3 +156,39 @@ def test_the_server_prewarms_a_notebook_it_opens_or_saves(tmp_path: Path) -> Non
         assert "print(total)" in found.text and "print(totl)" not in found.text
 
     asyncio.run(scenario())
+
+
+def test_a_save_during_a_pre_warm_is_pre_warmed_after_it(tmp_path: Path) -> None:
+    """The save event of version 2 arrives while version 1 is still being pre-warmed."""
+    from deerflow.notebooks.cache import file_signature
+
+    nbformat.write(varied_notebook(), str(tmp_path / "work.ipynb"))
+
+    class Held(FileNotebookAccess):
+        release = asyncio.Event()
+
+        async def digest(self, path: str) -> NotebookDigest:
+            read = await super().digest(path)
+            await self.release.wait()  # version 1 read; held until version 2 is saved
+            return read
+
+    async def scenario() -> None:
+        access = Held(tmp_path)
+        Held.release = asyncio.Event()
+        access.prewarm_soon("work.ipynb")
+        while not access._warming or access.digests._entries:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # the first pre-warm is in digest(), holding version 1
+        nb = nbformat.read(str(tmp_path / "work.ipynb"), as_version=4)
+        nb.cells[3].source = "print(total)"
+        nbformat.write(nb, str(tmp_path / "work.ipynb"))
+        access.prewarm_soon("work.ipynb")  # the save event of version 2
+        Held.release.set()
+        second = file_signature(tmp_path, "work.ipynb")
+
+        async def warm() -> None:
+            while access.digests.get(("work.ipynb", second)) is None:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(warm(), DEADLINE)  # a hang guard, not a timing assertion
+
+    asyncio.run(scenario())

@@ -134,6 +134,7 @@ class NotebookAccess(ABC):
     _contexts: ContextCache | None = None
     _digests: ContextCache | None = None
     _warming: dict[str, asyncio.Future[None]] | None = None
+    _again: set[str] | None = None
 
     @property
     def contexts(self) -> ContextCache:
@@ -167,12 +168,23 @@ class NotebookAccess(ABC):
             await asyncio.shield(task)
 
     def prewarm_soon(self, path: str) -> None:
-        """:meth:`prewarm` ``path`` in the background (from an event listener or a hook)."""
-        if self._warming is None:
-            self._warming = {}
-        if path not in self._warming:
-            task = self._warming[path] = asyncio.ensure_future(self.prewarm(path))
-            task.add_done_callback(lambda _: self._warming.pop(path, None) if self._warming else None)
+        """:meth:`prewarm` ``path`` in the background (from an event listener or a hook); asked again
+        while one runs (a save during the pre-warm of the version before), once more after it."""
+        if self._warming is None or self._again is None:
+            self._warming, self._again = {}, set()
+        warming, again = self._warming, self._again
+        if path in warming:
+            again.add(path)
+            return
+
+        def done(_: asyncio.Future[None]) -> None:
+            warming.pop(path, None)
+            if path in again:
+                again.discard(path)
+                self.prewarm_soon(path)
+
+        warming[path] = asyncio.ensure_future(self.prewarm(path))
+        warming[path].add_done_callback(done)
 
     async def prewarm(self, path: str) -> None:
         """Read and render every cell of ``path`` now, off the event loop, and keep the texts, so the
