@@ -50,7 +50,7 @@ class ContentsNotebookAccess(NotebookAccess):
         self._written_live: set[str] = set()
         root = getattr(contents_manager, "root_dir", None)
         local = bool(root) and getattr(contents_manager, "_get_os_path", None) is not None
-        self._files = FileNotebookAccess(root) if local else None  # a file-backed manager's files, by SafeDir
+        self._files = FileNotebookAccess(str(root)) if local else None  # a file-backed manager's files, by SafeDir
         # jupyter_server's own file save (not a subclass's, e.g. jupytext's pairing): replayed here
         # with the write itself through SafeDir (see _save_local)
         self._own_save = local and _stock_save(contents_manager)
@@ -132,7 +132,7 @@ class ContentsNotebookAccess(NotebookAccess):
         await self._check_local(path)
         await asyncio.to_thread(nbformat.validate, nb)  # seconds on a large notebook: off the event loop
         document = await self.live.document(path) if self.live else None
-        if document is not None:
+        if document is not None and self.live is not None:
             await self.live.write(document, nb)
             self._written_live.add(path)
             return
@@ -197,7 +197,7 @@ class ContentsNotebookAccess(NotebookAccess):
                 cm.check_and_sign(nb, path)
         except Exception as exc:  # noqa: BLE001 - a hook's HTTPError refuses the save, as in the manager
             raise self._translate(path, exc) from None
-        await asyncio.to_thread(lambda: files.replace(path, data if nb is None else _notebook_bytes(nb)))
+        await asyncio.to_thread(lambda: files.replace(path, _notebook_bytes(nb) if nb is not None else data or b""))
         saved = {**{k: v for k, v in model.items() if k != "content"}, "content": None, "path": path,
                  "name": path.rsplit("/", 1)[-1]}
         cm.run_post_save_hooks(model=saved, os_path=os.path.join(files.root, *path.split("/")))
