@@ -114,6 +114,8 @@ def test_edits_racing_a_folder_swap_from_the_sandbox_never_land_outside_the_root
         tmp_path: Path, deerflow_home: Path, canary: Path) -> None:
     before = snapshot(canary)
     results, workspace = asyncio.run(asyncio.wait_for(race(tmp_path, deerflow_home, canary), DEADLINE))
+    assert snapshot(canary) == before  # nothing written through the link, nothing new there
+    assert all(SECRET not in repr(e) for r in results for e in r.events)
     for result in results:
         assert result.status == "success", result.error
     stopped = results_of(results, "python")[-1].text
@@ -124,8 +126,6 @@ def test_edits_racing_a_folder_swap_from_the_sandbox_never_land_outside_the_root
     assert landed, [a.text[:120] for a in answers[:5]]  # edits did happen during the race
     assert all("goes through a link" in a.text or "no notebook" in a.text or a in landed for a in answers), \
         {a.text[:120] for a in answers if a not in landed}
-    assert snapshot(canary) == before  # nothing written through the link, nothing new there
-    assert all(SECRET not in repr(e) for r in results for e in r.events)
     real = next(workspace / name for name in ("d", "swap") if not (workspace / name).is_symlink())
     saved = nbformat.read(str(real / "work.ipynb"), as_version=4)  # what landed is a whole notebook
     assert len(saved.cells) == len(landed) + 1
