@@ -62,7 +62,10 @@ STOP = "_swap_stop.set(); import time; time.sleep(0.2); print('swaps', _swaps[0]
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+    """Every entry below ``folder`` (links not followed): a file's digest, or what else it is."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.is_file() and not p.is_symlink() else "dir" if p.is_dir() else "other"
+            for p in sorted(folder.rglob("*"))}
 
 
 def edit(i: int) -> dict[str, Any]:
