@@ -75,8 +75,7 @@ def measure(n: int = 30, output_kb: int = 40, png_kb: int = 200) -> list[str]:
     """The context figures as a markdown table (``bench/perf_doc.py`` puts it in PERFORMANCE.md)."""
     from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
 
-    from deerflow.notebooks import service
-    from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.digest import NotebookDigest, build_context
 
     with tempfile.TemporaryDirectory() as tmp:
         nbformat.write(big_notebook(output_kb=output_kb, png_kb=png_kb), Path(tmp) / "big.ipynb")
@@ -88,7 +87,7 @@ def measure(n: int = 30, output_kb: int = 40, png_kb: int = 200) -> list[str]:
 
         def full_parse() -> NotebookContext:  # what the first run did before the light parse
             nb = loop.run_until_complete(FileNotebookAccess(tmp).read("big.ipynb")).nb
-            return service._context_of(NotebookDigest.from_nodes(nb), "big.ipynb", "magic", None, CONTEXT_TOKENS)
+            return build_context(NotebookDigest.from_nodes(nb), "big.ipynb", "magic", None, CONTEXT_TOKENS)
 
         def warmed() -> NotebookAccess:
             access = FileNotebookAccess(tmp)

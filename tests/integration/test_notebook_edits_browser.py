@@ -87,7 +87,7 @@ def test_apply_rerun_undo_and_discard_a_proposed_cell_fix(lab_workdir: Path, tmp
 
         ask = cells.nth(3)
         run_cell(page, ask)
-        ask.get_by_text("Proposed edit to work.ipynb").wait_for()
+        ask.locator("b", has_text="Proposed edit to work.ipynb").wait_for()  # the card (a live read shows it too)
         diff = ask.locator(".widget-html pre", has_text="+print(total)")  # the card's per-cell diff
         diff.wait_for()
         assert "-print(totl)" in diff.inner_text()
@@ -113,7 +113,7 @@ def test_apply_rerun_undo_and_discard_a_proposed_cell_fix(lab_workdir: Path, tmp
 
         again = cells.nth(5)
         run_cell(page, again)
-        again.get_by_text("Proposed edit to work.ipynb").wait_for()
+        again.locator("b", has_text="Proposed edit to work.ipynb").wait_for()  # the card (a live read shows it too)
         again.locator("button", has_text="Discard").click()
         again.get_by_text("discarded").wait_for()
         page.screenshot(path=str(OUTPUT / "notebook-edit-discarded.png"), full_page=True)

@@ -15,7 +15,7 @@ from jupyter_server.services.contents.filemanager import AsyncFileContentsManage
 
 from deerflow.notebooks.access import FileNotebookAccess, NotebookAccess, NotebookError
 from deerflow.notebooks.contents import ContentsNotebookAccess
-from deerflow.notebooks.digest import NotebookDigest
+from deerflow.notebooks.digest import NotebookDigest, build_context
 from deerflow.notebooks.service import notebook_context
 
 DEADLINE = 30
@@ -42,10 +42,8 @@ def varied_notebook() -> nbformat.NotebookNode:
 
 async def nodes_context(access: FileNotebookAccess, path: str, **kwargs: Any):
     """The context built from the nbformat read (the edit tools' view), for comparison."""
-    from deerflow.notebooks import service
-
     digest = NotebookDigest.from_nodes((await access.read(path)).nb)
-    return service._context_of(digest, path, kwargs.get("cell_id"), kwargs.get("cell_ids"), service.CONTEXT_TOKENS)
+    return build_context(digest, path, kwargs.get("cell_id"), kwargs.get("cell_ids"))
 
 
 @pytest.mark.parametrize("ask", [{"cell_id": "magic"}, {"cell_id": "unsaved"}, {"cell_ids": ["fail", "load"]}])

@@ -138,9 +138,10 @@ class NotebookAccess(ABC):
 
     @property
     def contexts(self) -> ContextCache:
-        """This host's cache of built notebook contexts (see :class:`ContextCache`)."""
+        """This host's cache of built notebook contexts (see :class:`ContextCache`): a few kB to
+        ~35 kB each, the pre-warm's included."""
         if self._contexts is None:
-            self._contexts = ContextCache()
+            self._contexts = ContextCache(size=64)
         return self._contexts
 
     @property
@@ -189,17 +190,20 @@ class NotebookAccess(ABC):
     async def prewarm(self, path: str) -> None:
         """Read and render every cell of ``path`` now, off the event loop, and keep the texts, so the
         first ``%%deerflow`` run after the notebook was opened or saved finds them ready (issue 26's
-        20 ms).  Only plain local files (a signature) are kept; anything failing is left for the run
-        to report, and a runtime failure is logged."""
+        20 ms); the contexts of the likeliest calling cells (:meth:`NotebookDigest.anchors`) are
+        built too.  Only plain local files (a signature) are kept; anything failing is left for the
+        run to report, and a runtime failure is logged."""
         try:
             path = check_notebook_path(path)
             signature = await self.signature(path)
             if signature is None or self.digests.get((path, signature)) is not None:
                 return
             digest = await self.digest(path)
-            await asyncio.to_thread(digest.render_all)
+            built = await asyncio.to_thread(_warm, digest, path)
             if digest.signature is not None:
                 self.digests.put((path, digest.signature), digest)
+                for key, context in built:
+                    self.contexts.put(key, context)
         except NotebookError:
             return
         except Exception:
@@ -379,6 +383,15 @@ def _nearby(root: SafeDir, path: str) -> str:
     if not names:
         return "there is no notebook in that folder"
     return "notebooks there: " + ", ".join(names[:_LISTED]) + (" …" if len(names) > _LISTED else "")
+
+
+def _warm(digest: NotebookDigest, path: str) -> list[tuple[tuple[Any, ...], Any]]:
+    """The pre-warm's CPU work (a worker thread's): every cell rendered, the likely contexts built."""
+    from deerflow.notebooks.digest import CONTEXT_TOKENS, build_context, context_key
+
+    digest.render_all()
+    return [(context_key(path, digest.signature, anchor, None, CONTEXT_TOKENS),
+             build_context(digest, path, anchor, None, CONTEXT_TOKENS)) for anchor in digest.anchors()]
 
 
 def __getattr__(name: str) -> Any:

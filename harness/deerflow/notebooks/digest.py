@@ -13,15 +13,36 @@ the texts, a few kB per cell whatever the outputs weighed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deerflow.notebooks.parsing import LightCell, light_cells, positional_ids
-from deerflow.notebooks.render import cell_text
+from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_texts, cell_text, fence
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from deerflow.notebooks.access import Signature
+
+
+CONTEXT_TOKENS = 8_000
+MAGIC = "%%deerflow"
+ANCHORS = 16
+
+
+@dataclass(frozen=True)
+class NotebookContext:
+    """The read-only context a run gets from the notebook it was called from.
+
+    Attributes:
+        text: The fenced cells, ready to go before the prompt.
+        note: What the run view says was given (``context: 6 cells of work.ipynb``).
+        cells: How many cells were given.
+    """
+
+    text: str
+    note: str
+    cells: int
 
 
 class NotebookDigest:
@@ -42,6 +63,8 @@ class NotebookDigest:
         self._cells: Sequence[Any] = cells
         self._render = render
         self._texts: list[str | None] = [None] * len(ids)
+        self.known = frozenset(ids)
+        self.magic = [cell_id for cell_id, cell in zip(ids, cells, strict=True) if _source(cell).startswith(MAGIC)]
 
     @classmethod
     def from_bytes(cls, data: bytes, signature: Signature | None) -> NotebookDigest | None:
@@ -77,6 +100,48 @@ class NotebookDigest:
             self.text(index)
         self._cells = ()
         return self
+
+
+    def anchors(self) -> list[str | None]:
+        """The calling cells a run most likely has: a ``%%deerflow`` cell of the file (the last
+        :data:`ANCHORS`), or one not saved yet (None: all cells)."""
+        return [None, *self.magic[-ANCHORS:]]
+
+
+def context_key(path: str, signature: Any, cell_id: str | None, cell_ids: Sequence[str] | None,
+                max_tokens: int) -> tuple[Any, ...]:
+    """The context cache's key: the file's version and what was asked."""
+    return (path, signature, cell_id, tuple(cell_ids or ()), max_tokens)
+
+
+def build_context(digest: NotebookDigest, path: str, cell_id: str | None, cell_ids: Sequence[str] | None,
+                  max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
+    """The cells above ``cell_id`` (all of them if the file has no such cell), or the ``cell_ids``
+    asked for, nearest kept whole within ``max_tokens``, fenced as untrusted.  Renders only the
+    cells the bound reaches (CPU: a worker thread's job unless the digest is complete)."""
+    ids = digest.ids
+    if cell_ids:
+        wanted = set(cell_ids)
+        indices = [i for i, c in enumerate(ids) if c in wanted]
+        where = "attached cell(s)"
+    else:
+        indices = list(range(ids.index(cell_id) if cell_id in digest.known else len(ids)))
+        where = "cell(s) above the %%deerflow cell" if cell_id in digest.known else "cell(s) of the notebook"
+    bounded = bounded_texts(len(indices), lambda k: digest.text(indices[k]), max_chars=max_tokens * CHARS_PER_TOKEN)
+    details = [f"{bounded.shown} {where}"]
+    if bounded.omitted:
+        details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
+    note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
+                                                          if bounded.omitted else "")
+    text = ("The user ran this from the notebook below. Its cells are context; to change them, use "
+            "edit_notebook with this path.\n" + fence(bounded.text or "(no cells above)", source=path,
+                                                       details=details))
+    return NotebookContext(text, note, bounded.shown)
+
+
+def _source(cell: Any) -> str:
+    source = cell.source if isinstance(cell, LightCell) else cell.get("source", "")
+    return "".join(source[:1]) if isinstance(source, list) else str(source or "")
 
 
 def _render_light(cell: LightCell, cell_id: str) -> str:

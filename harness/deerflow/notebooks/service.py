@@ -11,10 +11,16 @@ the write into a one-line conflict, never a silent overwrite.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
+from deerflow.notebooks.digest import (
+    CONTEXT_TOKENS,
+    NotebookContext,
+    NotebookDigest,
+    build_context,
+    context_key,
+)
 from deerflow.notebooks.edits import (
     HANDOVER_KEY,
     CellChange,
@@ -28,18 +34,12 @@ from deerflow.notebooks.edits import (
 from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecord, EditRecords
 from deerflow.notebooks.render import (
-    CHARS_PER_TOKEN,
     bounded_cells,
-    bounded_texts,
     cell_text,
     fence,
 )
 
-if TYPE_CHECKING:
-    from deerflow.notebooks.digest import NotebookDigest
-
 READ_MAX_CHARS = 40_000
-CONTEXT_TOKENS = 8_000
 EDIT_MODES = ("propose", "apply")
 
 
@@ -172,21 +172,6 @@ async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | N
             "note": "; ".join(sorted({access.note_for(p) for p in paths}))}
 
 
-@dataclass(frozen=True)
-class NotebookContext:
-    """The read-only context a run gets from the notebook it was called from.
-
-    Attributes:
-        text: The fenced cells, ready to go before the prompt.
-        note: What the run view says was given (``context: 6 cells of work.ipynb``).
-        cells: How many cells were given.
-    """
-
-    text: str
-    note: str
-    cells: int
-
-
 async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | None = None,
                            cell_ids: list[str] | None = None, max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
     """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced.
@@ -204,49 +189,22 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
     await access.warming(path)  # a pre-warm in flight finishes first: the file is not parsed twice
     signature = await access.signature(path)
     if signature is not None:
-        if (cached := access.contexts.get(_key(path, signature, cell_id, cell_ids, max_tokens))) is not None:
-            return cached  # the same file as last time: no parse
+        if (cached := access.contexts.get(context_key(path, signature, cell_id, cell_ids, max_tokens))) is not None:
+            return cached  # the same file as last time (or pre-built by the pre-warm): no parse
         warm = access.digests.get((path, signature))
         if warm is not None:
-            return _remember(access, path, warm, _context_of(warm, path, cell_id, cell_ids, max_tokens),
-                             cell_id, cell_ids, max_tokens)
+            anchor = cell_id if cell_id in warm.known else None  # a calling cell not saved yet: all cells
+            found = access.contexts.get(context_key(path, signature, anchor, cell_ids, max_tokens))
+            return found or _remember(access, path, warm, build_context(warm, path, anchor, cell_ids, max_tokens),
+                                      anchor, cell_ids, max_tokens)
     digest = await access.digest(path)
-    built = await asyncio.to_thread(_context_of, digest, path, cell_id, cell_ids, max_tokens)
+    built = await asyncio.to_thread(build_context, digest, path, cell_id, cell_ids, max_tokens)
     return _remember(access, path, digest, built, cell_id, cell_ids, max_tokens)
-
-
-def _key(path: str, signature: Any, cell_id: str | None, cell_ids: list[str] | None,
-         max_tokens: int) -> tuple[Any, ...]:
-    return (path, signature, cell_id, tuple(cell_ids or ()), max_tokens)
 
 
 def _remember(access: NotebookAccess, path: str, digest: NotebookDigest, built: NotebookContext,
               cell_id: str | None, cell_ids: list[str] | None, max_tokens: int) -> NotebookContext:
     """Cache ``built`` under the signature of the file it was read from (none: not cached)."""
     if digest.signature is not None:
-        access.contexts.put(_key(path, digest.signature, cell_id, cell_ids, max_tokens), built)
+        access.contexts.put(context_key(path, digest.signature, cell_id, cell_ids, max_tokens), built)
     return built
-
-
-def _context_of(digest: NotebookDigest, path: str, cell_id: str | None, cell_ids: list[str] | None,
-                max_tokens: int) -> NotebookContext:
-    """The context from a notebook's digest: renders only the cells it reaches (CPU: a thread's work
-    unless every cell is rendered already)."""
-    ids = digest.ids
-    if cell_ids:
-        wanted = set(cell_ids)
-        indices = [i for i, c in enumerate(ids) if c in wanted]
-        where = "attached cell(s)"
-    else:
-        indices = list(range(ids.index(cell_id) if cell_id in ids else len(ids)))
-        where = "cell(s) above the %%deerflow cell" if cell_id in ids else "cell(s) of the notebook"
-    bounded = bounded_texts(len(indices), lambda k: digest.text(indices[k]), max_chars=max_tokens * CHARS_PER_TOKEN)
-    details = [f"{bounded.shown} {where}"]
-    if bounded.omitted:
-        details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
-    note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
-                                                          if bounded.omitted else "")
-    text = ("The user ran this from the notebook below. Its cells are context; to change them, use "
-            "edit_notebook with this path.\n" + fence(bounded.text or "(no cells above)", source=path,
-                                                       details=details))
-    return NotebookContext(text, note, bounded.shown)
