@@ -96,6 +96,10 @@ def test_a_prewarmed_notebook_gives_its_first_context_without_reading_and_a_save
     async def scenario() -> None:
         await access.prewarm("work.ipynb")
         access.reads_allowed = False
+        built = {key[2] for key in access.contexts._entries}
+        assert built == {None, "magic"}  # the %%deerflow cell's context and an unsaved cell's, ready
+        unsaved = await notebook_context(access, "work.ipynb", cell_id="new-cell")
+        assert unsaved == await notebook_context(access, "work.ipynb") and unsaved.cells == 6
         first = await notebook_context(access, "work.ipynb", cell_id="magic")
         assert "### cell fail " in first.text and first.cells == 5
         attached = await notebook_context(access, "work.ipynb", cell_ids=["note"])  # other cells, same digest
