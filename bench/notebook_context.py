@@ -140,7 +140,7 @@ def measure(n: int = 30, output_kb: int = 40, png_kb: int = 200) -> list[str]:
         finally:
             loop.close()
     lines = [f"Notebook: 500 cells, {output_kb} kB text output each, a {png_kb} kB PNG every 5th, "
-             f"{size / 1e6:.1f} MB on disk; context: {found.note}, {len(found.text):,} characters.", "",
+             f"{size / 1e6:.1f} MB on disk; {found.note}, {len(found.text):,} characters.", "",
              "| context of the 500-cell notebook | median | p95 | goal |", "|---|---|---|---|"]
     for label, samples in rows:
         median, p95 = _median_p95(samples)
