@@ -1,22 +1,26 @@
 """The user's notebooks: what reading one as a run's context costs, and what jupyter-collaboration costs.
 
-* ``context 500 cells`` — :func:`deerflow.notebooks.service.notebook_context` over a
+* context (default) — :func:`deerflow.notebooks.service.notebook_context` over a
   500-cell notebook with large outputs (every cell: 20 source lines and a 40 kB text
   output; every tenth an error with a 60-line traceback; every fifth a 200 kB PNG), as
   a ``%%deerflow`` run at the bottom of it builds it: read through the notebook root,
   bounded to 8k tokens, fenced.  Goal: under 20 ms added to a run (issue 26).
-  Shown: the first run in the notebook (a fresh host: the file is parsed), a rerun in the
-  unchanged notebook (the host's context cache, keyed on the file's signature: one SafeDir
-  stat), the same through jupyter_server's ContentsManager, the rendering alone, and the
-  file's size.
-* ``--collab``: jupyter server start-up to ready (``/api/status``) with and without the
-  jupyter-collaboration extensions (jupyter_server_ydoc + fileid), interleaved, and their
-  import time beyond jupyter_server's.  Needs jupyter-collaboration importable
-  (``PYTHONPATH=DIR`` of a ``pip install --target DIR`` works).
+  Rows: the first run as it was before the light parse (full JSON parse into nbformat
+  nodes), the first run now without pre-warming (light parse, only the cells shown
+  rendered), the first run after the notebook was opened or saved (pre-warmed: the
+  server's contents events), the same through a ContentsManager, a rerun in the unchanged
+  notebook, and the pre-warm itself (off the run path).  ``bench/perf_doc.py --only
+  notebook`` writes the table into docs/PERFORMANCE.md.
+* ``--collab``: jupyter server start-up to ready (``/api/status``) and the server's RSS
+  with and without the jupyter-collaboration server extensions (jupyter_server_ydoc +
+  fileid), interleaved, and their import time beyond jupyter_server's.  Run it with a
+  Python that has jupyter-collaboration installed (its extensions are switched on and
+  off by flags, so both sides run the same packages).
 
 Run::
 
-    .venv/bin/python bench/notebook_context.py [--n 30] [--output-kb 40] [--png-kb 200] [--collab --rounds 3]
+    .venv/bin/python bench/notebook_context.py [--n 30] [--output-kb 40] [--png-kb 200]
+    .venv-collab/bin/python bench/notebook_context.py --collab --rounds 3
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import base64
 import importlib.util
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,8 +39,8 @@ from pathlib import Path
 import nbformat
 from timing import summary, timings
 
-from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookAccess
-from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells
+from deerflow.notebooks.access import FileNotebookAccess, NotebookAccess
+from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow.notebooks.service import CONTEXT_TOKENS, NotebookContext, notebook_context
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +66,16 @@ def big_notebook(cells: int = 500, *, output_kb: int = 40, png_kb: int = 200) ->
     return nb
 
 
-def bench_context(n: int, output_kb: int, png_kb: int) -> None:
+def _median_p95(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered) * 1000, ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
+
+
+def measure(n: int = 30, output_kb: int = 40, png_kb: int = 200) -> list[str]:
+    """The context figures as a markdown table (``bench/perf_doc.py`` puts it in PERFORMANCE.md)."""
     from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
+
+    from deerflow.notebooks.digest import NotebookDigest, build_context
 
     with tempfile.TemporaryDirectory() as tmp:
         nbformat.write(big_notebook(output_kb=output_kb, png_kb=png_kb), Path(tmp) / "big.ipynb")
@@ -72,28 +85,74 @@ def bench_context(n: int, output_kb: int, png_kb: int) -> None:
         def build(access: NotebookAccess) -> NotebookContext:
             return loop.run_until_complete(notebook_context(access, "big.ipynb", cell_id="magic"))
 
+        def full_parse() -> NotebookContext:  # what the first run did before the light parse
+            nb = loop.run_until_complete(FileNotebookAccess(tmp).read("big.ipynb")).nb
+            return build_context(NotebookDigest.from_nodes(nb), "big.ipynb", "magic", None, CONTEXT_TOKENS)
+
+        def warmed() -> NotebookAccess:
+            access = FileNotebookAccess(tmp)
+            loop.run_until_complete(access.prewarm("big.ipynb"))
+            return access
+
+        def served() -> NotebookAccess:  # the server's access: opening the notebook pre-warms it
+            manager = AsyncFileContentsManager(root_dir=tmp)
+            access = ContentsNotebookAccess(manager)
+            access.watch()
+
+            async def open_it() -> None:
+                await manager.get("big.ipynb", content=False)
+                await asyncio.sleep(0)  # the contents event's listener
+                await access.warming("big.ipynb")
+            loop.run_until_complete(open_it())
+            return access
+
         try:
             found = build(FileNotebookAccess(tmp))
-            cold = timings(lambda: build(FileNotebookAccess(tmp)), max(3, n // 5))  # a fresh host: parses
-            warm_access = FileNotebookAccess(tmp)
-            build(warm_access)
-            warm = timings(lambda: build(warm_access), n)  # the same file again: the cache
-            server_access = ContentsNotebookAccess(AsyncFileContentsManager(root_dir=tmp))
-            build(server_access)
-            server = timings(lambda: build(server_access), n)
+            rounds = max(3, n // 5)
+            rows = [
+                ("first run, before (full JSON parse + nbformat nodes)", timings(full_parse, rounds)),
+                ("first run, not pre-warmed (light parse + the cells shown)",
+                 timings(lambda: build(FileNotebookAccess(tmp)), rounds)),
+            ]
+            prewarm = []
+            for _ in range(rounds):  # off the run path: when the server opens or saves the notebook
+                start = time.perf_counter()
+                access = warmed()
+                prewarm.append(time.perf_counter() - start)
+            firsts = []
+            for _ in range(n):
+                access = warmed()
+                start = time.perf_counter()
+                build(access)
+                firsts.append(time.perf_counter() - start)
+            rows.append(("first run after the notebook was opened or saved (pre-warmed)", firsts))
+            server_firsts = []
+            for _ in range(rounds):
+                access = served()
+                start = time.perf_counter()
+                build(access)
+                server_firsts.append(time.perf_counter() - start)
+            rows.append(("the same through a ContentsManager, warmed by its open event", server_firsts))
+            rerun = warmed()
+            build(rerun)
+            rows.append(("rerun, notebook unchanged (context cache: one stat)", timings(lambda: build(rerun), n)))
+            rows.append(("pre-warm itself (off the run path)", prewarm))
         finally:
             loop.close()
-        nb = nbformat.read(Path(tmp) / "big.ipynb", as_version=4)
-        render = timings(lambda: bounded_cells(nb.cells[:-1], max_chars=CONTEXT_TOKENS * CHARS_PER_TOKEN), n)
-    print(f"notebook: 500 cells, {output_kb} kB text output each, {png_kb} kB PNG every 5th, {size / 1e6:.1f} MB; context: {found.note}, {len(found.text)} chars")
-    print(f"context, first run in the notebook (read + parse + bound + fence)  {summary(cold)}")
-    print(f"context, rerun, notebook unchanged (signature stat, cached)        {summary(warm)}")
-    print(f"context, rerun, through a ContentsManager (stat, cached)           {summary(server)}")
-    print(f"render only (bound + fence, no read)                               {summary(render)}")
+    lines = [f"Notebook: 500 cells, {output_kb} kB text output each, a {png_kb} kB PNG every 5th, "
+             f"{size / 1e6:.1f} MB on disk; {found.note}, {len(found.text):,} characters.", "",
+             "| context of the 500-cell notebook | median | p95 | goal |", "|---|---|---|---|"]
+    for label, samples in rows:
+        median, p95 = _median_p95(samples)
+        goal = "" if label.startswith(("pre-warm", "first run, before")) else \
+            ("< 20 ms: met" if median < 20 else "< 20 ms: **not met**")
+        lines.append(f"| {label} | {median:,.2f} ms | {p95:,.2f} ms | {goal} |")
+    return lines
 
 
-def startup(extra_args: list[str], workdir: Path) -> float:
-    """Seconds from launching ``jupyter server`` to a 200 from /api/status."""
+def startup(extra_args: list[str], workdir: Path) -> tuple[float, float]:
+    """Seconds from launching ``jupyter server`` to a 200 from /api/status, and its RSS (MB) after
+    a notebook was fetched (what opening it in JupyterLab does first)."""
     # tests/ is put on the path by bench_collab
     import httpx
 
@@ -103,7 +162,16 @@ def startup(extra_args: list[str], workdir: Path) -> float:
     with running_jupyter(workdir, args=extra_args) as server:
         elapsed = time.perf_counter() - start
         httpx.get(f"{server.url}api/status", headers=server.headers, timeout=30).raise_for_status()
-    return elapsed
+        httpx.get(f"{server.url}api/contents/work.ipynb", headers=server.headers, timeout=30).raise_for_status()
+        rss = rss_mb(server.process.pid)
+    return elapsed, rss
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def bench_collab(rounds: int) -> None:
@@ -111,15 +179,18 @@ def bench_collab(rounds: int) -> None:
         sys.exit("--collab: jupyter-collaboration is not importable")
     sys.path.insert(0, str(ROOT / "tests"))
     with tempfile.TemporaryDirectory() as tmp:
-        collab = [f"--ServerApp.jpserver_extensions={name}=True" for name in ("jupyter_server_fileid",
-                                                                               "jupyter_server_ydoc")]
+        nbformat.write(big_notebook(cells=20, png_kb=0), Path(tmp) / "work.ipynb")
+        names = ("jupyter_server_fileid", "jupyter_server_ydoc")
+        without = [f"--ServerApp.jpserver_extensions={name}=False" for name in names]
+        collab = [f"--ServerApp.jpserver_extensions={name}=True" for name in names]
         collab.append(f"--BaseFileIdManager.db_path={Path(tmp) / 'file_id.db'}")
         plain, with_collab = [], []
         for _ in range(rounds):  # interleaved: this kind of machine is often loaded
-            plain.append(startup([], Path(tmp)))
+            plain.append(startup(without, Path(tmp)))
             with_collab.append(startup(collab, Path(tmp)))
-    print(f"server start, without collaboration  {summary(plain)}")
-    print(f"server start, with collaboration     {summary(with_collab)}")
+    for label, samples in (("without collaboration", plain), ("with collaboration", with_collab)):
+        print(f"server start, {label:24} {summary([s for s, _ in samples])}; "
+              f"RSS median {statistics.median(r for _, r in samples):.1f} MB")
     code = ("import time, jupyter_server.serverapp, pycrdt, jupyter_ydoc; t = time.perf_counter(); "
             "import jupyter_server_ydoc.app, jupyter_server_fileid.extension; print(time.perf_counter() - t)")
     extra = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -135,7 +206,7 @@ def main() -> None:
     parser.add_argument("--collab", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    bench_context(args.n, args.output_kb, args.png_kb)
+    print("\n".join(measure(args.n, args.output_kb, args.png_kb)))
     if args.collab:
         bench_collab(args.rounds)
 

@@ -6,7 +6,7 @@ measurement and the table the bench script printed.  The prose around the blocks
 written by people; the figures are not, so they cannot go stale unnoticed (the commit
 says how old they are, ``tests/unit/test_performance_doc.py`` checks it exists).
 
-    .venv/bin/python bench/perf_doc.py [--only harness,long,startup,server,memory] [--rounds 7]
+    .venv/bin/python bench/perf_doc.py [--only harness,long,startup,server,memory,notebook] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -58,12 +58,19 @@ def memory(rounds: int) -> list[str]:
     return asyncio.run(run_memory.measure(300, 3, 2000))
 
 
+def notebook(rounds: int) -> list[str]:
+    import notebook_context
+
+    return notebook_context.measure(max(10, rounds * 3))
+
+
 BENCHES: dict[str, tuple[str, Callable[[int], list[str]]]] = {
     "harness": ("`bench/harness_overhead.py`, interleaved rounds", harness),
     "long": ("`bench/long_thread.py`, interleaved rounds", long_thread),
     "startup": ("`bench/startup.py`, interleaved rounds", startup),
     "server": ("`bench/server_latency.py`", server),
     "memory": ("`bench/run_memory.py`, 300 runs on 3 threads of 2,000 messages", memory),
+    "notebook": ("`bench/notebook_context.py`, a 500-cell notebook with large outputs", notebook),
 }
 
 

@@ -29,7 +29,8 @@ from traitlets import Bool, Float, Unicode
 from traitlets.config import Config
 
 from deerflow.config.paths import check_id, default_user
-from deerflow.notebooks.access import ContentsNotebookAccess, LiveDocuments, NotebookAccess
+from deerflow.notebooks.access import LiveDocuments, NotebookAccess
+from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow_jupyter.handlers import ROUTES
 from deerflow_jupyter.handlers.base import NotFoundRoute
 from deerflow_jupyter.handlers.health import HealthHandler
@@ -119,7 +120,9 @@ class DeerFlowExtension(ExtensionApp):
         if not self.single_user or serverapp is None or manager is None:
             return None
         live = LiveDocuments(lambda: serverapp.web_app.settings.get("jupyter_server_ydoc"))
-        return ContentsNotebookAccess(manager, live)  # open notebooks live under jupyter-collaboration
+        access = ContentsNotebookAccess(manager, live)  # open notebooks live under jupyter-collaboration
+        access.watch()  # a notebook opened or saved is parsed then, not by the first run in it
+        return access
 
     def initialize_handlers(self) -> None:
         self.handlers.extend((f"{API_PREFIX}{pattern}", handler) for pattern, handler in ROUTES)

@@ -120,6 +120,9 @@ def lab_with_chat(tmp_path: Path, config_text: str, files: dict[str, str] | None
             box.wait_for()
             # a message sent before the input has picked its persona reaches nobody: wait for DeerFlow
             page.locator(".jp-jai-personaControls-persona", has_text="DeerFlow").wait_for()
+            # and for the persona's welcome: posted once the server side has it listening (under
+            # jupyter-collaboration the chat's room loads first, and a message before that is lost)
+            page.locator(".jp-chat-messages-container").get_by_text("is an agent with its own sandbox").wait_for()
             yield lab, page, box, work
         except Exception:
             save_failure(page, lab.log, f"chat-failure-{tmp_path.name}")

@@ -4,13 +4,14 @@ The scripted agent runs two python cells and then works on (a slow tool), so its
 live view shows the calls with their highlighted code, **copy** and **insert as a
 new cell below**; inserted one after the other, they land in the agent's order.  The button writes the cell below the ``%%deerflow`` cell
 through the notebook edit mechanism (issue #26, the server's ContentsManager);
-without jupyter-collaboration the open notebook picks it up on File → Reload
-Notebook from Disk, as the view says.  The inserted cell then runs in the
+with jupyter-collaboration (the ``test`` extra installs it) the open notebook shows
+the cells live; without it, on File → Reload Notebook from Disk, as the view says.  The inserted cell then runs in the
 user's kernel.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from fixtures.browser import OUTPUT, notebook_in_lab, run_cell, wait_for_notebook_kernel
 
 pytestmark = pytest.mark.integration
+LIVE = importlib.util.find_spec("jupyter_server_ydoc") is not None  # jupyter-collaboration in this server
 
 CONFIG = """\
 models:
@@ -91,10 +93,11 @@ def test_insert_as_cell_creates_a_cell_with_the_agents_code_that_runs(lab_workdi
         # The cell runs in the foreground (the kernel is busy, so widget clicks wait): Kernel → Interrupt.
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:interrupt-kernel'); }")
         magic.get_by_text("cancelled").first.wait_for()
-        page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:reload'); }")  # not awaited (waits on its dialog)
-        dialog = page.locator(".jp-Dialog")
-        dialog.locator("button.jp-mod-accept").click()  # "reload": the view told the user to
-        dialog.wait_for(state="hidden")
+        if not LIVE:  # live, the inserted cells are already in the open notebook
+            page.evaluate("() => { window.jupyterapp.commands.execute('docmanager:reload'); }")  # not awaited
+            dialog = page.locator(".jp-Dialog")
+            dialog.locator("button.jp-mod-accept").click()  # "reload": the view told the user to
+            dialog.wait_for(state="hidden")
         inserted = cells.nth(2)
         inserted.get_by_text("answer = 6 * 7").wait_for()
         assert "answer * 2" in cells.nth(3).inner_text()  # the agent's order, not the clicks'

@@ -7,25 +7,39 @@ sees cell ``fail`` change without reloading, the tool result says it went live, 
 saves the file.  Undo goes the same way.  A notebook that nobody has open is saved through
 the ContentsManager, and the note says "reload".
 
-Skipped when jupyter-collaboration is not importable (it is not a default dependency: see
-docs/ARCHITECTURE.md, "The user's notebooks").
+jupyter-collaboration is not a dependency (docs/ARCHITECTURE.md, "The user's notebooks"): CI
+installs its packages with ``pip install --no-deps --target $DEERFLOW_TEST_COLLAB_DIR`` (.ci/run),
+and only this test's server gets them (on its PYTHONPATH, its extensions switched on by flags), so
+no other test's server runs with real-time collaboration.  A venv that has it installed works too.
+Skipped when neither has it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
+from pathlib import Path
 
 import httpx
 import nbformat
 import pytest
 
-from fixtures.jupyter_process import running_jupyter
+from fixtures.jupyter_process import TESTS, running_jupyter
+
+
+def collab_dir() -> str | None:
+    """Where jupyter-collaboration is: "" (this venv), a ``--target`` folder, or None (nowhere)."""
+    if importlib.util.find_spec("jupyter_server_ydoc") is not None:
+        return ""
+    target = os.environ.get("DEERFLOW_TEST_COLLAB_DIR", "")
+    return target if target and (Path(target) / "jupyter_server_ydoc").is_dir() else None
+
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("jupyter_server_ydoc") is None,
-                       reason="jupyter-collaboration is not installed"),
+    pytest.mark.skipif(collab_dir() is None, reason="jupyter-collaboration is neither installed nor in "
+                       "$DEERFLOW_TEST_COLLAB_DIR (.ci/run puts it there)"),
 ]
 
 MODEL = """
@@ -82,6 +96,8 @@ def collab_lab(tmp_path_factory):
     (tmp_path / "config.yaml").write_text(CONFIG)
     env = {"DEERFLOW_HOME": str(tmp_path / "home"), "DEERFLOW_CONFIG": str(tmp_path / "config.yaml"),
            "OPENAI_API_KEY": ""}
+    if collab_dir():  # only this server sees the --target install
+        env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(collab_dir()), os.environ.get("PYTHONPATH", "")])
     args = [*(f"--ServerApp.jpserver_extensions={name}=True" for name in ("jupyter_server_fileid", "jupyter_server_ydoc")),
             f"--BaseFileIdManager.db_path={tmp_path / 'file_id.db'}",
             "--YDocExtension.document_save_delay=0.2"]

@@ -12,12 +12,8 @@ import nbformat
 import pytest
 from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
 
-from deerflow.notebooks.access import (
-    ContentsNotebookAccess,
-    FileNotebookAccess,
-    NotebookError,
-    file_signature,
-)
+from deerflow.notebooks.access import FileNotebookAccess, NotebookError, file_signature
+from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow.notebooks.service import notebook_context
 
 

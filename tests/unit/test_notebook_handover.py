@@ -19,7 +19,8 @@ import pytest
 from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookError
+from deerflow.notebooks.access import FileNotebookAccess, NotebookError
+from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow.notebooks.edits import CellOp, plan_edits
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import insert_handover, undo_run

@@ -20,7 +20,8 @@ from jupyter_server.services.contents.filemanager import (
 )
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.notebooks.access import ContentsNotebookAccess, FileNotebookAccess, NotebookError
+from deerflow.notebooks.access import FileNotebookAccess, NotebookError
+from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import apply_proposal, discard_proposal, undo_run
 from deerflow.run_options import RunOptions

@@ -3,20 +3,26 @@
 The harness never imports Jupyter's server: the host hands it a
 :class:`NotebookAccess` as ``RunContext.services.notebooks``.
 
-* :class:`ContentsNotebookAccess` wraps the Jupyter server's ContentsManager
+* :class:`~deerflow.notebooks.contents.ContentsNotebookAccess` (in
+  :mod:`deerflow.notebooks.contents`) wraps the Jupyter server's ContentsManager
   (sync or async), so paths honour the server's root, its hidden-file rules and
-  whatever storage it uses (JupyterHub, S3 contents managers...).  Writes go
-  through ``save``, so an open JupyterLab sees them (jupyter-collaboration
-  reloads a document whose file changed; without it the user reloads).
+  whatever storage it uses (JupyterHub, S3 contents managers...).  A file-backed
+  manager's files are read and written through :class:`SafeDir` (its save steps
+  replayed around the write), so an open JupyterLab sees them as the manager's own
+  saves (jupyter-collaboration reloads a document whose file changed; without it the
+  user reloads).
 * :class:`FileNotebookAccess` is the fallback when no server runs (CLI,
   in-process kernel): ``.ipynb`` files under a notebook root, read and written
   with nbformat, refusing any path that leaves the root (``..``, absolute
   paths, symlinks pointing out).
-* :class:`LiveDocuments` reaches the notebooks open in JupyterLab when
-  jupyter-collaboration runs in the server: a notebook with a live document
-  room is read from, and written into, that shared document (so the open
-  notebook changes in place, unsaved edits included, and the room saves the
-  file); a notebook nobody has open goes through the ContentsManager.
+* :class:`~deerflow.notebooks.live.LiveDocuments` reaches the notebooks open in
+  JupyterLab when jupyter-collaboration runs in the server: a notebook with a live
+  document room is read from, and written into, that shared document (so the open
+  notebook changes in place, unsaved edits included, and the room saves the file); a
+  notebook nobody has open goes through the ContentsManager.
+* A run's context reads a notebook as a :class:`~deerflow.notebooks.digest.NotebookDigest`
+  (:meth:`NotebookAccess.digest`, the light parse) and :meth:`NotebookAccess.prewarm`
+  prepares it when the server opens or saves the notebook.
 
 Every path is checked by :func:`check_notebook_path` first, whatever the
 backend: relative, no ``..``, no hidden segment, ends in ``.ipynb``.
@@ -25,26 +31,32 @@ backend: relative, no ``..``, no hidden segment, ends in ``.ipynb``.
 from __future__ import annotations
 
 import asyncio
-import base64
-import inspect
-import json
+import logging
 import os
 import stat
 from abc import ABC, abstractmethod
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
-from deerflow.notebooks.parsing import parse_v4
+from deerflow.notebooks.cache import ContextCache, Signature, file_signature, signature_of
+from deerflow.notebooks.live import LiveDocuments
+from deerflow.notebooks.parsing import parse_v4, positional_ids
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
     from nbformat import NotebookNode
 
+    from deerflow.notebooks.digest import NotebookDigest
+
+__all__ = ["ContextCache", "FileNotebookAccess", "LiveDocuments", "NotebookAccess",
+           "NotebookError", "NotebookFile", "Signature", "check_notebook_path", "check_root_path",
+           "ensure_cell_ids", "file_signature"]
+
 ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
 _LISTED = 12
+log = logging.getLogger(__name__)
 
 
 class NotebookError(UserError):
@@ -107,58 +119,11 @@ def ensure_cell_ids(nb: NotebookNode) -> NotebookNode:
 
     Positional ids are stable until the notebook is first written by us, which persists them.
     """
-    taken = {c.get("id") for c in nb.cells}
-    for index, cell in enumerate(nb.cells):
+    for cell, cell_id in zip(nb.cells, positional_ids([c.get("id") for c in nb.cells]), strict=True):
         if not cell.get("id"):
-            candidate = f"cell-{index + 1}"
-            while candidate in taken:
-                candidate += "x"
-            cell["id"] = candidate
-            taken.add(candidate)
+            cell["id"] = cell_id
     nb["nbformat_minor"] = max(int(nb.get("nbformat_minor", 0)), 5)
     return nb
-
-
-Signature = tuple[int, int, int, int, int]
-"""A notebook file's identity and version: device, inode, size, mtime and ctime in nanoseconds."""
-
-
-def file_signature(root: Path | str, path: str) -> Signature | None:
-    """The signature of the regular file ``path`` under ``root``, by :class:`SafeDir`'s rules (no link
-    followed on the way or at the end); None for anything else (a link, a FIFO, nothing there).
-
-    Blocking (it opens the root): call it off the event loop.
-    """
-    try:
-        with SafeDir.open(root, label="notebook root") as opened:
-            st = opened.lstat(path)
-    except (UnsafePath, OSError):
-        return None
-    if st is None or not stat.S_ISREG(st.st_mode):
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-class ContextCache:
-    """The last few notebook contexts built, by (path, file signature, what was asked): a run in the
-    same unchanged notebook does not parse it again.  Any write changes the signature (a new inode,
-    size or mtime), so an entry is never stale; it lives on the host's access, on its event loop."""
-
-    def __init__(self, size: int = 8) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-
-    def get(self, key: tuple[Any, ...]) -> Any | None:
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-        return found
-
-    def put(self, key: tuple[Any, ...], value: Any) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
 
 
 class NotebookAccess(ABC):
@@ -167,17 +132,82 @@ class NotebookAccess(ABC):
     live_note: str = ""
     _locks: dict[str, asyncio.Lock] | None = None
     _contexts: ContextCache | None = None
+    _digests: ContextCache | None = None
+    _warming: dict[str, asyncio.Future[None]] | None = None
+    _again: set[str] | None = None
 
     @property
     def contexts(self) -> ContextCache:
-        """This host's cache of built notebook contexts (see :class:`ContextCache`)."""
+        """This host's cache of built notebook contexts (see :class:`ContextCache`): a few kB to
+        ~35 kB each, the pre-warm's included."""
         if self._contexts is None:
-            self._contexts = ContextCache()
+            self._contexts = ContextCache(size=64)
         return self._contexts
+
+    @property
+    def digests(self) -> ContextCache:
+        """Pre-warmed notebooks (:meth:`prewarm`), by ``(path, signature)``: every cell rendered."""
+        if self._digests is None:
+            self._digests = ContextCache()
+        return self._digests
 
     async def signature(self, path: str) -> Signature | None:
         """The notebook file's signature (None: not a plain file on this machine, or live: no caching)."""
         return None
+
+    async def digest(self, path: str) -> NotebookDigest:
+        """The notebook at ``path`` (already checked) as a run's context reads it; a backend that
+        reads local files overrides this with the light parse and the file's signature."""
+        from deerflow.notebooks.digest import NotebookDigest
+
+        return NotebookDigest.from_nodes((await self.read(path)).nb)
+
+    async def warming(self, path: str) -> None:
+        """Wait for a :meth:`prewarm` of ``path`` in flight (a run does not parse the file twice)."""
+        task = (self._warming or {}).get(path)
+        if task is not None:
+            await asyncio.shield(task)
+
+    def prewarm_soon(self, path: str) -> None:
+        """:meth:`prewarm` ``path`` in the background (from an event listener or a hook); asked again
+        while one runs (a save during the pre-warm of the version before), once more after it."""
+        if self._warming is None or self._again is None:
+            self._warming, self._again = {}, set()
+        warming, again = self._warming, self._again
+        if path in warming:
+            again.add(path)
+            return
+
+        def done(_: asyncio.Future[None]) -> None:
+            warming.pop(path, None)
+            if path in again:
+                again.discard(path)
+                self.prewarm_soon(path)
+
+        warming[path] = asyncio.ensure_future(self.prewarm(path))
+        warming[path].add_done_callback(done)
+
+    async def prewarm(self, path: str) -> None:
+        """Read and render every cell of ``path`` now, off the event loop, and keep the texts, so the
+        first ``%%deerflow`` run after the notebook was opened or saved finds them ready (issue 26's
+        20 ms); the contexts of the likeliest calling cells (:meth:`NotebookDigest.anchors`) are
+        built too.  Only plain local files (a signature) are kept; anything failing is left for the
+        run to report, and a runtime failure is logged."""
+        try:
+            path = check_notebook_path(path)
+            signature = await self.signature(path)
+            if signature is None or self.digests.get((path, signature)) is not None:
+                return
+            digest = await self.digest(path)
+            built = await asyncio.to_thread(_warm, digest, path)
+            if digest.signature is not None:
+                self.digests.put((path, digest.signature), digest)
+                for key, context in built:
+                    self.contexts.put(key, context)
+        except NotebookError:
+            return
+        except Exception:
+            log.warning("pre-warming notebook %r failed", path, exc_info=True)
 
     def note_for(self, path: str) -> str:
         """What the user is told after a write to ``path`` (live, saved, or "reload")."""
@@ -226,29 +256,49 @@ class FileNotebookAccess(NotebookAccess):
     async def signature(self, path: str) -> Signature | None:
         return await asyncio.to_thread(file_signature, self.root, path)
 
-    def _read(self, path: str) -> NotebookFile:
+    def _read_bytes(self, path: str) -> tuple[bytes, os.stat_result]:
+        """The file's bytes and its stat, both from one descriptor opened without following links."""
         with self._open_root() as root:
             try:
                 fd = root.open_file(path)
             except UnsafePath as exc:
                 raise self._refused(root, path, exc) from None
             try:
-                stamp = str(os.fstat(fd).st_mtime_ns)
+                st = os.fstat(fd)
                 with os.fdopen(fd, "rb", closefd=False) as handle:
-                    text = handle.read().decode("utf-8")
-            except (OSError, ValueError) as exc:
+                    return handle.read(), st
+            except OSError as exc:
                 raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
                                     code="not_a_notebook") from None
             finally:
                 os.close(fd)
+
+    def _read(self, path: str) -> NotebookFile:
+        data, st = self._read_bytes(path)
+        return NotebookFile(path, self._parse(path, data), str(st.st_mtime_ns))
+
+    @staticmethod
+    def _parse(path: str, data: bytes) -> NotebookNode:
         import nbformat
 
         try:
-            nb = parse_v4(text)
+            return ensure_cell_ids(parse_v4(data.decode("utf-8")))
         except (ValueError, nbformat.reader.NotJSONError) as exc:
             raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
                                 code="not_a_notebook") from None
-        return NotebookFile(path, ensure_cell_ids(nb), stamp)
+
+    async def digest(self, path: str) -> NotebookDigest:
+        return await asyncio.to_thread(self._digest, path)
+
+    def _digest(self, path: str) -> NotebookDigest:
+        """The light parse of the file as read (its signature from the same descriptor); a notebook
+        of another shape or version goes through :func:`parse_v4`, which converts or names the error."""
+        from deerflow.notebooks.digest import NotebookDigest
+
+        data, st = self._read_bytes(path)
+        signature = signature_of(st)
+        light = NotebookDigest.from_bytes(data, signature)
+        return light if light is not None else NotebookDigest.from_nodes(self._parse(path, data), signature)
 
     async def write(self, path: str, nb: NotebookNode) -> None:
         await asyncio.to_thread(self._write, path, nb)
@@ -257,14 +307,26 @@ class FileNotebookAccess(NotebookAccess):
         import nbformat
 
         nbformat.validate(nb)
+        self.replace(path, (nbformat.writes(nb) + "\n").encode("utf-8"))
+
+    def replace(self, path: str, data: bytes) -> None:
+        """Replace (or create) the file ``path`` with ``data``: a new file beside the old one, renamed
+        over it, in its folder opened without following a link; never written through one.  The old
+        file's permissions are kept (a notebook the user made private stays private)."""
         with self._open_root() as root:
-            try:  # a new file beside the old one, renamed over it: never written through a link
-                root.write_text(path, nbformat.writes(nb) + "\n", makedirs=False)
+            try:
+                st = root.lstat(path)
+                mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
+                root.write_bytes(path, data, mode=mode, makedirs=False)
             except UnsafePath as exc:
                 raise self._refused(root, path, exc) from None
 
     async def make_dirs(self, path: str) -> None:
-        await asyncio.to_thread(self._safely, "makedirs", check_root_path(path))
+        await asyncio.to_thread(self.make_dirs_now, check_root_path(path))
+
+    def make_dirs_now(self, path: str) -> None:
+        """Blocking :meth:`make_dirs` (a link on the way is refused)."""
+        self._safely("makedirs", path)
 
     async def put_file(self, path: str, data: bytes) -> None:
         await asyncio.to_thread(self._safely, "write_bytes", check_root_path(path), data)
@@ -323,154 +385,19 @@ def _nearby(root: SafeDir, path: str) -> str:
     return "notebooks there: " + ", ".join(names[:_LISTED]) + (" …" if len(names) > _LISTED else "")
 
 
-class ContentsNotebookAccess(NotebookAccess):
-    """The Jupyter server's ContentsManager (any implementation, sync or async).
+def _warm(digest: NotebookDigest, path: str) -> list[tuple[tuple[Any, ...], Any]]:
+    """The pre-warm's CPU work (a worker thread's): every cell rendered, the likely contexts built."""
+    from deerflow.notebooks.digest import CONTEXT_TOKENS, build_context, context_key
 
-    Args:
-        contents_manager: ``serverapp.contents_manager``.
-    """
-
-    live_note = "saved through Jupyter: reload the notebook if it is open"
-    live_doc_note = "applied to the open notebook live"
-
-    def __init__(self, contents_manager: Any, live: LiveDocuments | None = None) -> None:
-        self.cm = contents_manager
-        self.live = live
-        self._written_live: set[str] = set()
-        root = getattr(contents_manager, "root_dir", None)
-        local = getattr(contents_manager, "_get_os_path", None) is not None
-        self._files = FileNotebookAccess(root) if root and local else None  # a file-backed manager's files, by SafeDir
-
-    def note_for(self, path: str) -> str:
-        return self.live_doc_note if path in self._written_live else self.live_note
-
-    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the manager as jupyter_server's own handlers do (``ensure_async``).
-
-        A sync manager runs on the calling (server) thread: its notary's SQLite
-        connection and other state belong to that thread, exactly as for the
-        server's contents API.  jupyter_server's default managers are async.
-        """
-        result = getattr(self.cm, method)(*args, **kwargs)
-        return await result if inspect.isawaitable(result) else result
-
-    async def _check_local(self, path: str) -> None:
-        """A file-backed manager follows links: refuse a path with a link anywhere on it (or a FIFO...).
-
-        Reads then go through SafeDir themselves (no check-then-use); writes go through the
-        manager (its trust signing and save hooks) right after this check.
-        """
-        if self._files is not None:
-            await asyncio.to_thread(self._files.check_plain, path)
-
-    async def signature(self, path: str) -> Signature | None:
-        """A file-backed manager's file, stat'ed by SafeDir's rules under its root; None for an open
-        live document (its content is not the file's) or a manager without local files."""
-        if self._files is None or (self.live is not None and await self.live.document(path) is not None):
-            return None
-        return await self._files.signature(path)
-
-    async def read(self, path: str) -> NotebookFile:
-        import nbformat
-
-        await self._check_local(path)
-        document = await self.live.document(path) if self.live else None
-        if document is not None:  # what the user sees, unsaved edits included
-            return NotebookFile(path, ensure_cell_ids(nbformat.from_dict(document.get())), "live")
-        if self._files is not None:  # opened without following a link: nothing to swap in between
-            return await self._files.read(path)
-        try:
-            model = await self._call("get", path, content=True, type="notebook")
-        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
-            raise self._translate(path, exc) from None
-        nb = model["content"]
-        if not isinstance(nb, nbformat.NotebookNode):
-            nb = nbformat.from_dict(nb)
-        return NotebookFile(path, ensure_cell_ids(nb), str(model.get("last_modified") or ""))
-
-    async def write(self, path: str, nb: NotebookNode) -> None:
-        import nbformat
-
-        await self._check_local(path)
-        nbformat.validate(nb)
-        live = self.live
-        document = await live.document(path) if live else None
-        if live and document is not None:
-            await live.write(document, nb)
-            self._written_live.add(path)
-            return
-        self._written_live.discard(path)
-        try:
-            await self._call("save", {"type": "notebook", "format": "json", "content": nb}, path)
-        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
-            raise self._translate(path, exc) from None
-
-    async def make_dirs(self, path: str) -> None:
-        parts = check_root_path(path).split("/")
-        for depth in range(1, len(parts) + 1):
-            folder = "/".join(parts[:depth])
-            await self._check_local(folder)
-            try:
-                if not await self._call("dir_exists", folder):
-                    await self._call("save", {"type": "directory"}, folder)
-            except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
-                raise self._translate(folder, exc) from None
-
-    async def put_file(self, path: str, data: bytes) -> None:
-        path = check_root_path(path)
-        await self._check_local(path)
-        model = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode("ascii")}
-        try:
-            await self._call("save", model, path)
-        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
-            raise self._translate(path, exc) from None
-
-    def _translate(self, path: str, exc: Exception) -> NotebookError:
-        status = getattr(exc, "status_code", None)
-        if status == 404:
-            return NotebookError(f"no notebook {path!r} under the Jupyter root", code="not_found")
-        if status == 400:
-            return NotebookError(f"{path!r} is not a notebook", code="not_a_notebook")
-        if status == 403:
-            return NotebookError(f"{path!r} is not accessible", code="not_found")
-        raise exc  # a runtime failure of the contents manager: logged by the caller
+    digest.render_all()
+    return [(context_key(path, digest.signature, anchor, None, CONTEXT_TOKENS),
+             build_context(digest, path, anchor, None, CONTEXT_TOKENS)) for anchor in digest.anchors()]
 
 
-class LiveDocuments:
-    """The live notebooks of jupyter-collaboration's document rooms (duck-typed: no import of it here).
+def __getattr__(name: str) -> Any:
+    """``ContentsNotebookAccess`` where it was first defined (it lives in :mod:`deerflow.notebooks.contents`)."""
+    if name == "ContentsNotebookAccess":
+        from deerflow.notebooks.contents import ContentsNotebookAccess
 
-    Args:
-        collaboration: Returns the server's ``YDocExtension`` (``settings["jupyter_server_ydoc"]``),
-            or None when jupyter-collaboration is not running; asked on every use, since
-            server extensions load in any order.
-    """
-
-    def __init__(self, collaboration: Any) -> None:
-        self._collaboration = collaboration
-
-    async def document(self, path: str) -> Any | None:
-        """The shared ``YNotebook`` of an open room for ``path``; None when nobody has it open.
-
-        No room is created: a notebook that is not open is read and saved as a file.
-        """
-        extension = self._collaboration()
-        if extension is None:
-            return None
-        try:
-            return await extension.get_document(path=path, content_type="notebook", file_format="json", copy=False)
-        except Exception:  # noqa: BLE001 - a broken collaboration extension: fall back to the file
-            return None
-
-    @staticmethod
-    async def write(document: Any, nb: NotebookNode) -> None:
-        """Set the shared document to ``nb``: jupyter_ydoc updates cells in place by id (a changed
-        source is edited, others are untouched), the room broadcasts it and saves the file."""
-        value = json.loads(json.dumps(nb))  # plain data; sources as strings, as the document keeps them
-        for cell in value["cells"]:
-            if isinstance(cell.get("source"), list):
-                cell["source"] = "".join(cell["source"])
-        setter = getattr(document, "aset", None)
-        if setter is not None:
-            await setter(value)
-        else:
-            document.set(value)
+        return ContentsNotebookAccess
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ page: data to use, never instructions to follow.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,17 +84,24 @@ class Bounded:
 
 def bounded_cells(cells: Sequence[dict[str, Any]], *, max_chars: int) -> Bounded:
     """Render the *last* cells that fit in ``max_chars``, whole; the nearest one is clipped if alone too big."""
+    return bounded_texts(len(cells), lambda index: cell_text(cells[index]), max_chars=max_chars)
+
+
+def bounded_texts(count: int, text_at: Callable[[int], str], *, max_chars: int) -> Bounded:
+    """:func:`bounded_cells` over ``count`` cells given by ``text_at(index)``: only the cells that
+    are reached (from the last one back) are rendered, so a context of a long notebook renders
+    a handful of cells, not all of them."""
     kept: list[str] = []
     used = 0
-    for cell in reversed(cells):
-        text = cell_text(cell)
+    for index in reversed(range(count)):
+        text = text_at(index)
         if used + len(text) > max_chars:
             if not kept:
                 kept.append(_clip(text, max_chars))
             break
         kept.append(text)
         used += len(text) + 2
-    return Bounded("\n\n".join(reversed(kept)), len(kept), len(cells) - len(kept))
+    return Bounded("\n\n".join(reversed(kept)), len(kept), count - len(kept))
 
 
 def fence(text: str, *, source: str, details: Sequence[str] = ()) -> str:

@@ -11,10 +11,16 @@ the write into a one-line conflict, never a silent overwrite.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
+from deerflow.notebooks.digest import (
+    CONTEXT_TOKENS,
+    NotebookContext,
+    NotebookDigest,
+    build_context,
+    context_key,
+)
 from deerflow.notebooks.edits import (
     HANDOVER_KEY,
     CellChange,
@@ -27,10 +33,13 @@ from deerflow.notebooks.edits import (
 )
 from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecord, EditRecords
-from deerflow.notebooks.render import CHARS_PER_TOKEN, bounded_cells, cell_text, fence
+from deerflow.notebooks.render import (
+    bounded_cells,
+    cell_text,
+    fence,
+)
 
 READ_MAX_CHARS = 40_000
-CONTEXT_TOKENS = 8_000
 EDIT_MODES = ("propose", "apply")
 
 
@@ -164,59 +173,39 @@ async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | N
             "note": "; ".join(sorted({access.note_for(p) for p in paths}))}
 
 
-@dataclass(frozen=True)
-class NotebookContext:
-    """The read-only context a run gets from the notebook it was called from.
-
-    Attributes:
-        text: The fenced cells, ready to go before the prompt.
-        note: What the run view says was given (``context: 6 cells of work.ipynb``).
-        cells: How many cells were given.
-    """
-
-    text: str
-    note: str
-    cells: int
-
-
 async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | None = None,
                            cell_ids: list[str] | None = None, max_tokens: int = CONTEXT_TOKENS) -> NotebookContext:
     """The cells above ``cell_id`` (all cells if it is not saved yet), nearest kept whole, fenced.
 
     ``cell_ids`` (cells attached to a chat message) gives those cells instead, in notebook order;
-    ids the notebook no longer has are skipped (the user may have deleted them since).  A context
-    built from the same file (same signature, see :func:`~deerflow.notebooks.access.file_signature`)
-    is reused.
+    ids the notebook no longer has are skipped (the user may have deleted them since).
+
+    What it costs a run (issue 26: under 20 ms): a context built from the same file (same
+    signature, see :func:`~deerflow.notebooks.cache.file_signature`) is reused; a notebook the
+    server pre-warmed when it was opened or saved (:meth:`NotebookAccess.prewarm`) has its
+    cells' texts ready; otherwise the file is read with the light parse (outputs left undecoded)
+    and only the cells the context shows are rendered, off the event loop.
     """
     path = check_notebook_path(path)
+    await access.warming(path)  # a pre-warm in flight finishes first: the file is not parsed twice
     signature = await access.signature(path)
-    key = (path, signature, cell_id, tuple(cell_ids or ()), max_tokens)
-    if signature is not None and (cached := access.contexts.get(key)) is not None:
-        return cached  # the same file as last time: no parse (issue 26's 20 ms goal)
-    built = await _build_context(access, path, cell_id=cell_id, cell_ids=cell_ids, max_tokens=max_tokens)
     if signature is not None:
-        access.contexts.put(key, built)
+        if (cached := access.contexts.get(context_key(path, signature, cell_id, cell_ids, max_tokens))) is not None:
+            return cached  # the same file as last time (or pre-built by the pre-warm): no parse
+        warm = access.digests.get((path, signature))
+        if warm is not None:
+            anchor = cell_id if cell_id in warm.known else None  # a calling cell not saved yet: all cells
+            found = access.contexts.get(context_key(path, signature, anchor, cell_ids, max_tokens))
+            return found or _remember(access, path, warm, build_context(warm, path, anchor, cell_ids, max_tokens),
+                                      anchor, cell_ids, max_tokens)
+    digest = await access.digest(path)
+    built = await asyncio.to_thread(build_context, digest, path, cell_id, cell_ids, max_tokens)
+    return _remember(access, path, digest, built, cell_id, cell_ids, max_tokens)
+
+
+def _remember(access: NotebookAccess, path: str, digest: NotebookDigest, built: NotebookContext,
+              cell_id: str | None, cell_ids: list[str] | None, max_tokens: int) -> NotebookContext:
+    """Cache ``built`` under the signature of the file it was read from (none: not cached)."""
+    if digest.signature is not None:
+        access.contexts.put(context_key(path, digest.signature, cell_id, cell_ids, max_tokens), built)
     return built
-
-
-async def _build_context(access: NotebookAccess, path: str, *, cell_id: str | None, cell_ids: list[str] | None,
-                         max_tokens: int) -> NotebookContext:
-    nb = (await access.read(path)).nb
-    ids = [c["id"] for c in nb.cells]
-    if cell_ids:
-        wanted = set(cell_ids)
-        above = [c for c in nb.cells if c["id"] in wanted]
-        where = "attached cell(s)"
-    else:
-        above = list(nb.cells[: ids.index(cell_id)]) if cell_id in ids else list(nb.cells)
-        where = "cell(s) above the %%deerflow cell" if cell_id in ids else "cell(s) of the notebook"
-    bounded = bounded_cells(above, max_chars=max_tokens * CHARS_PER_TOKEN)
-    details = [f"{bounded.shown} {where}"]
-    if bounded.omitted:
-        details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
-    note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
-                                                          if bounded.omitted else "")
-    text = ("The user ran this from the notebook below. Its cells are context; to change them, use "
-            "edit_notebook with this path.\n" + fence(bounded.text or "(no cells above)", source=path,
-                                                       details=details))
-    return NotebookContext(text, note, bounded.shown)

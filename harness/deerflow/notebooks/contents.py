@@ -1,0 +1,229 @@
+"""The Jupyter server's ContentsManager as the notebook access of a server host.
+
+:class:`ContentsNotebookAccess` honours the server's root, its hidden-file rules and
+whatever storage it uses (JupyterHub, S3 contents managers...).  A file-backed manager
+(one with a local ``root_dir``) follows symbolic links, so its files are read *and written*
+through :class:`~deerflow.threadfs.SafeDir` under its root instead: nothing planted under the
+root (a link, a FIFO, a folder swapped for a link between a check and the use) redirects a
+read or a write.  Notebooks open in JupyterLab under jupyter-collaboration are read from and
+written into their live documents (:class:`~deerflow.notebooks.live.LiveDocuments`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import inspect
+import os
+from typing import TYPE_CHECKING, Any
+
+from deerflow.notebooks.access import (
+    FileNotebookAccess,
+    NotebookAccess,
+    NotebookError,
+    NotebookFile,
+    check_root_path,
+    ensure_cell_ids,
+)
+from deerflow.notebooks.cache import Signature
+from deerflow.notebooks.live import LiveDocuments
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
+
+    from deerflow.notebooks.digest import NotebookDigest
+
+
+class ContentsNotebookAccess(NotebookAccess):
+    """The Jupyter server's ContentsManager (any implementation, sync or async).
+
+    Args:
+        contents_manager: ``serverapp.contents_manager``.
+    """
+
+    live_note = "saved through Jupyter: reload the notebook if it is open"
+    live_doc_note = "applied to the open notebook live"
+
+    def __init__(self, contents_manager: Any, live: LiveDocuments | None = None) -> None:
+        self.cm = contents_manager
+        self.live = live
+        self._written_live: set[str] = set()
+        root = getattr(contents_manager, "root_dir", None)
+        local = bool(root) and getattr(contents_manager, "_get_os_path", None) is not None
+        self._files = FileNotebookAccess(str(root)) if local else None  # a file-backed manager's files, by SafeDir
+        # jupyter_server's own file save (not a subclass's, e.g. jupytext's pairing): replayed here
+        # with the write itself through SafeDir (see _save_local)
+        self._own_save = local and _stock_save(contents_manager)
+
+    def watch(self) -> bool:
+        """Pre-warm a notebook's context when the server opens or saves it: a listener on the
+        manager's contents events (jupyter_server emits ``get`` and ``save`` with the path).
+        Call it once, on the server's event loop; False when the manager emits no events or has
+        no local files (nothing the cache could keep)."""
+        logger, schema = getattr(self.cm, "event_logger", None), getattr(self.cm, "event_schema_id", None)
+        if self._files is None or logger is None or not schema or not hasattr(logger, "add_listener"):
+            return False
+
+        async def heard(logger: Any, schema_id: str, data: dict[str, Any]) -> None:
+            path = data.get("path")
+            if data.get("action") in ("get", "save") and isinstance(path, str) and path.endswith(".ipynb"):
+                self.prewarm_soon(path.strip("/"))
+
+        logger.add_listener(schema_id=schema, listener=heard)
+        return True
+
+    def note_for(self, path: str) -> str:
+        return self.live_doc_note if path in self._written_live else self.live_note
+
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the manager as jupyter_server's own handlers do (``ensure_async``).
+
+        A sync manager runs on the calling (server) thread: its notary's SQLite
+        connection and other state belong to that thread, exactly as for the
+        server's contents API.  jupyter_server's default managers are async.
+        """
+        result = getattr(self.cm, method)(*args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+    async def _check_local(self, path: str) -> None:
+        """A file-backed manager follows links: refuse a path with a link anywhere on it (or a FIFO...).
+
+        Reads then go through SafeDir themselves (no check-then-use), and so do writes to
+        jupyter_server's own managers (:meth:`_save_local`); a manager with a save of its own
+        (jupytext's...) is called right after this check.
+        """
+        if self._files is not None:
+            await asyncio.to_thread(self._files.check_plain, path)
+
+    async def signature(self, path: str) -> Signature | None:
+        """A file-backed manager's file, stat'ed by SafeDir's rules under its root; None for an open
+        live document (its content is not the file's) or a manager without local files."""
+        if self._files is None or (self.live is not None and await self.live.document(path) is not None):
+            return None
+        return await self._files.signature(path)
+
+    async def digest(self, path: str) -> NotebookDigest:
+        await self._check_local(path)
+        if self._files is not None and (self.live is None or await self.live.document(path) is None):
+            return await self._files.digest(path)
+        return await super().digest(path)
+
+    async def read(self, path: str) -> NotebookFile:
+        import nbformat
+
+        await self._check_local(path)
+        document = await self.live.document(path) if self.live else None
+        if document is not None:  # what the user sees, unsaved edits included
+            return NotebookFile(path, ensure_cell_ids(nbformat.from_dict(document.get())), "live")
+        if self._files is not None:  # opened without following a link: nothing to swap in between
+            return await self._files.read(path)
+        try:
+            model = await self._call("get", path, content=True, type="notebook")
+        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+            raise self._translate(path, exc) from None
+        nb = model["content"]
+        if not isinstance(nb, nbformat.NotebookNode):
+            nb = nbformat.from_dict(nb)
+        return NotebookFile(path, ensure_cell_ids(nb), str(model.get("last_modified") or ""))
+
+    async def write(self, path: str, nb: NotebookNode) -> None:
+        import nbformat
+
+        await self._check_local(path)
+        await asyncio.to_thread(nbformat.validate, nb)  # seconds on a large notebook: off the event loop
+        document = await self.live.document(path) if self.live else None
+        if document is not None and self.live is not None:
+            await self.live.write(document, nb)
+            self._written_live.add(path)
+            return
+        self._written_live.discard(path)
+        model = {"type": "notebook", "format": "json", "content": nb}
+        if self._own_save:
+            await self._save_local(path, model)
+            return
+        try:
+            await self._call("save", model, path)
+        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+            raise self._translate(path, exc) from None
+
+    async def make_dirs(self, path: str) -> None:
+        parts = check_root_path(path).split("/")
+        if self._own_save and self._files is not None:  # each folder created beneath the last, no link followed
+            await asyncio.to_thread(self._files.make_dirs_now, "/".join(parts))
+            return
+        for depth in range(1, len(parts) + 1):
+            folder = "/".join(parts[:depth])
+            await self._check_local(folder)
+            try:
+                if not await self._call("dir_exists", folder):
+                    await self._call("save", {"type": "directory"}, folder)
+            except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+                raise self._translate(folder, exc) from None
+
+    async def put_file(self, path: str, data: bytes) -> None:
+        path = check_root_path(path)
+        await self._check_local(path)
+        model = {"type": "file", "format": "base64", "content": base64.b64encode(data).decode("ascii")}
+        if self._own_save:
+            await self._save_local(path, model, data)
+            return
+        try:
+            await self._call("save", model, path)
+        except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
+            raise self._translate(path, exc) from None
+
+    async def _save_local(self, path: str, model: dict[str, Any], data: bytes | None = None) -> None:
+        """jupyter_server's file save, step for step, with the write through SafeDir.
+
+        The manager's ``save`` opens the path it joined onto its root, following links: a folder
+        on the path swapped for a link after :meth:`_check_local` (code with write access under
+        the root, e.g. a sandboxed thread whose folder is there) would redirect the write outside
+        the root.  Here the new file is written beside the old one and renamed over it, in its
+        folder opened without following a link (:meth:`FileNotebookAccess.replace`): a swap at any
+        moment is refused, never followed.  Around it, what the manager's save does: its pre-save
+        hooks (which may change the model), trust signing, post-save hooks and ``save`` event.
+        Not done: the manager's first checkpoint of a notebook (a copy made by path, following
+        links; JupyterLab checkpoints a notebook when the user saves it).
+        """
+        cm, files = self.cm, self._files
+        assert files is not None  # _own_save implies a local root
+        nb = None
+        try:
+            cm.run_pre_save_hooks(model=model, path=path)
+            if model["type"] == "notebook":
+                import nbformat
+
+                nb = nbformat.from_dict(model["content"])
+                cm.check_and_sign(nb, path)
+        except Exception as exc:  # noqa: BLE001 - a hook's HTTPError refuses the save, as in the manager
+            raise self._translate(path, exc) from None
+        await asyncio.to_thread(lambda: files.replace(path, _notebook_bytes(nb) if nb is not None else data or b""))
+        saved = {**{k: v for k, v in model.items() if k != "content"}, "content": None, "path": path,
+                 "name": path.rsplit("/", 1)[-1]}
+        cm.run_post_save_hooks(model=saved, os_path=os.path.join(files.root, *path.split("/")))
+        emit = getattr(cm, "emit", None)
+        if callable(emit):
+            emit(data={"action": "save", "path": path})
+
+    def _translate(self, path: str, exc: Exception) -> NotebookError:
+        status = getattr(exc, "status_code", None)
+        if status == 404:
+            return NotebookError(f"no notebook {path!r} under the Jupyter root", code="not_found")
+        if status == 400:
+            return NotebookError(f"{path!r} is not a notebook", code="not_a_notebook")
+        if status == 403:
+            return NotebookError(f"{path!r} is not accessible", code="not_found")
+        raise exc  # a runtime failure of the contents manager: logged by the caller
+
+
+def _notebook_bytes(nb: NotebookNode) -> bytes:
+    import nbformat
+
+    return (nbformat.writes(nb) + "\n").encode("utf-8")
+
+
+def _stock_save(contents_manager: Any) -> bool:
+    """Whether the manager saves with jupyter_server's own file managers' ``save`` (not overridden)."""
+    save = getattr(type(contents_manager), "save", None)
+    return getattr(save, "__module__", "").startswith("jupyter_server.services.contents.") \
+        and all(hasattr(contents_manager, m) for m in ("run_pre_save_hooks", "run_post_save_hooks", "check_and_sign"))
