@@ -22,7 +22,6 @@ from typing import Any
 
 import nbformat
 import pytest
-from deerflow.sandbox.bwrap import find_bwrap
 from jupyter_server.services.contents.filemanager import AsyncFileContentsManager
 
 from deerflow import AsyncDeerFlowClient
@@ -30,6 +29,7 @@ from deerflow.client import RunResult
 from deerflow.config.paths import HomePaths
 from deerflow.notebooks.contents import ContentsNotebookAccess
 from deerflow.runtime import events as ev
+from deerflow.sandbox.execution.bwrap import find_bwrap
 from fixtures.mcp_servers import call, scripted_config
 
 pytestmark = [pytest.mark.integration]
