@@ -46,7 +46,7 @@ typecheck: $(STAMP)
 	@PYRIGHT_PYTHON_IGNORE_WARNINGS=1 $(VENV)/bin/pyright
 
 test: $(STAMP) $(LABEXT_LINK) lint typecheck
-	@$(VENV)/bin/pytest -q -rs -p no:cacheprovider
+	@$(VENV)/bin/pytest -q -rs --durations=15 -p no:cacheprovider
 
 # Builds the wheel, installs it (not editable, all dependencies from PyPI; pip's cache is reused)
 # into a fresh venv outside the repository and checks demo, skills, the server extension and the
