@@ -1,6 +1,6 @@
 """The run as text, for IPython without a widget frontend (the terminal ``ipython``).
 
-It reuses the CLI's :class:`~deerflow.cli.TerminalRenderer`, and says how to
+It reuses the CLI's :class:`~deerflow.terminal.TerminalRenderer`, and says how to
 answer a clarification with ``%deerflow reply`` instead of a form.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from deerflow.cli import TerminalRenderer, TextSink
 from deerflow.runtime import events as ev
 from deerflow.runtime.clarification_form import field_hint
+from deerflow.terminal import TerminalRenderer, TextSink
 
 
 class TextView(TerminalRenderer):

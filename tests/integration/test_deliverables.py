@@ -14,9 +14,9 @@ import yaml
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from deerflow import DeerFlowClient
-from deerflow.cli import TerminalRenderer
 from deerflow.persistence.store import MetadataStore
 from deerflow.runtime import events as ev
+from deerflow.terminal import TerminalRenderer
 from fixtures.big_tools import big_text
 
 OUT = "/mnt/user-data/outputs"

@@ -143,7 +143,7 @@ def test_the_artifacts_listing_is_static_and_says_which_file_could_not_be_read()
 def test_notices_read_by_label_or_text_never_by_raw_kind():
     import io
 
-    from deerflow.cli import TerminalRenderer
+    from deerflow.terminal import TerminalRenderer
 
     base = {"run_id": "r1", "thread_id": "t1"}
     notices = [ev.Notice(**base, kind="notebook_context", text="context: 3 cells of work.ipynb"),

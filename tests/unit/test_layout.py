@@ -137,7 +137,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("subagents",),
     ("runs",),  # the run's wiring: RunManager
     ("scheduling",),
-    ("client", "cli", "doctor", "lab", "__init__"),  # hosts in the harness
+    ("client", "cli", "terminal", "doctor", "lab", "__init__"),  # hosts in the harness
 )
 
 

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import comm
 import pytest
 
-from deerflow.cli import TerminalRenderer
 from deerflow.runtime import events as ev
 from deerflow.subagents.board import SubagentBoard
+from deerflow.terminal import TerminalRenderer
 from deerflow_kernel.artifacts import artifact_card
 from deerflow_kernel.result import RunResult
 from deerflow_kernel.session import KernelSession
