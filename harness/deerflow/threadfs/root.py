@@ -34,7 +34,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -421,6 +421,14 @@ class SafeDir:
         finally:
             os.close(parent)
 
+    def write_temp(self, name: str, chunks: Iterable[bytes], *, mode: int = 0o644) -> str:
+        """A new hidden temp file in this directory (never through a link) holding ``chunks``, streamed.
+
+        For a caller that checks the destination before :meth:`rename`-ing the temp file over it
+        (uploads); an exception from ``chunks`` (a size limit) removes the temp file.
+        """
+        return self._write_temp(self._fd, name, chunks, mode=mode, durable=False)
+
     def rename(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` (replacing a file there), both below this directory."""
         sp, dp = self._parts(src), self._parts(dst)
@@ -472,14 +480,15 @@ class SafeDir:
             raise UnsafePath("hard_link", rel, f"{self._show(rel)} has other hard links; the host does not use such files")
 
     @staticmethod
-    def _write_temp(parent: int, name: str, data: bytes, *, mode: int, durable: bool) -> str:
+    def _write_temp(parent: int, name: str, data: bytes | Iterable[bytes], *, mode: int, durable: bool) -> str:
         tmp = f".{name[:40]}.{secrets.token_hex(8)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                      dir_fd=parent)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            for chunk in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
             os.fchmod(fd, mode)
             if durable:
                 os.fsync(fd)

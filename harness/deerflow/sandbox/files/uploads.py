@@ -27,8 +27,6 @@ Saving is defensive because the name and the bytes come from outside:
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,12 +114,13 @@ def save_upload(
                 f"This thread already has {max_files} uploaded files, the "
                 "maximum; remove some before uploading more."
             )
-        tmp = _stream_to_temp(uploads, data, max_bytes=max_bytes)
+        tmp = uploads.write_temp(name, _within(_chunks(data), max_bytes))
         try:
             _check_destination(uploads, name)  # re-check: it may have changed while streaming
-            os.rename(tmp, name, src_dir_fd=uploads.fd, dst_dir_fd=uploads.fd)
+            uploads.rename(tmp, name)
         except BaseException:
-            _unlink_quietly(uploads, tmp)
+            with contextlib.suppress(OSError):
+                uploads.unlink(tmp)
             raise
         return _info(uploads, name)
 
@@ -171,31 +170,14 @@ def _check_destination(uploads: SafeDir, name: str) -> bool:
     return True
 
 
-def _stream_to_temp(uploads: SafeDir, data: bytes | IO[bytes] | Path, *, max_bytes: int) -> str:
-    """Copy ``data`` to a new hidden temp file in ``uploads``, enforcing ``max_bytes`` as it streams."""
-    tmp = f".upload-{secrets.token_hex(8)}.part"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                 dir_fd=uploads.fd)
-    try:
-        written = 0
-        with os.fdopen(fd, "wb") as out:
-            for chunk in _chunks(data):
-                written += len(chunk)
-                if written > max_bytes:
-                    raise UploadError(
-                        f"The file is larger than the upload limit of {max_bytes:,} bytes."
-                    )
-                out.write(chunk)
-            os.fchmod(out.fileno(), 0o644)
-    except BaseException:
-        _unlink_quietly(uploads, tmp)
-        raise
-    return tmp
-
-
-def _unlink_quietly(uploads: SafeDir, name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name, dir_fd=uploads.fd)
+def _within(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes]:
+    """``chunks``, refused with an :class:`UploadError` as soon as they pass ``max_bytes``."""
+    written = 0
+    for chunk in chunks:
+        written += len(chunk)
+        if written > max_bytes:
+            raise UploadError(f"The file is larger than the upload limit of {max_bytes:,} bytes.")
+        yield chunk
 
 
 def _chunks(data: bytes | IO[bytes] | Path) -> Iterator[bytes]:
