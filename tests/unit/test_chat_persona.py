@@ -247,6 +247,66 @@ async def test_an_attachment_outside_the_root_is_refused_and_nothing_runs(tmp_pa
     await rig.host.close()
 
 
+@pytest.mark.parametrize("plant", ["symlink", "fifo"])
+async def test_an_attachment_that_is_a_link_or_a_fifo_is_refused_and_nothing_is_read(tmp_path, root, monkeypatch,
+                                                                                     plant):
+    """Thread folders may lie under the Jupyter root, so a name there is sandbox-controlled: a link
+    planted to a host file is not followed, and a FIFO is refused before anything blocks on it."""
+    import os
+
+    (tmp_path / "secret.txt").write_text("host secret")
+    if plant == "symlink":
+        (root / "report.csv").symlink_to(tmp_path / "secret.txt")
+    else:
+        os.mkfifo(root / "report.csv")
+    rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
+    attachment = rig.chat.set_attachment(FileAttachment(value="report.csv", mimetype="text/csv"))
+    rig.send("Read this", attachments=[attachment])
+    reply = (await rig.until_said("not a file under the Jupyter root"))[-1]
+    assert "nothing was sent" in reply
+    await rig.idle()
+    manager = await rig.host.manager()
+    thread_id = rig.chat.get_metadata()[THREAD_KEY]
+    assert await manager.store.aio.list_runs(thread_id, OWNER) == []
+    assert not (manager.home.thread(OWNER, thread_id).uploads / "report.csv").exists()
+    await rig.host.close()
+
+
+def test_an_attachment_swapped_for_a_link_while_it_is_opened_never_yields_the_link_target(tmp_path, root):
+    """Sandboxed code racing a file/link swap under the root: every open either refuses or reads
+    the plain file, never the host file the link names (no check-then-use)."""
+    import os
+    import threading
+
+    from deerflow_jupyter.chat.session import _open_attachment
+
+    (tmp_path / "secret.txt").write_text("host secret")
+    target = root / "report.csv"
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            (root / "staged.csv").write_text("a,b\n")
+            os.replace(root / "staged.csv", target)
+            os.symlink(tmp_path / "secret.txt", root / "staged-link.csv")
+            os.replace(root / "staged-link.csv", target)
+
+    swapper = threading.Thread(target=swap)
+    swapper.start()
+    read: list[bytes] = []
+    try:
+        for _ in range(3000):
+            opened = _open_attachment(root, "report.csv")
+            if opened is not None:
+                with opened:
+                    read.append(opened.read())
+    finally:
+        stop.set()
+        swapper.join(timeout=30)
+    assert b"host secret" not in read
+    assert read  # the plain file was read at least once: the race ran
+
+
 async def test_the_chat_keeps_its_thread_across_a_server_restart(tmp_path, root, monkeypatch):
     rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
     rig.send("Hello")

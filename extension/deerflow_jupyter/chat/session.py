@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import uuid
 from contextlib import suppress
 from functools import partial
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
@@ -54,6 +56,7 @@ from deerflow.runtime import events as ev
 from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
+from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow_jupyter.chat.artifacts import ArtifactView, artifact_view
 from deerflow_jupyter.chat.clarify import FormProgress, answer, md_escape
 from deerflow_jupyter.chat.memory_command import is_memory_command, memory_line, memory_reply
@@ -247,11 +250,13 @@ class ChatSession:
         """
         names = []
         for rel in attachments:
-            source = await asyncio.to_thread(_attachment, self.server.root_dir, rel)
+            source = await asyncio.to_thread(_open_attachment, self.server.root_dir, rel)
             if source is None:
                 raise UserError(f"the attachment {rel} is not a file under the Jupyter root; nothing was sent")
             try:
-                info = await manager.files.upload(self.server.user_id, thread_id, source.name, source)
+                with source:
+                    info = await manager.files.upload(self.server.user_id, thread_id, PurePosixPath(rel).name,
+                                                      source)
             except UploadRejected as exc:
                 raise UserError(f"the attachment {rel} was refused: {exc.reason}; nothing was sent") from None
             names.append(info.name)
@@ -321,11 +326,15 @@ class ChatSession:
         return manager.files.read_artifact_blocking(self.server.user_id, thread_id, path).data
 
 
-def _attachment(root: Path, rel: str) -> Path | None:
-    """The regular file ``rel`` names under the Jupyter root, resolved; None for anything else."""
-    base = root.resolve()
-    source = (base / rel).resolve()
-    return source if source.is_relative_to(base) and source.is_file() else None
+def _open_attachment(root: Path, rel: str) -> BinaryIO | None:
+    """The regular file ``rel`` names under the Jupyter root, opened through SafeDir (no link
+    followed, no FIFO or device, nothing swapped in between a check and the read: thread folders
+    may lie under the root); None for anything else."""
+    try:
+        with SafeDir.open(root, label="the Jupyter root") as base:
+            return os.fdopen(base.open_file(rel), "rb")
+    except UnsafePath:
+        return None
 
 
 __all__ = ["BUSY_REPLY", "CHAT_COMMANDS", "THREAD_KEY", "WELCOME", "ChatSession", "derived_thread_id", "slash_commands"]
