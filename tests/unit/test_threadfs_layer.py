@@ -47,7 +47,6 @@ ALLOWED = {
     "deerflow/config/loader.py": _HOST_ONLY,
     "deerflow/doctor.py": "moves broken $DEERFLOW_HOME databases aside (host-private files)",
     "deerflow/lab.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
-    "deerflow/config/paths.py": "creates the thread's folders themselves (before any sandbox runs)",
     "deerflow/custom_agents/profile.py": _HOST_ONLY,
     "deerflow/custom_agents/store.py": _HOST_ONLY,
     "deerflow/mcp/config.py": _HOST_ONLY,

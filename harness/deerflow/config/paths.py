@@ -25,6 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from deerflow.threadfs import SafeDir
+
 if TYPE_CHECKING:
     from deerflow.config.schema import StorageConfig
 
@@ -117,10 +119,25 @@ class ThreadPaths:
         return self.root / "skills"
 
     def ensure(self) -> ThreadPaths:
-        """Create the thread's directories (idempotent) and return self."""
-        for d in (self.uploads, self.workspace, self.outputs):
-            d.mkdir(parents=True, exist_ok=True)
+        """Create the thread's directories (idempotent), following no link, and return self.
+
+        The thread's root is the host's own layout, but what lies below it is the sandbox's
+        to tamper with: ``user-data`` or ``workspace`` may have been swapped for a link to a
+        host directory, and a plain ``mkdir(parents=True)`` would then create (and every
+        later writer write) there.  Each folder is made and opened through
+        :class:`~deerflow.threadfs.SafeDir`, so a link or a non-directory on the way
+        raises instead.
+
+        Raises:
+            UnsafePath: a folder below the root is a link, a file or otherwise not a directory.
+        """
+        with SafeDir.open(self.root, create=True) as root:
+            for rel in _THREAD_FOLDERS:
+                root.makedirs(rel)
         return self
+
+
+_THREAD_FOLDERS = ("user-data/uploads", "user-data/workspace", "user-data/outputs")
 
 
 @dataclass(frozen=True)
