@@ -7,9 +7,9 @@
  * pick (`DeerFlowExtension.default_persona`); when someone configured another default, the
  * card starts the input with `@DeerFlow `, which reaches DeerFlow whatever is picked.
  *
- * The notebook card asks the server's quickstart route for its notebook (the route copies the
- * template into the Jupyter root through the ContentsManager, keeping a copy the user already
- * has) and opens the path it answers.
+ * The notebook card POSTs to the server's quickstart route (the route copies the template into
+ * the Jupyter root, following no link and keeping a copy the user already has; a GET changes
+ * nothing) and opens the path it answers.
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { showErrorMessage } from '@jupyterlab/apputils';
@@ -39,7 +39,7 @@ export async function quickstartPath(settings = ServerConnection.makeSettings())
   const url = URLExt.join(settings.baseUrl, QUICKSTART_ROUTE);
   const response = await ServerConnection.makeRequest(
     url,
-    { headers: { Accept: 'application/json' } },
+    { method: 'POST', headers: { Accept: 'application/json' } },
     settings
   );
   if (!response.ok) {

@@ -127,8 +127,8 @@ def test_the_launcher_cards_open_a_deerflow_chat_and_the_quickstart_notebook(tmp
         assert current_path(page) == "deerflow-quickstart/01_research_quickstart.ipynb"
         assert (root / "deerflow-quickstart" / "offline-config.yaml").is_file()
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
-        # the route the card calls: JSON for the card, the redirect for a plain visit
-        answer = httpx.get(f"{lab.api}/quickstart", headers={**lab.headers, "Accept": "application/json"}, timeout=30)
+        # the route the card POSTs to: JSON for the card (a GET copies nothing: test_quickstart_route.py)
+        answer = httpx.post(f"{lab.api}/quickstart", headers={**lab.headers, "Accept": "application/json"}, timeout=30)
         assert answer.json() == {"path": "deerflow-quickstart/01_research_quickstart.ipynb"}
 
         box = open_deerflow_chat(page)

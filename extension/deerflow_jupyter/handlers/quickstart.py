@@ -1,32 +1,45 @@
-"""``GET /deerflow/api/quickstart``: the research quickstart, copied into the Jupyter root and opened.
+"""``POST /deerflow/api/quickstart``: the research quickstart, copied into the Jupyter root and opened.
 
 The Launcher's **DeerFlow notebook** card (the ``deerflow-jupyterlab`` frontend extension,
-``labextension/src/launcher.ts``) calls it with ``Accept: application/json`` and opens the
-``path`` it answers; visited as a plain URL (documented in the README) it redirects to the
-notebook in JupyterLab.  (A Help-menu link from the kernel would not work: JupyterLab opens
-those in a sandboxed frame without the login cookie.)
+``labextension/src/launcher.ts``) POSTs with ``Accept: application/json`` and opens the
+``path`` it answers; any other POST (the button below) is redirected to the notebook in
+JupyterLab.  A ``GET`` changes nothing: visited as a plain URL (documented in the README) it
+answers a one-button page whose form POSTs here.  (A Help-menu link from the kernel would not
+work: JupyterLab opens those in a sandboxed frame without the login cookie.)
 
 The route copies ``deerflow-quickstart/`` (the notebook, its offline config and scripts)
-through the server's ContentsManager, so it honours the root and its rules, never overwriting
-a file that is there (the user's edits win).
+into the root through :class:`~deerflow.threadfs.SafeDir`: thread folders may lie under the
+root, so a folder or file on the way may be a link planted by sandboxed code.  No link is
+followed, every file is created exclusively (a name that is there, a link included, is
+kept: the user's edits win), and a link or a file in place of a folder is a 409.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
+import html
+from pathlib import Path, PurePosixPath
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
 from deerflow.resources import QUICKSTART, notebooks_dir
+from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 FOLDER = "deerflow-quickstart"
 PATH = "quickstart"
+
+_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>DeerFlow quickstart</title></head>
+<body><form method="post" action="{action}">
+<input type="hidden" name="_xsrf" value="{xsrf}">
+<p>Copy the DeerFlow research quickstart into <code>{folder}/</code> under your Jupyter root
+(a copy you already have is kept) and open it.</p>
+<button type="submit">Open the quickstart</button>
+</form></body></html>
+"""
 
 
 def template_files() -> list[tuple[str, bytes]]:
@@ -37,29 +50,49 @@ def template_files() -> list[tuple[str, bytes]]:
     return [(name, (source / name).read_bytes()) for name in names]
 
 
+def copy_quickstart(root: Path) -> str:
+    """Copy the quickstart into ``root/deerflow-quickstart`` (files that are there are kept).
+
+    Returns:
+        The notebook's path relative to ``root``.
+
+    Raises:
+        UnsafePath: a folder on the way is a link or not a directory (nothing written through it).
+    """
+    with SafeDir.open(root, label="the Jupyter root") as base:
+        for name, data in template_files():
+            rel = f"{FOLDER}/{name}"
+            base.makedirs(str(PurePosixPath(rel).parent))
+            try:
+                base.create_exclusive(rel, data)
+            except UnsafePath as exc:
+                if exc.code != "exists":  # the user's copy (or whatever holds the name): kept
+                    raise
+    return f"{FOLDER}/{QUICKSTART}"
+
+
 class QuickstartHandler(DeerFlowHandler):
     @web.authenticated
-    @authorized("write")
+    @authorized("read")
     async def get(self) -> None:
-        cm = self.contents_manager
-        files = await asyncio.to_thread(template_files)
-        for folder in sorted({str(Path(FOLDER, name).parent) for name, _ in files}, key=len):
-            if not await ensure_async(cm.dir_exists(folder)):
-                await ensure_async(cm.save({"type": "directory"}, folder))
-        for name, data in files:
-            path = f"{FOLDER}/{name}"
-            if await ensure_async(cm.file_exists(path)):
-                continue  # the user's copy, perhaps edited: kept
-            if name.endswith(".ipynb"):
-                model = {"type": "notebook", "format": "json", "content": json.loads(data)}
-            else:
-                model = {"type": "file", "format": "text", "content": data.decode("utf-8")}
-            await ensure_async(cm.save(model, path))
-        notebook = f"{FOLDER}/{QUICKSTART}"
+        """A page with one button that POSTs here: a GET never copies anything."""
+        action = url_path_join(self.base_url, "deerflow", "api", PATH)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(_PAGE.format(action=html.escape(action), xsrf=html.escape(self.xsrf_token.decode()),
+                                 folder=FOLDER))
+
+    @web.authenticated
+    @authorized("write")
+    async def post(self) -> None:
+        root = Path(self.settings.get("server_root_dir") or self.contents_manager.root_dir)
+        try:
+            notebook = await asyncio.to_thread(copy_quickstart, root)
+        except UnsafePath as exc:
+            raise web.HTTPError(409, "%s", f"the quickstart was not copied: {exc}") from None
         if "application/json" in self.request.headers.get("Accept", ""):
             self.send_json({"path": notebook})  # the Launcher card opens it itself
             return
-        self.redirect(url_path_join(self.base_url, "lab", "tree", notebook))
+        self.redirect(url_path_join(self.base_url, "lab", "tree", notebook), status=303)
 
 
-__all__ = ["FOLDER", "PATH", "QuickstartHandler", "template_files"]
+__all__ = ["FOLDER", "PATH", "QuickstartHandler", "copy_quickstart", "template_files"]
