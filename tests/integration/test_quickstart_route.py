@@ -30,6 +30,7 @@ def test_the_quickstart_is_copied_into_the_root_and_opened_and_an_edited_copy_is
         copy = tmp_path / "deerflow-quickstart"
         page = http.get(ROUTE, follow_redirects=False)
         assert page.status_code == 200 and 'method="post"' in page.text and 'name="_xsrf"' in page.text
+        assert page.headers["content-type"].startswith("text/html")
         assert not copy.exists()  # a GET changes nothing
 
         # the page's button, as a browser sends it: the login cookie and the form's _xsrf field

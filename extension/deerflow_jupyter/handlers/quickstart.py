@@ -77,9 +77,8 @@ class QuickstartHandler(DeerFlowHandler):
     async def get(self) -> None:
         """A page with one button that POSTs here: a GET never copies anything."""
         action = url_path_join(self.base_url, "deerflow", "api", PATH)
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(_PAGE.format(action=html.escape(action), xsrf=html.escape(self.xsrf_token.decode()),
-                                 folder=FOLDER))
+        page = _PAGE.format(action=html.escape(action), xsrf=html.escape(self.xsrf_token.decode()), folder=FOLDER)
+        self.finish(page, set_content_type="text/html; charset=utf-8")
 
     @web.authenticated
     @authorized("write")
@@ -92,7 +91,9 @@ class QuickstartHandler(DeerFlowHandler):
         if "application/json" in self.request.headers.get("Accept", ""):
             self.send_json({"path": notebook})  # the Launcher card opens it itself
             return
-        self.redirect(url_path_join(self.base_url, "lab", "tree", notebook), status=303)
+        self.set_status(303)  # not self.redirect: an API handler's finish would label the empty body JSON
+        self.set_header("Location", url_path_join(self.base_url, "lab", "tree", notebook))
+        self.finish(set_content_type="text/plain; charset=utf-8")
 
 
 __all__ = ["FOLDER", "PATH", "QuickstartHandler", "copy_quickstart", "template_files"]
