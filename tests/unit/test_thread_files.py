@@ -17,7 +17,13 @@ import pytest
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import UploadsConfig
 from deerflow.errors import NotFoundError, UserError
-from deerflow.runs.thread_files import ArtifactNotFound, ThreadFiles, UploadRejected
+from deerflow.runs.thread_files import (
+    ARTIFACT_MAX_BYTES,
+    ArtifactNotFound,
+    ArtifactTooLarge,
+    ThreadFiles,
+    UploadRejected,
+)
 from deerflow.sandbox.files.virtual_paths import OUTPUTS, UPLOADS
 
 SECRET = "s3cret-canary-value"
@@ -141,3 +147,46 @@ def test_the_http_layer_maps_the_typed_errors_in_its_one_table() -> None:
 
     assert error_response(UploadRejected("a.txt", "too big")) == (422, "upload 'a.txt' rejected: too big")
     assert error_response(ArtifactNotFound("/mnt/user-data/outputs/x is not an output file"))[0] == 404
+    assert error_response(ArtifactTooLarge("/mnt/user-data/outputs/x is larger than 10 bytes"))[0] == 413
+
+
+def test_an_artifact_past_the_bound_is_refused_not_read_whole(tmp_path: Path) -> None:
+    out = outputs(tmp_path)
+    (out / "big.bin").write_bytes(b"x" * 2048)
+    service = files(tmp_path, t1=[])
+    with pytest.raises(ArtifactTooLarge) as refused:
+        asyncio.run(service.read_artifact("alice", "t1", "big.bin", max_bytes=1024))
+    assert refused.value.code == "too_large" and "1024 bytes" in str(refused.value)
+    assert str(tmp_path) not in str(refused.value)
+    assert asyncio.run(service.read_artifact("alice", "t1", "big.bin", max_bytes=4096)).data == b"x" * 2048
+
+
+def test_every_read_is_bounded_by_default(tmp_path: Path) -> None:
+    # the agent leaves a file just past the default bound (sparse: it costs no disk); neither
+    # the async read nor the chat's blocking one reads it into memory
+    with open(outputs(tmp_path) / "huge.bin", "wb") as huge:
+        huge.truncate(ARTIFACT_MAX_BYTES + 1)
+    service = files(tmp_path, t1=[])
+    with pytest.raises(ArtifactTooLarge):
+        asyncio.run(service.read_artifact("alice", "t1", "huge.bin"))
+    with pytest.raises(ArtifactTooLarge):
+        service.read_artifact_blocking("alice", "t1", "huge.bin")
+
+
+def test_several_uploads_look_the_thread_up_once(tmp_path: Path) -> None:
+    threads = Threads(t1=[])
+    lookups: list[tuple[str, str]] = []
+    lookup = threads.athread
+
+    async def counted(thread_id: str, user_id: str) -> Any:
+        lookups.append((thread_id, user_id))
+        return await lookup(thread_id, user_id)
+
+    threads.athread = counted  # type: ignore[method-assign]
+    service = ThreadFiles(HomePaths(tmp_path / "home"), threads, lambda: UploadsConfig(max_file_bytes=100, max_files=5))
+    saved = asyncio.run(service.upload_all("alice", "t1", [("a.txt", b"a"), ("b.txt", io.BytesIO(b"bb"))]))
+    assert [(u.name, u.size) for u in saved] == [("a.txt", 1), ("b.txt", 2)]
+    assert lookups == [("t1", "alice")]
+    with pytest.raises(NotFoundError):
+        asyncio.run(service.upload_all("bob", "t1", [("c.txt", b"c")]))
+    assert not HomePaths(tmp_path / "home").thread("bob", "t1").root.exists()

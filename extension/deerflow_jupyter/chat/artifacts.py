@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from deerflow.errors import NotFoundError, ToolFailure
+from deerflow.errors import ToolFailure, UserError
 from deerflow_jupyter.chat.clarify import md_escape
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
@@ -80,14 +80,15 @@ def artifact_view(path: str, *, url: str, read: Callable[[], bytes]) -> Artifact
     Args:
         path: The artifact's virtual path (``/mnt/user-data/outputs/chart.png``).
         url: Its download URL.
-        read: Returns its bytes; ``OSError``, the harness's ``ToolFailure`` or ``NotFoundError``
-            (``ArtifactNotFound``) mean it cannot be read, which the caption then says.
+        read: Returns its bytes; ``OSError``, the harness's ``ToolFailure`` or a ``UserError``
+            (``ArtifactNotFound``, ``ArtifactTooLarge``) mean it cannot be read, which the caption
+            then says.
     """
     name = PurePosixPath(path).name
     link = f"[{md_escape(name)}]({url})"
     try:
         data = read()
-    except (OSError, ToolFailure, NotFoundError) as exc:
+    except (OSError, ToolFailure, UserError) as exc:
         return ArtifactView(f"📎 {link} — could not be read: {md_escape(exc)}")
     caption = f"📎 **{link}** · {human_size(len(data))}"
     suffix = PurePosixPath(name).suffix.lower()

@@ -148,6 +148,7 @@ CODE_STATUS = {
     "forbidden": 403,
     "conflict": 409, "unavailable": 409, "live_view_busy": 409,
     "upload_rejected": 422,
+    "too_large": 413,
 }
 """The status of a typed error's ``code`` (a :class:`ToolFailure`'s, a :class:`UserError` kind's);
 any other code is bad input, 422."""

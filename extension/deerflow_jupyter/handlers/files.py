@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import mimetypes
 from dataclasses import asdict
+from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
@@ -43,16 +45,18 @@ class UploadsHandler(DeerFlowHandler):
     async def post(self, thread_id: str) -> None:
         """Multipart form (field ``file``, several allowed) or a raw body with ``?name=``.
 
-        A refused file is an ``UploadRejected`` (422, naming it); the ones before it stay saved."""
+        A refused file is an ``UploadRejected`` (422, naming it); the ones before it stay saved.
+        The thread is looked up once, by ``upload_all`` (another user's thread: 404, nothing saved)."""
         manager = await self.manager()
-        await manager.athread(thread_id, self.user_id)  # another user's thread: 404 before the body
-        files = [(f.filename, f.body) for f in self.request.files.get("file", [])]
+        files: list[tuple[str, bytes | IO[bytes] | Path]] = [
+            (f.filename, f.body) for f in self.request.files.get("file", [])]
         if not files:
             name = self.get_argument("name", "")
             if not name:
+                await manager.athread(thread_id, self.user_id)  # another user's thread: 404, not 400
                 raise web.HTTPError(400, "send a multipart 'file' field, or the raw bytes with ?name=FILENAME")
             files = [(name, self.request.body)]
-        saved = [await manager.files.upload(self.user_id, thread_id, name, data) for name, data in files]
+        saved = await manager.files.upload_all(self.user_id, thread_id, files)
         self.send_json([asdict(u) for u in saved], status=201)
 
 
@@ -68,7 +72,8 @@ class ArtifactFileHandler(DeerFlowHandler):
     @web.authenticated
     @authorized
     async def get(self, thread_id: str, relpath: str) -> None:
-        """An artifact's bytes; anything but a regular file under outputs is a 404 (``ArtifactNotFound``)."""
+        """An artifact's bytes; anything but a regular file under outputs is a 404 (``ArtifactNotFound``),
+        one larger than ``ARTIFACT_MAX_BYTES`` a 413 (``ArtifactTooLarge``)."""
         manager = await self.manager()
         artifact = await manager.files.read_artifact(self.user_id, thread_id, f"{OUTPUTS}/{relpath}")
         mime = mimetypes.guess_type(artifact.name)[0] or "application/octet-stream"

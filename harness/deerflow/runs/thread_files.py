@@ -45,6 +45,17 @@ class ArtifactNotFound(NotFoundError):
     code = "not_found"
 
 
+class ArtifactTooLarge(UserError):
+    """An output file larger than the read's bound (HTTP 413): everything in outputs is the
+    agent's, so a huge (or still growing) file must not be read whole into the server's memory."""
+
+    code = "too_large"
+
+
+ARTIFACT_MAX_BYTES = 64 * 1024 * 1024
+"""The default bound of :meth:`ThreadFiles.read_artifact`: every read is bounded."""
+
+
 class UploadRejected(UserError):
     """An upload the thread cannot take (bad name, too large, too many files, unsafe destination).
 
@@ -122,18 +133,29 @@ class ThreadFiles:
             NotFoundError: no such thread for this user.
             UploadRejected: a bad name, over a limit, or an unsafe destination.
         """
+        return (await self.upload_all(user_id, thread_id, [(name, data)]))[0]
+
+    async def upload_all(self, user_id: str, thread_id: str,
+                         files: list[tuple[str, bytes | IO[bytes] | Path]]) -> list[UploadInfo]:
+        """:meth:`upload` for several files with one thread lookup; on a refusal the files
+        before it stay saved.
+
+        Raises:
+            NotFoundError: no such thread for this user.
+            UploadRejected: the first file refused (a bad name, over a limit, an unsafe destination).
+        """
         await self._threads.athread(thread_id, user_id)
         limits = self._limits()
         paths = self._home.thread(user_id, thread_id)
 
-        def save() -> UploadInfo:
+        def save(name: str, data: bytes | IO[bytes] | Path) -> UploadInfo:
             try:
                 return save_upload(paths, name, data, max_bytes=limits.max_file_bytes,
                                    max_files=limits.max_files)
             except UploadError as exc:
                 raise UploadRejected(name, str(exc)) from None
 
-        return await asyncio.to_thread(save)
+        return [await asyncio.to_thread(save, name, data) for name, data in files]
 
     async def artifacts(self, user_id: str, thread_id: str) -> list[Artifact]:
         """The files the agent presented on the thread, with their current sizes.
@@ -149,25 +171,28 @@ class ThreadFiles:
                 for path, size in zip(paths, sizes, strict=True)]
 
     async def read_artifact(self, user_id: str, thread_id: str, path: str, *,
-                            max_bytes: int | None = None) -> ArtifactFile:
+                            max_bytes: int = ARTIFACT_MAX_BYTES) -> ArtifactFile:
         """The bytes of a regular file under the thread's outputs (a virtual path, or a path
-        relative to outputs).
+        relative to outputs), at most ``max_bytes`` of them.
 
         Raises:
             NotFoundError: no such thread for this user.
             ArtifactNotFound: not a readable output file (the reason is in the message).
+            ArtifactTooLarge: larger than ``max_bytes`` (or grew past it while read).
         """
         await self._threads.athread(thread_id, user_id)
         return await asyncio.to_thread(self.read_artifact_blocking, user_id, thread_id, path, max_bytes=max_bytes)
 
     def read_artifact_blocking(self, user_id: str, thread_id: str, path: str, *,
-                               max_bytes: int | None = None) -> ArtifactFile:
+                               max_bytes: int = ARTIFACT_MAX_BYTES) -> ArtifactFile:
         """:meth:`read_artifact` without the thread lookup, in the calling thread: for callers that
         already hold the thread (a run they are rendering) and run off the event loop."""
         vfs = VirtualFS(self._home.thread(user_id, thread_id))
         try:
             located, data = vfs.read_output(path, max_bytes=max_bytes)
         except ToolFailure as exc:
+            if exc.code == "too_large":
+                raise ArtifactTooLarge(exc.message) from None
             raise ArtifactNotFound(exc.message) from None
         return ArtifactFile(located.virtual, located.host.name, data)
 
@@ -183,4 +208,4 @@ def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
     return sizes
 
 
-__all__ = ["Artifact", "ArtifactFile", "ArtifactNotFound", "ThreadFiles", "ThreadLookup", "UploadRejected"]
+__all__ = ["ARTIFACT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactTooLarge", "ThreadFiles", "ThreadLookup", "UploadRejected"]

@@ -253,9 +253,9 @@ class VirtualFS:
             raise ToolFailure(f"{rp.virtual} is not an output file of this thread", code="not_found")
         try:
             return self.read_bytes(virtual, max_bytes=max_bytes)
-        except ToolFailure as exc:
+        except ToolFailure as exc:  # too_large stays itself: a file that is there, too big to read whole
             raise ToolFailure(f"{rp.virtual} is not an output file of this thread ({exc.message})",
-                              code="not_found") from None
+                              code="too_large" if exc.code == "too_large" else "not_found") from None
 
     def size(self, path: str) -> int | None:
         """The size of the regular file at ``path``; ``None`` for anything else or nothing."""
