@@ -233,7 +233,8 @@ async def test_connections_the_database_dropped_are_replaced(postgres_url: str, 
 def test_the_storage_url_decides_where_the_metadata_stores_live(tmp_path: Path) -> None:
     url = "postgresql://deerflow@db.lab.example/deerflow"
     team = HomePaths(tmp_path).with_storage(StorageConfig(url=url, thread_files_root="shared"))
-    assert team.metadata == url and team.store(tmp_path / "mcp-tasks.db") == url
+    waited = f"{url}?connect_timeout=10"  # storage.connect_timeout travels with the URL (default 10 s)
+    assert team.metadata == waited and team.store(tmp_path / "mcp-tasks.db") == waited
     assert team.user_dir("ann") == tmp_path / "shared" / "ann"
     alone = HomePaths(tmp_path).with_storage(StorageConfig(url=f"sqlite:///{tmp_path / 'cp.db'}"))
     assert alone.metadata == tmp_path / "deerflow.db"  # SQLite: the metadata file stays in the home

@@ -18,12 +18,14 @@ before any directory is built from them.
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from deerflow.threadfs import SafeDir
 
@@ -140,6 +142,22 @@ class ThreadPaths:
 _THREAD_FOLDERS = ("user-data/uploads", "user-data/workspace", "user-data/outputs")
 
 
+def with_connect_timeout(url: str, seconds: float) -> str:
+    """``url`` carrying ``storage.connect_timeout`` as libpq's ``connect_timeout`` parameter.
+
+    The metadata stores receive their database as this one string (:meth:`HomePaths.store`),
+    so the wait travels in it: their pools wait that long for a connection (and libpq that
+    long for each attempt) instead of a fixed ten seconds.  libpq takes whole seconds, at
+    least 2; a ``connect_timeout`` already in the URL is the user's and is kept.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "connect_timeout" for key, _ in query):
+        return url
+    whole = max(2, math.ceil(seconds))
+    return urlunsplit(parts._replace(query=urlencode([*query, ("connect_timeout", str(whole))])))
+
+
 @dataclass(frozen=True)
 class HomePaths:
     """The layout of ``$DEERFLOW_HOME``."""
@@ -169,6 +187,8 @@ class HomePaths:
     def with_storage(self, storage: StorageConfig) -> HomePaths:
         """These paths as ``storage`` places them: the per-user folders' root and, on PostgreSQL, the stores."""
         url = storage.postgres_url if storage.checkpointer == "postgres" else None
+        if url is not None:
+            url = with_connect_timeout(url, storage.connect_timeout)
         return self.with_files_root(storage.thread_files_root).with_database(url)
 
     def with_database(self, url: str | None) -> HomePaths:

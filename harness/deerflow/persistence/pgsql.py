@@ -64,7 +64,9 @@ WHAT_TO_DO = ("check that the database server is running and reachable from this
 SCHEMA_TABLE = "deerflow_schema"
 SCHEMA_LOCK_KEY = zlib.crc32(b"deerflow.store-schema")
 CONNECT_SECONDS = 10.0
-"""How long a call waits for a pooled connection before it answers "unavailable" (below the ``.aio`` deadline)."""
+"""How long a call waits for a pooled connection before it answers "unavailable" (below the ``.aio`` deadline),
+unless the URL says otherwise (its ``connect_timeout``: ``storage.connect_timeout``, see
+:func:`deerflow.config.paths.with_connect_timeout`)."""
 DOWN_WAIT_SECONDS = 1.0
 DOWN_MEMORY_SECONDS = 30.0
 """After a failure to connect, calls wait only :data:`DOWN_WAIT_SECONDS` for this long (then the full wait again)."""
@@ -148,6 +150,7 @@ class PostgresDatabase:
         self._lock = threading.Lock()
         self._ready: set[str] = set()
         self._down_since: float | None = None  # monotonic time of the first failure to connect, if failing
+        self.connect_seconds = connect_seconds(url)
 
     def _get_pool(self) -> Any:
         with self._lock:
@@ -160,9 +163,10 @@ class PostgresDatabase:
         from psycopg_pool import ConnectionPool
 
         pool = ConnectionPool(
-            self.url, min_size=1, max_size=POOL_MAX_SIZE, timeout=CONNECT_SECONDS, max_idle=300,
+            self.url, min_size=1, max_size=POOL_MAX_SIZE, timeout=self.connect_seconds, max_idle=300,
             reconnect_timeout=RECONNECT_SECONDS,
-            kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": int(CONNECT_SECONDS),
+            kwargs={"autocommit": True, "row_factory": dict_row,
+                    "connect_timeout": max(2, int(self.connect_seconds + 0.999)),
                     "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"},
             connection_class=connection_classes()[0],
             check=ConnectionPool.check_connection, open=False, name="deerflow-metadata")
@@ -198,8 +202,8 @@ class PostgresDatabase:
         full :data:`CONNECT_SECONDS` would keep its watchers waiting for half a minute.
         """
         down = self._down_since
-        return DOWN_WAIT_SECONDS if down is not None and time.monotonic() - down < DOWN_MEMORY_SECONDS \
-            else CONNECT_SECONDS
+        return min(DOWN_WAIT_SECONDS, self.connect_seconds) \
+            if down is not None and time.monotonic() - down < DOWN_MEMORY_SECONDS else self.connect_seconds
 
     def ensure(self, part: SchemaPart) -> None:
         """Create or migrate ``part`` once per process, serialised across processes.
@@ -247,6 +251,21 @@ class PostgresDatabase:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
+def connect_seconds(url: str) -> float:
+    """How long calls on ``url`` wait for a connection: its ``connect_timeout`` parameter
+    (``storage.connect_timeout``), else :data:`CONNECT_SECONDS`."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ModuleNotFoundError:
+        return CONNECT_SECONDS
+    try:
+        value = float(conninfo_to_dict(url).get("connect_timeout") or 0)
+    except (Error, TypeError, ValueError):
+        return CONNECT_SECONDS
+    return value if value > 0 else CONNECT_SECONDS
 
 
 def where(url: str) -> Path:
