@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -73,7 +74,8 @@ def hub(tmp_path_factory, postgres_cluster: PostgresCluster):
     with running_hub(work, proxy=proxy, deerflow_config=work / "config.yaml") as running:
         for name in USERS:
             log_in(running, name)
-            running.start_server(name)
+        with ThreadPoolExecutor(len(USERS)) as pool:  # both servers start at once, as on a real Hub
+            list(pool.map(running.start_server, USERS))
         running.tokens = {name: running.user_token(name) for name in USERS}
         running.storage_url, running.files, running.config = url, files, work / "config.yaml"
         yield running
