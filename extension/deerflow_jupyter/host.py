@@ -34,6 +34,8 @@ class HarnessHost:
         self.config_path = config_path
         self.notebooks = notebooks
         self.home = HomePaths(Path(home).expanduser() if home else default_home())
+        if notebooks is not None and notebooks.stored is None:  # rendered notebooks, shared by processes
+            notebooks.keep_in(self.home.home / "cache" / "notebooks")
         self._manager: RunManager | None = None
         self._lock = asyncio.Lock()
         self._loaded: LoadedConfig | None = None

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: load
     from nbformat import NotebookNode
 
     from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.stored import DigestStore
 
 __all__ = ["ContextCache", "FileNotebookAccess", "LiveDocuments", "NotebookAccess",
            "NotebookError", "NotebookFile", "Signature", "check_notebook_path", "check_root_path",
@@ -135,6 +136,58 @@ class NotebookAccess(ABC):
     _digests: ContextCache | None = None
     _warming: dict[str, asyncio.Future[None]] | None = None
     _again: set[str] | None = None
+    _keeping: set[asyncio.Future[None]] | None = None
+    stored: DigestStore | None = None
+    """Rendered notebook versions on disk (:meth:`keep_in`); None: kept in memory only."""
+
+    def store_root(self) -> str | None:
+        """The local notebook root this access reads files under (None: no local files)."""
+        return None
+
+    def keep_in(self, folder: Path) -> None:
+        """Keep rendered notebook versions in ``folder`` too (``$DEERFLOW_HOME/cache/notebooks``),
+        so another process (the CLI, a kernel's client, a restarted server) finds them."""
+        from deerflow.notebooks.stored import DigestStore
+
+        root = self.store_root()
+        self.stored = DigestStore(folder, root) if root is not None else None
+
+    async def stored_digest(self, path: str, signature: Signature) -> NotebookDigest | None:
+        """The version ``signature`` of ``path`` as rendered before by any process (None: never)."""
+        store = self.stored
+        if store is None:
+            return None
+        found = await asyncio.to_thread(store.load, path, signature)
+        if found is not None:
+            self.digests.put((path, signature), found)
+        return found
+
+    def keep_soon(self, path: str, digest: NotebookDigest) -> None:
+        """After a run read ``path`` cold: render the rest of its cells in the background and keep
+        them (memory and disk), so the next run in any cell of this version parses nothing."""
+        if digest.signature is None:
+            return
+        if self._keeping is None:
+            self._keeping = set()
+        keeping = self._keeping
+
+        async def keep() -> None:
+            try:
+                built = await asyncio.to_thread(_warm, digest, path, self.stored)
+            except Exception:
+                log.warning("keeping notebook %r failed", path, exc_info=True)
+                return
+            self._keep(path, digest, built)
+
+        task = asyncio.ensure_future(keep())
+        keeping.add(task)
+        task.add_done_callback(keeping.discard)
+
+    def _keep(self, path: str, digest: NotebookDigest, built: list[tuple[tuple[Any, ...], Any]]) -> None:
+        assert digest.signature is not None
+        self.digests.put((path, digest.signature), digest)
+        for key, context in built:
+            self.contexts.put(key, context)
 
     @property
     def contexts(self) -> ContextCache:
@@ -198,12 +251,12 @@ class NotebookAccess(ABC):
             signature = await self.signature(path)
             if signature is None or self.digests.get((path, signature)) is not None:
                 return
-            digest = await self.digest(path)
-            built = await asyncio.to_thread(_warm, digest, path)
+            digest = await self.stored_digest(path, signature)  # rendered before, by any process
+            if digest is None:
+                digest = await self.digest(path)
+            built = await asyncio.to_thread(_warm, digest, path, self.stored)
             if digest.signature is not None:
-                self.digests.put((path, digest.signature), digest)
-                for key, context in built:
-                    self.contexts.put(key, context)
+                self._keep(path, digest, built)
         except NotebookError:
             return
         except Exception:
@@ -243,6 +296,9 @@ class FileNotebookAccess(NotebookAccess):
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().resolve()
+
+    def store_root(self) -> str | None:
+        return str(self.root)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> FileNotebookAccess:
@@ -385,11 +441,15 @@ def _nearby(root: SafeDir, path: str) -> str:
     return "notebooks there: " + ", ".join(names[:_LISTED]) + (" …" if len(names) > _LISTED else "")
 
 
-def _warm(digest: NotebookDigest, path: str) -> list[tuple[tuple[Any, ...], Any]]:
-    """The pre-warm's CPU work (a worker thread's): every cell rendered, the likely contexts built."""
+def _warm(digest: NotebookDigest, path: str, store: DigestStore | None = None) -> list[tuple[tuple[Any, ...], Any]]:
+    """The pre-warm's work (a worker thread's): every cell rendered (and kept in ``store`` unless it
+    came from there), the likely contexts built."""
     from deerflow.notebooks.digest import CONTEXT_TOKENS, build_context, context_key
 
-    digest.render_all()
+    if not digest.complete:
+        digest.render_all()
+        if store is not None:
+            store.save(path, digest)
     return [(context_key(path, digest.signature, anchor, None, CONTEXT_TOKENS),
              build_context(digest, path, anchor, None, CONTEXT_TOKENS)) for anchor in digest.anchors()]
 
