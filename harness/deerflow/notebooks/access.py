@@ -140,24 +140,19 @@ class NotebookAccess(ABC):
     stored: DigestStore | None = None
     """Rendered notebook versions on disk (:meth:`keep_in`); None: kept in memory only."""
 
-    def store_root(self) -> str | None:
-        """The local notebook root this access reads files under (None: no local files)."""
-        return None
-
     def keep_in(self, folder: Path) -> None:
         """Keep rendered notebook versions in ``folder`` too (``$DEERFLOW_HOME/cache/notebooks``),
         so another process (the CLI, a kernel's client, a restarted server) finds them."""
         from deerflow.notebooks.stored import DigestStore
 
-        root = self.store_root()
-        self.stored = DigestStore(folder, root) if root is not None else None
+        self.stored = DigestStore(folder)  # consulted only for a local file's signature
 
     async def stored_digest(self, path: str, signature: Signature) -> NotebookDigest | None:
         """The version ``signature`` of ``path`` as rendered before by any process (None: never)."""
         store = self.stored
         if store is None:
             return None
-        found = await asyncio.to_thread(store.load, path, signature)
+        found = await asyncio.to_thread(store.load, signature)
         if found is not None:
             self.digests.put((path, signature), found)
         return found
@@ -296,9 +291,6 @@ class FileNotebookAccess(NotebookAccess):
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().resolve()
-
-    def store_root(self) -> str | None:
-        return str(self.root)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> FileNotebookAccess:

@@ -72,9 +72,6 @@ class ContentsNotebookAccess(NotebookAccess):
         logger.add_listener(schema_id=schema, listener=heard)
         return True
 
-    def store_root(self) -> str | None:
-        return str(self._files.root) if self._files is not None else None
-
     def note_for(self, path: str) -> str:
         return self.live_doc_note if path in self._written_live else self.live_note
 

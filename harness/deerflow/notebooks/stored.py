@@ -3,14 +3,19 @@
 A pre-warm (or the background work after a run read a notebook cold) renders every cell of
 one version of a notebook file.  :class:`DigestStore` keeps those texts under the DeerFlow
 home (``$DEERFLOW_HOME/cache/notebooks``: host-only, never in a thread's folders), keyed by
-the notebook root, the path and the file's :data:`~deerflow.notebooks.cache.Signature`
-(device, inode, size, mtime and ctime in nanoseconds).  Any save changes the signature, so an
-entry is never stale; a CLI run, the embedded client or a restarted server then builds the
-context of a notebook seen before from a few kB per cell instead of parsing the whole file.
+the file's :data:`~deerflow.notebooks.cache.Signature` (device, inode, size, mtime and ctime in
+nanoseconds) alone: it names one version of one file whatever root and path reached it (the
+server's contents root, a kernel's folder, the CLI's ``$DEERFLOW_NOTEBOOK_ROOT``), and the
+texts hold nothing of the path.  Any save changes the signature (ctime cannot be set back), so
+an entry is never stale.  A store is consulted only with a signature taken by SafeDir's rules
+under the caller's own root (the file is reachable there), so it never reveals a file the
+caller could not read.  A CLI run, the embedded client in a kernel or a restarted server then
+builds the context of a notebook the server opened or saved (or any process read) from a few
+kB per cell instead of parsing the whole file.
 
 Reads and writes go through :class:`~deerflow.threadfs.SafeDir` (no link followed, regular
-files only, a size cap), and an entry is decoded into a strict shape whose root, path and
-signature must match the ones asked for: a damaged or foreign file is a miss, never an error.
+files only, a size cap), and an entry is decoded into a strict shape whose signature must
+match the one asked for: a damaged or foreign file is a miss, never an error.
 """
 
 from __future__ import annotations
@@ -40,8 +45,6 @@ KEEP = 128
 
 class _Entry(msgspec.Struct, forbid_unknown_fields=True):
     version: int
-    root: str
-    path: str
     signature: tuple[int, int, int, int, int]
     ids: list[str]
     texts: list[str]
@@ -57,34 +60,33 @@ class DigestStore:
 
     Args:
         folder: ``$DEERFLOW_HOME/cache/notebooks``.
-        root: The notebook root the paths are relative to (part of the key: two roots'
-            ``work.ipynb`` are different notebooks).
     """
 
-    def __init__(self, folder: Path, root: str) -> None:
+    def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
-        self.root = root
 
-    def _name(self, path: str, signature: Signature) -> str:
-        key = msgspec.json.encode([VERSION, self.root, path, list(signature)])
+    @staticmethod
+    def _name(signature: Signature) -> str:
+        key = msgspec.json.encode([VERSION, list(signature)])
         return hashlib.sha256(key).hexdigest() + ".msgpack"
 
-    def load(self, path: str, signature: Signature) -> NotebookDigest | None:
-        """The rendered version ``signature`` of ``path``, or None (not kept, damaged, foreign).
+    def load(self, signature: Signature) -> NotebookDigest | None:
+        """The rendered file version ``signature`` (taken under the caller's root by SafeDir's
+        rules), or None (not kept, damaged, another version's).
 
         Blocking: call it off the event loop."""
         from deerflow.notebooks.digest import NotebookDigest
 
         try:
             with SafeDir.open(self.folder, label="notebook cache") as folder:
-                data = folder.read_bytes(self._name(path, signature), max_bytes=MAX_ENTRY_BYTES)
+                data = folder.read_bytes(self._name(signature), max_bytes=MAX_ENTRY_BYTES)
         except (UnsafePath, OSError):
             return None
         try:
             entry = _DECODER.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
-        if (entry.version, entry.root, entry.path, entry.signature) != (VERSION, self.root, path, tuple(signature)) \
+        if (entry.version, entry.signature) != (VERSION, tuple(signature)) \
                 or len(entry.ids) != len(entry.texts) or not set(entry.magic) <= set(entry.ids):
             return None
         return NotebookDigest.from_texts(entry.ids, entry.texts, entry.magic, tuple(signature))
@@ -95,7 +97,7 @@ class DigestStore:
         Blocking: call it off the event loop."""
         if digest.signature is None or not digest.complete:
             return
-        entry = _Entry(VERSION, self.root, path, digest.signature, list(digest.ids), digest.texts(),
+        entry = _Entry(VERSION, digest.signature, list(digest.ids), digest.texts(),
                        list(digest.magic))
         data = _ENCODER.encode(entry)
         if len(data) > MAX_ENTRY_BYTES:
@@ -103,7 +105,7 @@ class DigestStore:
         try:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             with SafeDir.open(self.folder, label="notebook cache") as folder:
-                folder.write_bytes(self._name(path, digest.signature), data, mode=0o600, makedirs=False)
+                folder.write_bytes(self._name(digest.signature), data, mode=0o600, makedirs=False)
                 self._prune(folder)
         except (UnsafePath, OSError):
             log.warning("keeping the rendered notebook %r failed", path, exc_info=True)
