@@ -369,6 +369,21 @@ class FileNotebookAccess(NotebookAccess):
             except UnsafePath as exc:
                 raise self._refused(root, path, exc) from None
 
+    def first_checkpoint(self, path: str, checkpoint: str, data: bytes) -> bool:
+        """Write ``data`` (the notebook ``path`` as just saved) as its checkpoint file ``checkpoint``
+        unless something is there already (a checkpoint, or a link: left alone, never written
+        through); a link on the way is refused.  The notebook's permissions are kept.  Blocking."""
+        with self._open_root() as root:
+            try:
+                if root.lstat(checkpoint) is not None:
+                    return False
+                st = root.lstat(path)
+                mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
+                root.write_bytes(checkpoint, data, mode=mode, makedirs=True)
+            except UnsafePath as exc:
+                raise self._refused(root, checkpoint, exc) from None
+        return True
+
     async def make_dirs(self, path: str) -> None:
         await asyncio.to_thread(self.make_dirs_now, check_root_path(path))
 
