@@ -232,6 +232,8 @@ class ContentsNotebookAccess(NotebookAccess):
             elif checkpoints is not None and not _stock_checkpoints(checkpoints) \
                     and not await self._call("list_checkpoints", path):
                 await self._call("create_checkpoint", path)
+        except NotebookError as exc:  # a link on the way to it (refused): one line, not a traceback
+            log.warning("the first checkpoint of %r was not made: %s", path, exc)
         except Exception:
             log.warning("the first checkpoint of %r was not made", path, exc_info=True)
 

@@ -89,7 +89,7 @@ class DigestStore:
         if (entry.version, entry.signature) != (VERSION, tuple(signature)) \
                 or len(entry.ids) != len(entry.texts) or not set(entry.magic) <= set(entry.ids):
             return None
-        return NotebookDigest.from_texts(entry.ids, entry.texts, entry.magic, tuple(signature))
+        return NotebookDigest.from_texts(entry.ids, entry.texts, entry.magic, entry.signature)
 
     def save(self, path: str, digest: NotebookDigest) -> None:
         """Keep a complete digest (every cell rendered); a runtime failure is logged, not raised.
