@@ -104,6 +104,30 @@ def test_what_the_server_prewarmed_serves_a_kernel_reading_the_same_file_from_it
     assert "x = 1" in found.text and "work.ipynb" in found.note
 
 
+def test_the_store_serves_only_a_file_that_opens_here_and_is_still_that_version(setup, monkeypatch):
+    """Stat works on a file without read permission: the store is consulted only for a file that opens
+    for reading (no link followed) and whose descriptor still has the signature asked for."""
+    from deerflow.threadfs import SafeDir
+
+    root, cache = setup
+    asyncio.run(context_and_kept(fresh(root, cache)))
+    signature = file_signature(root, "work.ipynb")
+    assert signature is not None
+    assert asyncio.run(fresh(root, cache).stored_digest("work.ipynb", signature)) is not None
+
+    def denied(self: SafeDir, rel: str) -> int:  # what a user without read permission gets (tests run as root)
+        raise PermissionError(13, "Permission denied", rel)
+    with monkeypatch.context() as patched:
+        patched.setattr(SafeDir, "open_file", denied)
+        assert asyncio.run(fresh(root, cache).stored_digest("work.ipynb", signature)) is None
+    (root / "work.ipynb").rename(root / "kept.ipynb")  # another file now at the path: the stale
+    write(root / "work.ipynb", "y = 2")                 # signature's entry is not served for it
+    assert asyncio.run(fresh(root, cache).stored_digest("work.ipynb", signature)) is None
+    (root / "work.ipynb").unlink()
+    (root / "work.ipynb").symlink_to(root / "kept.ipynb")  # nor through a link to the very file
+    assert asyncio.run(fresh(root, cache).stored_digest("work.ipynb", signature)) is None
+
+
 def _only_entry(cache: Path) -> Path:
     (entry,) = list(cache.iterdir())
     return entry

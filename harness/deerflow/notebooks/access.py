@@ -152,10 +152,15 @@ class NotebookAccess(ABC):
         store = self.stored
         if store is None:
             return None
-        found = await asyncio.to_thread(store.load, signature)
+        found = await asyncio.to_thread(self._load_stored, store, path, signature)
         if found is not None:
             self.digests.put((path, signature), found)
         return found
+
+    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
+        """:meth:`DigestStore.load`, only for a file this process may read: the store never serves
+        what a read would refuse (blocking; a backend with local files checks it by opening one)."""
+        return None
 
     def keep_soon(self, path: str, digest: NotebookDigest) -> None:
         """After a run read ``path`` cold: render the rest of its cells in the background and keep
@@ -303,6 +308,21 @@ class FileNotebookAccess(NotebookAccess):
 
     async def signature(self, path: str) -> Signature | None:
         return await asyncio.to_thread(file_signature, self.root, path)
+
+    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
+        """The stored version, if the file opens for reading here (no link followed) and is still
+        that version: a file made unreadable to this process is not served from the store."""
+        try:
+            with self._open_root() as root:
+                fd = root.open_file(path)
+                try:
+                    if signature_of(os.fstat(fd)) != signature:
+                        return None
+                finally:
+                    os.close(fd)
+        except (NotebookError, OSError):
+            return None
+        return store.load(signature)
 
     def _read_bytes(self, path: str) -> tuple[bytes, os.stat_result]:
         """The file's bytes and its stat, both from one descriptor opened without following links."""

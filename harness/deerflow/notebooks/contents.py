@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.stored import DigestStore
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,9 @@ class ContentsNotebookAccess(NotebookAccess):
         if self._files is None or (self.live is not None and await self.live.document(path) is not None):
             return None
         return await self._files.signature(path)
+
+    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
+        return self._files._load_stored(store, path, signature) if self._files is not None else None
 
     async def digest(self, path: str) -> NotebookDigest:
         await self._check_local(path)
