@@ -225,3 +225,40 @@ def test_other_checkpoints_are_made_through_the_contents_manager(layout) -> None
     asyncio.run(access.write("d/work.ipynb", notebook("kept elsewhere")))
     assert made["d/work.ipynb"].cells[0].source == "kept elsewhere"
     assert not (root / "d" / ".ipynb_checkpoints").exists()
+
+
+def test_a_manager_with_a_save_of_its_own_never_writes_into_a_sandboxed_folder(tmp_path) -> None:
+    """Its save follows links after the check; only code that writes into the path's folders can swap
+    one, so it is not asked to write inside the DeerFlow users' folders (the swap is tried anyway)."""
+    root = tmp_path / "root"
+    thread = root / "home" / "users" / "u" / "threads" / "t" / "user-data" / "workspace"
+    (thread / "d").mkdir(parents=True)
+    (root / "mine").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    nbformat.write(notebook("the user's other notebook"), str(outside / "work.ipynb"))
+    for folder in (thread / "d", root / "mine"):
+        nbformat.write(notebook("as it was"), str(folder / "work.ipynb"))
+    calls = []
+
+    class PairingManager(AsyncFileContentsManager):
+        async def save(self, model: dict[str, Any], path: str = "") -> dict[str, Any]:
+            calls.append(path)
+            return await super().save(model, path)
+
+    manager = PairingManager(root_dir=str(root))
+    manager.register_pre_save_hook(swap_before_save(thread, outside))  # what the sandbox would race
+    access = ContentsNotebookAccess(manager)
+    access.sandboxed_in(root / "home" / "users")
+    before = snapshot(outside)
+    in_thread = "home/users/u/threads/t/user-data/workspace/d"
+    for write in (lambda: access.write(f"{in_thread}/work.ipynb", notebook("planted")),
+                  lambda: access.put_file(f"{in_thread}/planted.txt", b"planted"),
+                  lambda: access.make_dirs(f"{in_thread}/new")):
+        with pytest.raises(NotebookError, match="inside a DeerFlow thread's folder") as refused:
+            asyncio.run(write())
+        assert refused.value.code == "path_outside_root" and "\n" not in str(refused.value)
+    assert calls == [] and snapshot(outside) == before
+    assert "as it was" in (thread / "d" / "work.ipynb").read_text()
+    asyncio.run(access.write("mine/work.ipynb", notebook("through the manager")))  # elsewhere: its save
+    assert calls == ["mine/work.ipynb"] and "through the manager" in (root / "mine" / "work.ipynb").read_text()

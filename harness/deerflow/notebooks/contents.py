@@ -58,6 +58,24 @@ class ContentsNotebookAccess(NotebookAccess):
         # jupyter_server's own file save (not a subclass's, e.g. jupytext's pairing): replayed here
         # with the write itself through SafeDir (see _save_local)
         self._own_save = local and _stock_save(contents_manager)
+        self.sandboxed: tuple[str, ...] = ()  # see sandboxed_in
+
+    def sandboxed_in(self, *folders: str | os.PathLike[str]) -> None:
+        """The folders sandboxed code can write into (the DeerFlow users' folders, when they lie
+        under the Jupyter root).  A manager with a ``save`` of its own writes by path, following
+        links, after the link check: a folder on the path swapped for a link in between would
+        redirect it.  Only code that can write into the path's folders can swap one, so such a
+        manager is not asked to write anything inside these folders (:meth:`_check_by_path`)."""
+        self.sandboxed = tuple(os.path.realpath(f) for f in folders)
+
+    async def _check_by_path(self, path: str) -> None:
+        """Refuse a write through a path-following ``save`` into a sandbox-writable folder."""
+        if self._own_save or self._files is None or not self.sandboxed:
+            return
+        real = await asyncio.to_thread(os.path.realpath, os.path.join(self._files.root, *path.split("/")))
+        if any(real == folder or real.startswith(folder.rstrip(os.sep) + os.sep) for folder in self.sandboxed):
+            raise NotebookError(f"{path!r} is inside a DeerFlow thread's folder: this server's contents manager "
+                                "saves by path, so DeerFlow does not write there through it", code="path_outside_root")
 
     def watch(self) -> bool:
         """Pre-warm a notebook's context when the server opens or saves it: a listener on the
@@ -148,6 +166,7 @@ class ContentsNotebookAccess(NotebookAccess):
         if self._own_save:
             await self._save_local(path, model)
             return
+        await self._check_by_path(path)
         try:
             await self._call("save", model, path)
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
@@ -161,6 +180,7 @@ class ContentsNotebookAccess(NotebookAccess):
         for depth in range(1, len(parts) + 1):
             folder = "/".join(parts[:depth])
             await self._check_local(folder)
+            await self._check_by_path(folder)
             try:
                 if not await self._call("dir_exists", folder):
                     await self._call("save", {"type": "directory"}, folder)
@@ -174,6 +194,7 @@ class ContentsNotebookAccess(NotebookAccess):
         if self._own_save:
             await self._save_local(path, model, data)
             return
+        await self._check_by_path(path)
         try:
             await self._call("save", model, path)
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
