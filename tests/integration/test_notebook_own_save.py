@@ -39,6 +39,14 @@ models:
             - {name: edit_notebook, args: {path: work.ipynb, operations: [{op: replace, cell_id: fail, source: print(total)}]}}
         - expect: nothing is changed until the user applies it
           text: Proposed.
+  - name: planter
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns:
+        - tool_calls:
+            - {name: edit_notebook, args: {path: home/users/local/threads/t/work.ipynb, operations: [{op: replace, cell_id: fail, source: planted}]}}
+        - expect: "inside a DeerFlow thread's folder"
+          text: Refused.
 """
 DEADLINE = 180
 
@@ -122,3 +130,14 @@ def test_a_save_the_manager_refuses_is_one_line_and_leaves_the_notebook(tmp_path
         assert (root / "work.ipynb").read_bytes() == before
         pending = http.get(f"deerflow/api/threads/{thread_id}/notebook-edits").raise_for_status().json()
         assert [p["status"] for p in pending["proposals"]] == ["pending"]  # still there to apply later
+
+
+def test_the_host_keeps_such_a_manager_out_of_the_deerflow_users_folders(pairing) -> None:
+    """Its save follows links after the check: inside folders sandboxed code writes, it is not called."""
+    http, root, log = pairing
+    inside = root / "home" / "users" / "local" / "threads" / "t"
+    inside.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook(), str(inside / "work.ipynb"))
+    before = (inside / "work.ipynb").read_bytes()
+    run(http, "planter", "apply")  # the model's next turn expects the one-line refusal
+    assert (inside / "work.ipynb").read_bytes() == before and not log.exists()
