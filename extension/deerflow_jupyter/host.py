@@ -34,6 +34,8 @@ class HarnessHost:
         self.config_path = config_path
         self.notebooks = notebooks
         self.home = HomePaths(Path(home).expanduser() if home else default_home())
+        if notebooks is not None and notebooks.stored is None:  # rendered notebooks, shared by processes
+            notebooks.keep_in(self.home.home / "cache" / "notebooks")
         self._manager: RunManager | None = None
         self._lock = asyncio.Lock()
         self._loaded: LoadedConfig | None = None
@@ -63,6 +65,9 @@ class HarnessHost:
                 self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
                 if self.notebooks is not None:
                     self._manager.services.notebooks = self.notebooks
+                    sandboxed_in = getattr(self.notebooks, "sandboxed_in", None)
+                    if callable(sandboxed_in):  # a path-following save never writes where sandboxes can
+                        sandboxed_in(self._manager.home.users_root)
             return self._manager
 
     async def close(self, *, reason: str | None = None) -> None:

@@ -137,6 +137,8 @@ class AsyncDeerFlowClient:
 
                 if manager.services.notebooks is None:
                     manager.services.notebooks = FileNotebookAccess.from_env()
+                if manager.services.notebooks.stored is None:  # rendered notebooks, shared by processes
+                    manager.services.notebooks.keep_in(manager.home.home / "cache" / "notebooks")
         return self._manager
 
     async def aclose(self) -> None:

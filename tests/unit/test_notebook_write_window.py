@@ -134,3 +134,131 @@ def test_a_manager_with_a_save_of_its_own_is_still_called(layout) -> None:
     asyncio.run(access.write("d/work.ipynb", notebook("through the manager")))
     assert calls == ["d/work.ipynb"]
     assert "through the manager" in (root / "d" / "work.ipynb").read_text()
+
+
+def plant_link_after_save(access: ContentsNotebookAccess, root: Path, target: Path) -> None:
+    """Right after the notebook lands, swap it for a link to ``target``: the moment the manager's
+    own first checkpoint (a copy by path) would follow it."""
+    files = access._files
+    assert files is not None
+    replace = files.replace
+
+    def replaced(path: str, data: bytes) -> None:
+        replace(path, data)
+        (root / path).rename(root / (path + ".real"))
+        (root / path).symlink_to(target)
+    files.replace = replaced  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("manager_class", MANAGERS)
+def test_the_first_checkpoint_is_the_saved_notebook_not_what_a_link_planted_in_its_place_points_to(
+        layout, tmp_path, manager_class) -> None:
+    root, _ = layout
+    secret = tmp_path / "secret.txt"
+    secret.write_text("HOST SECRET")
+    access = ContentsNotebookAccess(manager_class(root_dir=str(root)))
+    plant_link_after_save(access, root, secret)
+    asyncio.run(access.write("d/work.ipynb", notebook("saved by the agent")))
+    checkpoint = root / "d" / ".ipynb_checkpoints" / "work-checkpoint.ipynb"
+    assert not checkpoint.is_symlink() and checkpoint.is_file()
+    text = checkpoint.read_text()
+    assert "HOST SECRET" not in text and "saved by the agent" in text  # the bytes written, not a copy by path
+    assert (root / "d" / "work.ipynb.real").read_text() == text
+    assert secret.read_text() == "HOST SECRET"
+
+
+@pytest.mark.parametrize("planted", ["checkpoint", "folder"])
+def test_a_link_planted_at_the_checkpoint_or_its_folder_is_not_written_through(layout, tmp_path, planted) -> None:
+    root, outside = layout
+    before = snapshot(outside)
+    folder = root / "d" / ".ipynb_checkpoints"
+    if planted == "folder":
+        folder.symlink_to(outside, target_is_directory=True)
+    else:
+        folder.mkdir()
+        (folder / "work-checkpoint.ipynb").symlink_to(outside / "work.ipynb")
+    access = ContentsNotebookAccess(AsyncFileContentsManager(root_dir=str(root)))
+    asyncio.run(access.write("d/work.ipynb", notebook("saved by the agent")))  # the save lands; no checkpoint
+    assert "saved by the agent" in (root / "d" / "work.ipynb").read_text()
+    assert snapshot(outside) == before
+
+
+def test_an_existing_checkpoint_is_kept_and_the_checkpoint_matches_the_managers_own(layout) -> None:
+    """The first write makes the checkpoint jupyter_server's save would (same place, content, mode);
+    a later write leaves it (the user's "Revert" point) as the manager does."""
+    root, _ = layout
+    (root / "d" / "work.ipynb").chmod(0o600)
+    manager = AsyncFileContentsManager(root_dir=str(root))
+    access = ContentsNotebookAccess(manager)
+    asyncio.run(access.write("d/work.ipynb", notebook("first")))
+    checkpoint = root / "d" / ".ipynb_checkpoints" / "work-checkpoint.ipynb"
+    assert "first" in checkpoint.read_text() and stat.S_IMODE(checkpoint.stat().st_mode) == 0o600
+    listed = asyncio.run(manager.list_checkpoints("d/work.ipynb"))
+    assert [c["id"] for c in listed] == ["checkpoint"]
+    asyncio.run(access.write("d/work.ipynb", notebook("second")))
+    assert "first" in checkpoint.read_text() and "second" in (root / "d" / "work.ipynb").read_text()
+
+
+def test_other_checkpoints_are_made_through_the_contents_manager(layout) -> None:
+    """Checkpoints kept elsewhere (a database, S3) are the manager's business: asked through it."""
+    from jupyter_server.services.contents.checkpoints import (
+        AsyncCheckpoints,
+        AsyncGenericCheckpointsMixin,
+    )
+
+    root, _ = layout
+    made: dict[str, Any] = {}
+
+    class StoredCheckpoints(AsyncGenericCheckpointsMixin, AsyncCheckpoints):
+        async def create_file_checkpoint(self, content: Any, format: Any, path: str) -> dict[str, Any]:
+            raise AssertionError("a notebook's checkpoint is a notebook checkpoint")
+
+        async def create_notebook_checkpoint(self, nb: Any, path: str) -> dict[str, Any]:
+            made[path] = nb
+            return {"id": "checkpoint", "last_modified": "now"}
+
+        async def list_checkpoints(self, path: str) -> list[dict[str, Any]]:
+            return [{"id": "checkpoint", "last_modified": "now"}] if path in made else []
+
+    manager = AsyncFileContentsManager(root_dir=str(root), checkpoints_class=StoredCheckpoints)
+    access = ContentsNotebookAccess(manager)
+    asyncio.run(access.write("d/work.ipynb", notebook("kept elsewhere")))
+    assert made["d/work.ipynb"].cells[0].source == "kept elsewhere"
+    assert not (root / "d" / ".ipynb_checkpoints").exists()
+
+
+def test_a_manager_with_a_save_of_its_own_never_writes_into_a_sandboxed_folder(tmp_path) -> None:
+    """Its save follows links after the check; only code that writes into the path's folders can swap
+    one, so it is not asked to write inside the DeerFlow users' folders (the swap is tried anyway)."""
+    root = tmp_path / "root"
+    thread = root / "home" / "users" / "u" / "threads" / "t" / "user-data" / "workspace"
+    (thread / "d").mkdir(parents=True)
+    (root / "mine").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    nbformat.write(notebook("the user's other notebook"), str(outside / "work.ipynb"))
+    for folder in (thread / "d", root / "mine"):
+        nbformat.write(notebook("as it was"), str(folder / "work.ipynb"))
+    calls = []
+
+    class PairingManager(AsyncFileContentsManager):
+        async def save(self, model: dict[str, Any], path: str = "") -> dict[str, Any]:
+            calls.append(path)
+            return await super().save(model, path)
+
+    manager = PairingManager(root_dir=str(root))
+    manager.register_pre_save_hook(swap_before_save(thread, outside))  # what the sandbox would race
+    access = ContentsNotebookAccess(manager)
+    access.sandboxed_in(root / "home" / "users")
+    before = snapshot(outside)
+    in_thread = "home/users/u/threads/t/user-data/workspace/d"
+    for write in (lambda: access.write(f"{in_thread}/work.ipynb", notebook("planted")),
+                  lambda: access.put_file(f"{in_thread}/planted.txt", b"planted"),
+                  lambda: access.make_dirs(f"{in_thread}/new")):
+        with pytest.raises(NotebookError, match="inside a DeerFlow thread's folder") as refused:
+            asyncio.run(write())
+        assert refused.value.code == "path_outside_root" and "\n" not in str(refused.value)
+    assert calls == [] and snapshot(outside) == before
+    assert "as it was" in (thread / "d" / "work.ipynb").read_text()
+    asyncio.run(access.write("mine/work.ipynb", notebook("through the manager")))  # elsewhere: its save
+    assert calls == ["mine/work.ipynb"] and "through the manager" in (root / "mine" / "work.ipynb").read_text()

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: load
     from nbformat import NotebookNode
 
     from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.stored import DigestStore
 
 __all__ = ["ContextCache", "FileNotebookAccess", "LiveDocuments", "NotebookAccess",
            "NotebookError", "NotebookFile", "Signature", "check_notebook_path", "check_root_path",
@@ -135,6 +136,58 @@ class NotebookAccess(ABC):
     _digests: ContextCache | None = None
     _warming: dict[str, asyncio.Future[None]] | None = None
     _again: set[str] | None = None
+    _keeping: set[asyncio.Future[None]] | None = None
+    stored: DigestStore | None = None
+    """Rendered notebook versions on disk (:meth:`keep_in`); None: kept in memory only."""
+
+    def keep_in(self, folder: Path) -> None:
+        """Keep rendered notebook versions in ``folder`` too (``$DEERFLOW_HOME/cache/notebooks``),
+        so another process (the CLI, a kernel's client, a restarted server) finds them."""
+        from deerflow.notebooks.stored import DigestStore
+
+        self.stored = DigestStore(folder)  # consulted only for a local file's signature
+
+    async def stored_digest(self, path: str, signature: Signature) -> NotebookDigest | None:
+        """The version ``signature`` of ``path`` as rendered before by any process (None: never)."""
+        store = self.stored
+        if store is None:
+            return None
+        found = await asyncio.to_thread(self._load_stored, store, path, signature)
+        if found is not None:
+            self.digests.put((path, signature), found)
+        return found
+
+    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
+        """:meth:`DigestStore.load`, only for a file this process may read: the store never serves
+        what a read would refuse (blocking; a backend with local files checks it by opening one)."""
+        return None
+
+    def keep_soon(self, path: str, digest: NotebookDigest) -> None:
+        """After a run read ``path`` cold: render the rest of its cells in the background and keep
+        them (memory and disk), so the next run in any cell of this version parses nothing."""
+        if digest.signature is None:
+            return
+        if self._keeping is None:
+            self._keeping = set()
+        keeping = self._keeping
+
+        async def keep() -> None:
+            try:
+                built = await asyncio.to_thread(_warm, digest, path, self.stored)
+            except Exception:
+                log.warning("keeping notebook %r failed", path, exc_info=True)
+                return
+            self._keep(path, digest, built)
+
+        task = asyncio.ensure_future(keep())
+        keeping.add(task)
+        task.add_done_callback(keeping.discard)
+
+    def _keep(self, path: str, digest: NotebookDigest, built: list[tuple[tuple[Any, ...], Any]]) -> None:
+        assert digest.signature is not None
+        self.digests.put((path, digest.signature), digest)
+        for key, context in built:
+            self.contexts.put(key, context)
 
     @property
     def contexts(self) -> ContextCache:
@@ -198,12 +251,12 @@ class NotebookAccess(ABC):
             signature = await self.signature(path)
             if signature is None or self.digests.get((path, signature)) is not None:
                 return
-            digest = await self.digest(path)
-            built = await asyncio.to_thread(_warm, digest, path)
+            digest = await self.stored_digest(path, signature)  # rendered before, by any process
+            if digest is None:
+                digest = await self.digest(path)
+            built = await asyncio.to_thread(_warm, digest, path, self.stored)
             if digest.signature is not None:
-                self.digests.put((path, digest.signature), digest)
-                for key, context in built:
-                    self.contexts.put(key, context)
+                self._keep(path, digest, built)
         except NotebookError:
             return
         except Exception:
@@ -255,6 +308,21 @@ class FileNotebookAccess(NotebookAccess):
 
     async def signature(self, path: str) -> Signature | None:
         return await asyncio.to_thread(file_signature, self.root, path)
+
+    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
+        """The stored version, if the file opens for reading here (no link followed) and is still
+        that version: a file made unreadable to this process is not served from the store."""
+        try:
+            with self._open_root() as root:
+                fd = root.open_file(path)
+                try:
+                    if signature_of(os.fstat(fd)) != signature:
+                        return None
+                finally:
+                    os.close(fd)
+        except (NotebookError, OSError):
+            return None
+        return store.load(signature)
 
     def _read_bytes(self, path: str) -> tuple[bytes, os.stat_result]:
         """The file's bytes and its stat, both from one descriptor opened without following links."""
@@ -321,6 +389,21 @@ class FileNotebookAccess(NotebookAccess):
             except UnsafePath as exc:
                 raise self._refused(root, path, exc) from None
 
+    def first_checkpoint(self, path: str, checkpoint: str, data: bytes) -> bool:
+        """Write ``data`` (the notebook ``path`` as just saved) as its checkpoint file ``checkpoint``
+        unless something is there already (a checkpoint, or a link: left alone, never written
+        through); a link on the way is refused.  The notebook's permissions are kept.  Blocking."""
+        with self._open_root() as root:
+            try:
+                if root.lstat(checkpoint) is not None:
+                    return False
+                st = root.lstat(path)
+                mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
+                root.write_bytes(checkpoint, data, mode=mode, makedirs=True)
+            except UnsafePath as exc:
+                raise self._refused(root, checkpoint, exc) from None
+        return True
+
     async def make_dirs(self, path: str) -> None:
         await asyncio.to_thread(self.make_dirs_now, check_root_path(path))
 
@@ -385,11 +468,15 @@ def _nearby(root: SafeDir, path: str) -> str:
     return "notebooks there: " + ", ".join(names[:_LISTED]) + (" …" if len(names) > _LISTED else "")
 
 
-def _warm(digest: NotebookDigest, path: str) -> list[tuple[tuple[Any, ...], Any]]:
-    """The pre-warm's CPU work (a worker thread's): every cell rendered, the likely contexts built."""
+def _warm(digest: NotebookDigest, path: str, store: DigestStore | None = None) -> list[tuple[tuple[Any, ...], Any]]:
+    """The pre-warm's work (a worker thread's): every cell rendered (and kept in ``store`` unless it
+    came from there), the likely contexts built."""
     from deerflow.notebooks.digest import CONTEXT_TOKENS, build_context, context_key
 
-    digest.render_all()
+    if not digest.complete:
+        digest.render_all()
+        if store is not None:
+            store.save(path, digest)
     return [(context_key(path, digest.signature, anchor, None, CONTEXT_TOKENS),
              build_context(digest, path, anchor, None, CONTEXT_TOKENS)) for anchor in digest.anchors()]
 

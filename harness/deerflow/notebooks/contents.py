@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import inspect
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
     from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.stored import DigestStore
+
+log = logging.getLogger(__name__)
 
 
 class ContentsNotebookAccess(NotebookAccess):
@@ -54,6 +58,24 @@ class ContentsNotebookAccess(NotebookAccess):
         # jupyter_server's own file save (not a subclass's, e.g. jupytext's pairing): replayed here
         # with the write itself through SafeDir (see _save_local)
         self._own_save = local and _stock_save(contents_manager)
+        self.sandboxed: tuple[str, ...] = ()  # see sandboxed_in
+
+    def sandboxed_in(self, *folders: str | os.PathLike[str]) -> None:
+        """The folders sandboxed code can write into (the DeerFlow users' folders, when they lie
+        under the Jupyter root).  A manager with a ``save`` of its own writes by path, following
+        links, after the link check: a folder on the path swapped for a link in between would
+        redirect it.  Only code that can write into the path's folders can swap one, so such a
+        manager is not asked to write anything inside these folders (:meth:`_check_by_path`)."""
+        self.sandboxed = tuple(os.path.realpath(f) for f in folders)
+
+    async def _check_by_path(self, path: str) -> None:
+        """Refuse a write through a path-following ``save`` into a sandbox-writable folder."""
+        if self._own_save or self._files is None or not self.sandboxed:
+            return
+        real = await asyncio.to_thread(os.path.realpath, os.path.join(self._files.root, *path.split("/")))
+        if any(real == folder or real.startswith(folder.rstrip(os.sep) + os.sep) for folder in self.sandboxed):
+            raise NotebookError(f"{path!r} is inside a DeerFlow thread's folder: this server's contents manager "
+                                "saves by path, so DeerFlow does not write there through it", code="path_outside_root")
 
     def watch(self) -> bool:
         """Pre-warm a notebook's context when the server opens or saves it: a listener on the
@@ -102,6 +124,9 @@ class ContentsNotebookAccess(NotebookAccess):
             return None
         return await self._files.signature(path)
 
+    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
+        return self._files._load_stored(store, path, signature) if self._files is not None else None
+
     async def digest(self, path: str) -> NotebookDigest:
         await self._check_local(path)
         if self._files is not None and (self.live is None or await self.live.document(path) is None):
@@ -141,6 +166,7 @@ class ContentsNotebookAccess(NotebookAccess):
         if self._own_save:
             await self._save_local(path, model)
             return
+        await self._check_by_path(path)
         try:
             await self._call("save", model, path)
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
@@ -154,6 +180,7 @@ class ContentsNotebookAccess(NotebookAccess):
         for depth in range(1, len(parts) + 1):
             folder = "/".join(parts[:depth])
             await self._check_local(folder)
+            await self._check_by_path(folder)
             try:
                 if not await self._call("dir_exists", folder):
                     await self._call("save", {"type": "directory"}, folder)
@@ -167,6 +194,7 @@ class ContentsNotebookAccess(NotebookAccess):
         if self._own_save:
             await self._save_local(path, model, data)
             return
+        await self._check_by_path(path)
         try:
             await self._call("save", model, path)
         except Exception as exc:  # noqa: BLE001 - tornado HTTPError from any contents manager
@@ -182,8 +210,8 @@ class ContentsNotebookAccess(NotebookAccess):
         folder opened without following a link (:meth:`FileNotebookAccess.replace`): a swap at any
         moment is refused, never followed.  Around it, what the manager's save does: its pre-save
         hooks (which may change the model), trust signing, post-save hooks and ``save`` event.
-        Not done: the manager's first checkpoint of a notebook (a copy made by path, following
-        links; JupyterLab checkpoints a notebook when the user saves it).
+        A notebook's first checkpoint (the manager's save makes one when there is none) is
+        written from the bytes just saved (:meth:`_first_checkpoint`), never copied by path.
         """
         cm, files = self.cm, self._files
         assert files is not None  # _own_save implies a local root
@@ -197,13 +225,42 @@ class ContentsNotebookAccess(NotebookAccess):
                 cm.check_and_sign(nb, path)
         except Exception as exc:  # noqa: BLE001 - a hook's HTTPError refuses the save, as in the manager
             raise self._translate(path, exc) from None
-        await asyncio.to_thread(lambda: files.replace(path, _notebook_bytes(nb) if nb is not None else data or b""))
+        written = _notebook_bytes(nb) if nb is not None else data or b""
+        await asyncio.to_thread(files.replace, path, written)
+        if nb is not None:
+            await self._first_checkpoint(path, written)
         saved = {**{k: v for k, v in model.items() if k != "content"}, "content": None, "path": path,
                  "name": path.rsplit("/", 1)[-1]}
         cm.run_post_save_hooks(model=saved, os_path=os.path.join(files.root, *path.split("/")))
         emit = getattr(cm, "emit", None)
         if callable(emit):
             emit(data={"action": "save", "path": path})
+
+    async def _first_checkpoint(self, path: str, written: bytes) -> None:
+        """The checkpoint jupyter_server's save makes for a notebook that has none ("File > Revert"
+        goes back to it), made without following a link.
+
+        The manager's own ``create_checkpoint`` copies the notebook by path, following links: a
+        link planted in place of the notebook right after the save would copy the file it points
+        to (outside the root, or a secret) into the checkpoint folder beside the notebook.  For
+        jupyter_server's file checkpoints it is written here from the bytes just saved, through
+        SafeDir (a link at the checkpoint or on the way to it is left alone, never written
+        through); other checkpoints (a database, S3) are asked through the ContentsManager, which
+        reads its own storage.  A checkpoint that cannot be made does not fail the save (nor does
+        it in the manager, whose fallback folder for a read-only one is not replayed); it is logged.
+        """
+        checkpoints = getattr(self.cm, "checkpoints", None)
+        try:
+            rel = _file_checkpoint(checkpoints, path)
+            if rel is not None and self._files is not None:
+                await asyncio.to_thread(self._files.first_checkpoint, path, rel, written)
+            elif checkpoints is not None and not _stock_checkpoints(checkpoints) \
+                    and not await self._call("list_checkpoints", path):
+                await self._call("create_checkpoint", path)
+        except NotebookError as exc:  # a link on the way to it (refused): one line, not a traceback
+            log.warning("the first checkpoint of %r was not made: %s", path, exc)
+        except Exception:
+            log.warning("the first checkpoint of %r was not made", path, exc_info=True)
 
     def _translate(self, path: str, exc: Exception) -> NotebookError:
         status = getattr(exc, "status_code", None)
@@ -220,6 +277,30 @@ def _notebook_bytes(nb: NotebookNode) -> bytes:
     import nbformat
 
     return (nbformat.writes(nb) + "\n").encode("utf-8")
+
+
+def _stock_checkpoints(checkpoints: Any) -> bool:
+    """Whether ``checkpoints`` are jupyter_server's file checkpoints (copies beside the notebook)."""
+    from jupyter_server.services.contents.filecheckpoints import (
+        AsyncFileCheckpoints,
+        FileCheckpoints,
+    )
+
+    return type(checkpoints) in (FileCheckpoints, AsyncFileCheckpoints)
+
+
+def _file_checkpoint(checkpoints: Any, path: str) -> str | None:
+    """The root-relative path of notebook ``path``'s first checkpoint under jupyter_server's file
+    checkpoints (``folder/.ipynb_checkpoints/name-checkpoint.ipynb``); None for other checkpoints
+    or a checkpoint folder that is not one plain name."""
+    if checkpoints is None or not _stock_checkpoints(checkpoints):
+        return None
+    folder = getattr(checkpoints, "checkpoint_dir", "")
+    if not isinstance(folder, str) or not folder or "/" in folder or "\\" in folder or folder in (".", ".."):
+        return None
+    parent, _, name = path.rpartition("/")
+    base, ext = os.path.splitext(name)
+    return "/".join(p for p in (parent, folder, f"{base}-checkpoint{ext}") if p)
 
 
 def _stock_save(contents_manager: Any) -> bool:

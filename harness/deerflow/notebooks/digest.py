@@ -57,14 +57,15 @@ class NotebookDigest:
     """
 
     def __init__(self, ids: list[str], cells: Sequence[Any], render: Callable[[Any, str], str],
-                 signature: Signature | None) -> None:
+                 signature: Signature | None, *, magic: list[str] | None = None) -> None:
         self.ids = ids
         self.signature = signature
         self._cells: Sequence[Any] = cells
         self._render = render
         self._texts: list[str | None] = [None] * len(ids)
         self.known = frozenset(ids)
-        self.magic = [cell_id for cell_id, cell in zip(ids, cells, strict=True) if _source(cell).startswith(MAGIC)]
+        self.magic = magic if magic is not None else \
+            [cell_id for cell_id, cell in zip(ids, cells, strict=True) if _source(cell).startswith(MAGIC)]
 
     @classmethod
     def from_bytes(cls, data: bytes, signature: Signature | None) -> NotebookDigest | None:
@@ -78,6 +79,18 @@ class NotebookDigest:
     def from_nodes(cls, nb: NotebookNode, signature: Signature | None = None) -> NotebookDigest:
         """The digest of a notebook already read as nodes (cell ids ensured by the reader)."""
         return cls([str(c["id"]) for c in nb.cells], list(nb.cells), _render_node, signature)
+
+    @classmethod
+    def from_texts(cls, ids: list[str], texts: list[str], magic: list[str], signature: Signature | None
+                   ) -> NotebookDigest:
+        """A complete digest from cells rendered before (:class:`~deerflow.notebooks.stored.DigestStore`)."""
+        digest = cls(ids, (), _render_light, signature, magic=magic)
+        digest._texts = list(texts)
+        return digest
+
+    def texts(self) -> list[str]:
+        """Every cell's text (a complete digest's: see :meth:`render_all`)."""
+        return [self.text(i) for i in range(len(self.ids))]
 
     @property
     def complete(self) -> bool:

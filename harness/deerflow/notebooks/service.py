@@ -192,7 +192,7 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
     if signature is not None:
         if (cached := access.contexts.get(context_key(path, signature, cell_id, cell_ids, max_tokens))) is not None:
             return cached  # the same file as last time (or pre-built by the pre-warm): no parse
-        warm = access.digests.get((path, signature))
+        warm = access.digests.get((path, signature)) or await access.stored_digest(path, signature)
         if warm is not None:
             anchor = cell_id if cell_id in warm.known else None  # a calling cell not saved yet: all cells
             found = access.contexts.get(context_key(path, signature, anchor, cell_ids, max_tokens))
@@ -200,6 +200,7 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
                                       anchor, cell_ids, max_tokens)
     digest = await access.digest(path)
     built = await asyncio.to_thread(build_context, digest, path, cell_id, cell_ids, max_tokens)
+    access.keep_soon(path, digest)  # the rest rendered in the background, kept for the next run
     return _remember(access, path, digest, built, cell_id, cell_ids, max_tokens)
 
 
