@@ -54,6 +54,8 @@ ALLOWED = {
     "deerflow/mcp/transport.py": _HOST_ONLY,
     "deerflow/models/cassette.py": "cassette files the user names (the user's own files)",
     "deerflow/models/script_format.py": "scripted-model files from config (the user's own files)",
+    "deerflow/notebooks/stored.py": "makes $DEERFLOW_HOME/cache/notebooks (host-private); its "
+                                   "entries are read and written through SafeDir",
     "deerflow/persistence/checkpointer.py": _HOST_ONLY,
     "deerflow/persistence/files.py": _HOST_ONLY,
     "deerflow/persistence/sqlite.py": _HOST_ONLY,
