@@ -16,7 +16,7 @@ import pytest
 
 from deerflow.persistence.aio import GUARD_ENV, LoopBlocked, StoreUnavailable
 from deerflow.persistence.sqlite import StorageError
-from deerflow.persistence.store import MetadataStore, RunRecord
+from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord
 
 
 @pytest.fixture
@@ -115,3 +115,17 @@ def test_a_thread_keeps_its_connection_until_the_file_is_replaced(tmp_path: Path
         store.get_thread("t1", "alice")  # a new connection, to the empty file now at the path
     assert store._local.kept[1] is not kept
     assert MetadataStore(tmp_path / "aside.db").get_thread("t1", "alice") is not None
+
+
+async def test_a_runs_end_is_recorded_in_one_call(store):
+    """Events, status, result, the lease given back and the thread's title: all of the run's end."""
+    terms = LeaseTerms(owner="o1", holder="here", seconds=60)
+    await store.aio.create_run(RunRecord("r1", "t1", "alice", "running", 1.0, 1.0), lease=terms)
+    assert await store.aio.thread_lease("t1") is not None
+    await store.aio.record_run_end("r1", "t1", events=[(1, "a"), (2, "b")], status="success",
+                                   result={"text": "done"}, lease_owner="o1", title="Plots")
+    assert await store.aio.events("r1") == ["a", "b"]
+    run = await store.aio.get_run("r1", "alice")
+    assert (run.status, run.result) == ("success", {"text": "done"})
+    assert await store.aio.thread_lease("t1") is None
+    assert (await store.aio.get_thread("t1", "alice")).title == "Plots"

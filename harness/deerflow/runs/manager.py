@@ -445,10 +445,10 @@ class RunManager:
                                             None), "stopped_by": finished.stopped_by, "usage": finished.usage}
         live.record.result = result
         try:
-            await self.store.aio.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in events])
-            await self.store.aio.finish_run(live.run_id, status=finished.status, error=finished.error,
-                                            result=result, lease_owner=lease.owner)
-            await self.store.aio.update_thread(live.record.thread_id, title=finished.title)
+            await self.store.aio.record_run_end(  # one transaction: events, end, lease, thread title
+                live.run_id, live.record.thread_id, events=[(e.seq, e.model_dump_json()) for e in events],
+                status=finished.status, error=finished.error, result=result, lease_owner=lease.owner,
+                title=finished.title)
         except (StorageError, sqlite3.Error) as exc:
             logger.error("could not record the end of run %s on thread %s (%s: %s)", live.run_id,
                          live.record.thread_id, type(exc).__name__, exc)
