@@ -331,7 +331,9 @@ class RunManager:
             await self.athread(request.thread_id, user_id)
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
-        await self.store.aio.run(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
+        budget = self.loaded.config.usage.daily_token_budget
+        if budget is not None:  # no budget (the default): no store round trip before the first event
+            await self.store.aio.run(check_daily_budget, self.store, user_id, budget)
         prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
