@@ -145,3 +145,39 @@ def _unblock_readers(fifo: Path) -> None:
         except OSError:  # ENXIO: no reader left
             return
         threading.Event().wait(0.05)
+
+
+def test_an_ended_calls_thread_takes_the_next_call_with_its_own_context() -> None:
+    """A finished call's thread waits for the next one (no thread start per call); context never leaks."""
+    import contextvars
+
+    offloader = Offloader(per_key=2, total=4)
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+
+    def seen(value: str) -> tuple[int, str]:
+        before = var.get()
+        var.set(value)  # set inside the call: must not reach the next call on this thread
+        return threading.get_ident(), before
+
+    first_thread, _ = offloader.run(seen, "a", key="k", what="first", deadline=HANG_GUARD_S)
+    token = var.set("caller's")
+    try:
+        second_thread, second_saw = offloader.run(seen, "b", key="k", what="second", deadline=HANG_GUARD_S)
+    finally:
+        var.reset(token)
+    assert second_thread == first_thread
+    assert second_saw == "caller's"  # the caller's context, not what the first call set
+    assert offloader.in_flight() == 0
+
+
+def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
+    offloader = Offloader(per_key=2, total=4)
+    release = threading.Event()
+    with pytest.raises(ToolFailure) as hung:
+        offloader.run(release.wait, key="k", what="hang", deadline=0.2)
+    assert hung.value.code == "tool_timeout"
+    try:
+        assert offloader.run(lambda: "ok", key="k", what="next", deadline=HANG_GUARD_S) == "ok"
+        assert offloader.in_flight("k") == 1  # the abandoned call still holds its slot
+    finally:
+        release.set()

@@ -52,6 +52,9 @@ class _RunHandler(DeerFlowHandler):
         self.set_header("X-Accel-Buffering", "no")
         self.set_header("Content-Location", base)
         self.set_header("Location", f"{base}/stream")
+        stream = getattr(self.request.connection, "stream", None)
+        if stream is not None:  # each event leaves when flushed; Nagle held it for the client's delayed ACK
+            stream.set_nodelay(True)  # (tornado turns it off again when the response ends)
         try:
             await self._send(wire.sse("metadata", {"run_id": live.run_id, "attempt": 1}))
             async for index, kind, data in live.stream_frames(after=after, heartbeat=HEARTBEAT_SECONDS):

@@ -236,6 +236,28 @@ class MetadataStore(SqliteStore):
             if lease_owner is not None:
                 db.execute("DELETE FROM thread_leases WHERE run_id=? AND owner=?", (run_id, lease_owner))
 
+    def record_run_end(self, run_id: str, thread_id: str, *, events: Sequence[tuple[int, str]], status: str,
+                       error: str | None = None, result: dict[str, Any] | None = None,
+                       lease_owner: str | None = None, title: str | None = None) -> None:
+        """A run's events, its end (releasing its lease) and its thread's title and time, in one transaction.
+
+        What :meth:`add_events`, :meth:`finish_run` and :meth:`update_thread` do, at
+        the cost of one commit instead of three: all of the end is recorded or none.
+        """
+        now = time.time()
+        with self._connect() as db:
+            db.executemany("INSERT INTO run_events (run_id, seq, event) VALUES (?,?,?)"
+                           " ON CONFLICT (run_id, seq) DO UPDATE SET event=excluded.event",
+                           [(run_id, seq, data) for seq, data in events])
+            db.execute("UPDATE runs SET status=?, error=?, result=?, updated_at=? WHERE run_id=?",
+                       (status, error, json.dumps(result or {}), now, run_id))
+            if lease_owner is not None:
+                db.execute("DELETE FROM thread_leases WHERE run_id=? AND owner=?", (run_id, lease_owner))
+            if title is not None:
+                db.execute("UPDATE threads SET updated_at=?, title=? WHERE thread_id=?", (now, title, thread_id))
+            else:
+                db.execute("UPDATE threads SET updated_at=? WHERE thread_id=?", (now, thread_id))
+
     # -- thread leases -------------------------------------------------------------
     def acquire_lease(self, thread_id: str, activity: str, lease: LeaseTerms) -> None:
         """Take the thread's lease for work that is not a recorded run (``activity``: compaction...).

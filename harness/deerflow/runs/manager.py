@@ -331,7 +331,9 @@ class RunManager:
             await self.athread(request.thread_id, user_id)
             if request.thread_id in self._active_by_thread:
                 raise ThreadBusy(request.thread_id, run_id=self._active_by_thread[request.thread_id])
-        await self.store.aio.run(check_daily_budget, self.store, user_id, self.loaded.config.usage.daily_token_budget)
+        budget = self.loaded.config.usage.daily_token_budget
+        if budget is not None:  # no budget (the default): no store round trip before the first event
+            await self.store.aio.run(check_daily_budget, self.store, user_id, budget)
         prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
@@ -445,10 +447,10 @@ class RunManager:
                                             None), "stopped_by": finished.stopped_by, "usage": finished.usage}
         live.record.result = result
         try:
-            await self.store.aio.add_events(live.run_id, [(e.seq, e.model_dump_json()) for e in events])
-            await self.store.aio.finish_run(live.run_id, status=finished.status, error=finished.error,
-                                            result=result, lease_owner=lease.owner)
-            await self.store.aio.update_thread(live.record.thread_id, title=finished.title)
+            await self.store.aio.record_run_end(  # one transaction: events, end, lease, thread title
+                live.run_id, live.record.thread_id, events=[(e.seq, e.model_dump_json()) for e in events],
+                status=finished.status, error=finished.error, result=result, lease_owner=lease.owner,
+                title=finished.title)
         except (StorageError, sqlite3.Error) as exc:
             logger.error("could not record the end of run %s on thread %s (%s: %s)", live.run_id,
                          live.record.thread_id, type(exc).__name__, exc)

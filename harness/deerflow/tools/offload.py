@@ -19,6 +19,12 @@ and stall every other thread's run.
 * refuses every call once ``total`` threads are in flight, so the process
   cannot be driven out of threads either.
 
+A thread whose call ended waits a while (``IDLE_SECONDS``) for the next call
+instead of ending, at most ``IDLE_THREADS`` of them: starting an OS thread is a
+context switch and a wait, paid twice per run (the workspace snapshots) and on
+every file tool call.  An abandoned call keeps its thread (it is never idle), so
+a hung call still cannot take a worker another call needs.
+
 Both entry points exist because tools run under ``agent.invoke`` (the sync
 path, on a LangGraph worker thread) and ``agent.ainvoke`` (on the loop).
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import queue
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -41,6 +48,12 @@ T = TypeVar("T")
 
 PER_KEY_LIMIT = 4
 TOTAL_LIMIT = 256
+IDLE_THREADS = 8
+"""Threads kept waiting for the next call once theirs ended."""
+IDLE_SECONDS = 30.0
+"""How long an idle thread waits for a next call before it ends."""
+
+Job = Callable[[], None]
 
 
 class Offloader:
@@ -56,6 +69,7 @@ class Offloader:
         self.total = total
         self._lock = threading.Lock()
         self._in_flight: Counter[str] = Counter()
+        self._idle: list[queue.SimpleQueue[Job]] = []  # the inboxes of threads waiting for a call
 
     def in_flight(self, key: str | None = None) -> int:
         """Calls whose thread has not ended yet (for ``key``, or in all)."""
@@ -101,12 +115,35 @@ class Offloader:
             finally:
                 self._release(key)
 
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is not None:  # a thread is waiting: no new thread to start
+            inbox.put(work)
+            return future
         try:
-            threading.Thread(target=work, name=f"deerflow-offload:{what}", daemon=True).start()
+            threading.Thread(target=self._serve, args=(work,), name="deerflow-offload", daemon=True).start()
         except BaseException:
             self._release(key)
             raise
         return future
+
+    def _serve(self, job: Job) -> None:
+        """Run ``job``, then the calls handed to this thread while it waits idle; end when none comes."""
+        inbox: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        while True:
+            job()
+            with self._lock:
+                if len(self._idle) >= IDLE_THREADS:
+                    return
+                self._idle.append(inbox)
+            try:
+                job = inbox.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # nobody picked this thread: end it
+                        self._idle.remove(inbox)
+                        return
+                job = inbox.get()  # picked just as the wait ended: its call is on the way
 
     def run(
         self, fn: Callable[..., T], *args: Any, key: str, what: str, deadline: float, **kwargs: Any
