@@ -33,7 +33,10 @@ from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, Skill
 from deerflow.tools.builtins.agent_tools import host_catalog
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from deerflow.mcp.manager import McpManager
+    from deerflow.runs.thread_files import ExportFolder, ThreadExport
 
 T = TypeVar("T")
 
@@ -330,6 +333,30 @@ class AsyncDeerFlowClient:
         manager = await self.manager()
         return (await manager.files.read_artifact(self.user_id, thread_id, path)).data
 
+    async def export(self, thread_id: str, dest: str | Path | IO[bytes], *,
+                     folders: Sequence[ExportFolder] = ("outputs",)) -> ThreadExport:
+        """Write a zip of the thread's ``folders`` to ``dest`` (a path, replaced, or a binary stream).
+
+        Only regular files go in; links, FIFOs and the like in the thread are listed in
+        ``ThreadExport.skipped``, never followed (``ThreadFiles.export``).
+
+        Raises:
+            NotFoundError: no such thread.
+            UserError: an unknown folder; ``ExportTooLarge`` past the export's bound (no file is left).
+        """
+        manager = await self.manager()
+        if not isinstance(dest, (str, Path)):
+            return await manager.files.export(self.user_id, thread_id, dest, folders=folders)
+        await manager.athread(thread_id, self.user_id)  # an unknown thread leaves dest as it was
+        target = Path(dest)
+        out = await asyncio.to_thread(target.open, "wb")
+        try:
+            with out:
+                return await manager.files.export(self.user_id, thread_id, out, folders=folders)
+        except BaseException:
+            await asyncio.to_thread(target.unlink, missing_ok=True)
+            raise
+
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                              max_frames: int | None = None) -> AsyncGenerator[bytes, None]:
         """Live JPEG frames of the thread's browser page, as it changes (one viewer at a time)."""
@@ -490,6 +517,10 @@ class DeerFlowClient:
 
     def read_artifact(self, thread_id: str, path: str) -> bytes:
         return self._call(self._async.read_artifact(thread_id, path))
+
+    def export(self, thread_id: str, dest: str | Path | IO[bytes], *,
+               folders: Sequence[ExportFolder] = ("outputs",)) -> ThreadExport:
+        return self._call(self._async.export(thread_id, dest, folders=folders))
 
     def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                        max_frames: int | None = None) -> Iterator[bytes]:

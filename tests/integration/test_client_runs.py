@@ -100,6 +100,24 @@ def test_restart_keeps_messages_and_artifacts(deerflow_home):
         assert [t.thread_id for t in again.threads()] == [first.thread_id]
 
 
+def test_the_client_exports_a_thread_to_a_zip_file(deerflow_home, tmp_path):
+    import zipfile
+
+    with DeerFlowClient() as client:
+        run = client.chat("Write me a report")
+        (tmp_path / "secret.txt").write_text("host-only")
+        outputs = client.home.thread(client.user_id, run.thread_id).outputs
+        (outputs / "planted").symlink_to(tmp_path / "secret.txt")
+        done = client.export(run.thread_id, tmp_path / "out.zip")
+        with zipfile.ZipFile(tmp_path / "out.zip") as archive:
+            assert archive.namelist() == done.files == ["outputs/report.md"]
+            assert archive.read("outputs/report.md").startswith(b"# Report")
+        assert [s.split(":")[0] for s in done.skipped] == ["outputs/planted"]
+        with pytest.raises(NotFoundError):
+            client.export("no-such-thread", tmp_path / "other.zip")
+        assert not (tmp_path / "other.zip").exists()
+
+
 def test_bad_input_leaves_existing_threads_untouched(deerflow_home):
     with DeerFlowClient() as client:
         done = client.chat("Write me a report")

@@ -147,7 +147,7 @@ CODE_STATUS = {
     "not_found": 404, "no_browser_session": 404, "browser_unavailable": 404,
     "forbidden": 403,
     "conflict": 409, "unavailable": 409, "live_view_busy": 409,
-    "upload_rejected": 422,
+    "upload_rejected": 422, "export_too_large": 413,
 }
 """The status of a typed error's ``code`` (a :class:`ToolFailure`'s, a :class:`UserError` kind's);
 any other code is bad input, 422."""
