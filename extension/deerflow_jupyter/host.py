@@ -62,7 +62,7 @@ class HarnessHost:
             if self._manager is None:
                 self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
                 if self.notebooks is not None:
-                    self._manager.services.notebooks = self.notebooks
+                    self._manager.use_notebooks(self.notebooks)
             return self._manager
 
     async def close(self, *, reason: str | None = None) -> None:

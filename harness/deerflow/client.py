@@ -30,7 +30,6 @@ from deerflow.runtime import events as ev
 from deerflow.sandbox.files.uploads import UploadInfo
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
-from deerflow.tools.builtins.agent_tools import host_catalog
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -118,7 +117,7 @@ class AsyncDeerFlowClient:
     @property
     def config(self) -> Any:
         """The config in force (an edited file is picked up by the next run)."""
-        return (self._manager.loaded if self._manager is not None else self._loaded).config
+        return self._manager.config if self._manager is not None else self._loaded.config
 
     async def manager(self) -> RunManager:
         """The run manager, opened on first use; concurrent first calls share one opening
@@ -138,8 +137,7 @@ class AsyncDeerFlowClient:
                 # no Jupyter server here: the user's notebooks are files under the notebook root
                 from deerflow.notebooks.access import FileNotebookAccess  # nbformat: lazy
 
-                if manager.services.notebooks is None:
-                    manager.services.notebooks = FileNotebookAccess.from_env()
+                manager.use_notebooks(FileNotebookAccess.from_env(), replace=False)
         return self._manager
 
     async def aclose(self) -> None:
@@ -230,7 +228,7 @@ class AsyncDeerFlowClient:
             change = AgentChange(**changes)
         except TypeError as exc:
             raise UserError(f"update_agent: {exc}") from None
-        catalog = host_catalog(self.config, self.home, self.user_id, services=manager.services)
+        catalog = manager.agent_catalog(self.user_id, self.home)
         return self.agent_store().update(name, change, catalog=catalog)
 
     # -- schedules -----------------------------------------------------------------------
@@ -362,12 +360,10 @@ class AsyncDeerFlowClient:
         """Live JPEG frames of the thread's browser page, as it changes (one viewer at a time)."""
         from contextlib import aclosing
 
-        from deerflow.browser.service import live_frames
-
         manager = await self.manager()
         await manager.athread(thread_id, self.user_id)
-        async with aclosing(live_frames(manager.services, thread_id, self.user_id, interval=interval,
-                                        max_frames=max_frames)) as frames:
+        async with aclosing(manager.browser_frames(thread_id, self.user_id, interval=interval,
+                                                   max_frames=max_frames)) as frames:
             async for frame in frames:
                 yield frame
 
