@@ -79,7 +79,7 @@ class DeerFlowHandler(ExtensionHandlerMixin, APIHandler):  # pyright: ignore[rep
             return self.settings["deerflow_owner"]
         return _safe_user(self.current_user.username)
 
-    async def prepare(self) -> None:  # type: ignore[override]
+    async def prepare(self) -> None:
         """Jupyter's auth first, then the URL's ids (only for an authenticated caller)."""
         result = super().prepare()
         if isinstance(result, Awaitable):
