@@ -345,7 +345,10 @@ class AsyncDeerFlowClient:
         manager = await self.manager()
         if not isinstance(dest, (str, Path)):
             return await manager.files.export(self.user_id, thread_id, dest, folders=folders)
-        await manager.athread(thread_id, self.user_id)  # an unknown thread leaves dest as it was
+        from deerflow.runs.thread_files import export_folders
+
+        export_folders(folders)  # a bad folder, like an unknown thread, leaves dest as it was
+        await manager.athread(thread_id, self.user_id)
         target = Path(dest)
         out = await asyncio.to_thread(target.open, "wb")
         try:

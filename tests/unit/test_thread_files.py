@@ -196,3 +196,8 @@ def test_an_export_over_its_bound_is_a_typed_error_and_unknown_folders_are_refus
         _export(service, folders=["skills"])
     with pytest.raises(NotFoundError):
         asyncio.run(service.export("mallory", "t1", io.BytesIO()))
+
+
+def test_an_export_of_a_thread_without_folders_is_an_empty_archive(tmp_path: Path) -> None:
+    done, content = _export(files(tmp_path, t1=[]), folders=["outputs", "workspace", "uploads"])
+    assert (content, done.files, done.skipped) == ({}, [], [])

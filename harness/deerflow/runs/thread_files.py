@@ -221,31 +221,56 @@ class ThreadFiles:
             UserError: a folder that is not one of ``outputs``, ``workspace``, ``uploads``.
             ExportTooLarge: the files add up to more than ``max_bytes`` (``out`` then holds a partial archive).
         """
-        unknown = sorted(set(folders) - {"outputs", "workspace", "uploads"})
-        if unknown:
-            raise UserError(f"cannot export {unknown[0]!r}: choose from outputs, workspace, uploads")
+        chosen = export_folders(folders)
         await self._threads.athread(thread_id, user_id)
         root = self._home.thread(user_id, thread_id).root
-        return await asyncio.to_thread(write_export, root, list(dict.fromkeys(folders)), out, max_bytes)
+        return await asyncio.to_thread(write_export, root, chosen, out, max_bytes)
+
+
+def export_folders(folders: Sequence[str]) -> list[str]:
+    """``folders`` checked and without repeats, for a caller to refuse a bad one before it opens a file.
+
+    Raises:
+        UserError: a folder that is not one of ``outputs``, ``workspace``, ``uploads``.
+    """
+    unknown = sorted(set(folders) - {"outputs", "workspace", "uploads"})
+    if unknown:
+        raise UserError(f"cannot export {unknown[0]!r}: choose from outputs, workspace, uploads")
+    if not folders:
+        raise UserError("nothing to export: choose from outputs, workspace, uploads")
+    return list(dict.fromkeys(folders))
 
 
 def write_export(root: Path, folders: Sequence[str], out: IO[bytes], max_bytes: int) -> ThreadExport:
     """:meth:`ThreadFiles.export`'s blocking part: ``root`` is the thread's folder (the host's own
     path); everything below it is the agent's, so it is only reached through :class:`SafeDir`."""
     done = ThreadExport()
-    with SafeDir.open(root) as thread, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for folder in folders:
-            try:
-                tree = thread.subdir(f"user-data/{folder}", label=folder)
-            except UnsafePath as exc:
-                if exc.code != "not_found":  # a folder swapped for a link: skipped like any entry
-                    done.skipped.append(f"{folder}: {exc.message}")
-                continue
-            with tree:
-                for rel, entry in tree.walk():
-                    if entry.kind != "dir":
-                        _add_file(tree, rel, f"{folder}/{rel}", entry.mtime_ns, archive, done, max_bytes)
+    try:
+        thread = SafeDir.open(root)
+    except UnsafePath:  # no folder yet (a thread recorded by another process): an empty archive
+        thread = None
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        if thread is None:
+            return done
+        with thread:
+            _add_folders(thread, folders, archive, done, max_bytes)
     return done
+
+
+def _add_folders(thread: SafeDir, folders: Sequence[str], archive: zipfile.ZipFile, done: ThreadExport,
+                 max_bytes: int) -> None:
+    """Each folder's regular files into ``archive``, walked without following anything."""
+    for folder in folders:
+        try:
+            tree = thread.subdir(f"user-data/{folder}", label=folder)
+        except UnsafePath as exc:
+            if exc.code != "not_found":  # a folder swapped for a link: skipped like any entry
+                done.skipped.append(f"{folder}: {exc.message}")
+            continue
+        with tree:
+            for rel, entry in tree.walk():
+                if entry.kind != "dir":
+                    _add_file(tree, rel, f"{folder}/{rel}", entry.mtime_ns, archive, done, max_bytes)
 
 
 def _add_file(tree: SafeDir, rel: str, name: str, mtime_ns: int, archive: zipfile.ZipFile,
@@ -283,4 +308,4 @@ def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
 
 
 __all__ = ["EXPORT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ExportFolder", "ExportTooLarge",
-           "ThreadExport", "ThreadFiles", "ThreadLookup", "UploadRejected", "write_export"]
+           "ThreadExport", "ThreadFiles", "ThreadLookup", "UploadRejected", "export_folders", "write_export"]
