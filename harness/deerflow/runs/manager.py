@@ -23,10 +23,10 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -36,9 +36,9 @@ from deerflow.acp.mcp_servers import extensions_mcp_servers
 from deerflow.agents.graph_cache import GraphCache
 from deerflow.agents.middlewares.summarization import summarization_setup
 from deerflow.agents.thread_state import ThreadState
-from deerflow.browser.service import live_frames, open_browsing_services
+from deerflow.browser.service import open_browsing_services
 from deerflow.config.loader import LoadedConfig
-from deerflow.config.paths import HomePaths, ThreadPaths, check_id
+from deerflow.config.paths import HomePaths, check_id
 from deerflow.config.schema import AppConfig
 from deerflow.config.watch import ConfigWatch
 from deerflow.custom_agents import (
@@ -48,7 +48,7 @@ from deerflow.custom_agents import (
     resolve_profile,
 )
 from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.memory.service import MemoryService, learned_from_run, note_settled_run
+from deerflow.memory.service import MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import StorageError
@@ -57,6 +57,7 @@ from deerflow.plugins import PluginSet, load_plugins
 from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult, compact_thread
 from deerflow.runs.execution import execute_run
+from deerflow.runs.host_queries import HostQueries
 from deerflow.runs.thread_files import ThreadFiles
 from deerflow.runs.wiring import wire_lead_agent, wire_run_context
 from deerflow.runtime import events as ev
@@ -72,15 +73,8 @@ from deerflow.skills.library import SkillLibrary
 from deerflow.skills.run import prepare_run_skills
 from deerflow.subagents.host import open_subagent_runtime
 from deerflow.tools.assembly import ToolCache
-from deerflow.tools.builtins.agent_tools import host_catalog
 from deerflow.tools.builtins.conversation import grant_conversation_reader
 
-if TYPE_CHECKING:
-    from deerflow.custom_agents.definition import AgentCatalog
-    from deerflow.memory.changes import ChangeRecord
-    from deerflow.notebooks.access import NotebookAccess
-
-T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
@@ -101,8 +95,10 @@ class RunRequest:
     trusted: bool = False
 
 
-class RunManager:
-    """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`."""
+class RunManager(HostQueries):
+    """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`.
+
+    What hosts may ask of it beyond runs and threads is in :class:`HostQueries`."""
 
     finished_runs_kept = 256
     """Finished runs joinable from memory (older ones: their events from the store)."""
@@ -536,73 +532,6 @@ class RunManager:
         if await self.store.aio.get_run(run_id, user_id) is None:
             raise NotFoundError(f"unknown run {run_id!r}")
         return [ev.parse_event(e) for e in await self.store.aio.events(run_id)]
-
-    # -- for hosts: what they may ask, so none reaches into the store, paths or services ----
-    @property
-    def config(self) -> AppConfig:
-        """The configuration in force (an edited file applies from the next run)."""
-        return self.loaded.config
-
-    @property
-    def skills(self) -> SkillLibrary | None:
-        """The host's skill library (None before :meth:`open` set it)."""
-        return self.services.skills
-
-    @property
-    def memory(self) -> MemoryService | None:
-        """What DeerFlow remembers (None when memory is off on this host)."""
-        return self.services.memory
-
-    def use_notebooks(self, access: NotebookAccess, *, replace: bool = True) -> None:
-        """Give runs the user's notebooks (the Jupyter server's contents, or a folder);
-        ``replace=False`` keeps an access a host already gave."""
-        if replace or self.services.notebooks is None:
-            self.services.notebooks = access
-
-    def notebooks(self) -> NotebookAccess | None:
-        """The notebook access runs get (None: no notebooks reachable from this host)."""
-        return self.services.notebooks
-
-    def thread_paths(self, user_id: str, thread_id: str) -> ThreadPaths:
-        """The host folders of a thread the caller has already looked up (:meth:`athread`);
-        what is inside them is the agent's: read it through ``VirtualFS``/``SafeDir`` only."""
-        return self.home.thread(user_id, thread_id)
-
-    async def find_thread(self, thread_id: str, user_id: str) -> ThreadRecord | None:
-        """The user's thread, or None (no error): for hosts that create it when absent."""
-        return await self.store.aio.get_thread(thread_id, user_id)
-
-    async def list_threads(self, user_id: str, *, limit: int = 100, offset: int = 0) -> list[ThreadRecord]:
-        """The user's threads, newest first, a page at a time."""
-        return await self.store.aio.list_threads(user_id, limit=limit, offset=offset)
-
-    async def list_runs(self, thread_id: str, user_id: str) -> list[RunRecord]:
-        """The thread's recorded runs (the caller checks the thread is the user's)."""
-        return await self.store.aio.list_runs(thread_id, user_id)
-
-    async def runs_since(self, since: float | None = None, *, user_id: str | None = None) -> list[RunRecord]:
-        """Runs recorded since ``since`` (every user's when ``user_id`` is None: the admin usage view)."""
-        return await self.store.aio.runs_since(since, user_id=user_id)
-
-    async def with_records(self, work: Callable[[MetadataStore], T]) -> T:
-        """``work(records)`` off the event loop within the store's deadline: for host objects
-        built over the thread records (a ``ScheduleBook`` checking a thread's owner)."""
-        return await self.store.aio.run(work, self.store)
-
-    async def learned_from_run(self, user_id: str, agent: str | None, run_id: str, *, now: bool = False,
-                               timeout: float | None = None) -> ChangeRecord | None:
-        """What memory learned from ``run_id`` (:func:`deerflow.memory.service.learned_from_run`)."""
-        return await learned_from_run(self.services, user_id, agent, run_id, now=now, timeout=timeout)
-
-    def agent_catalog(self, user_id: str, home: HomePaths | None = None) -> AgentCatalog:
-        """What a run on this host would offer a custom agent (tools, skills), for changes made
-        outside a run; ``home`` is the host's own paths (default: the manager's)."""
-        return host_catalog(self.loaded.config, home or self.home, user_id, services=self.services)
-
-    def browser_frames(self, thread_id: str, user_id: str, *, interval: float = 0.5,
-                       max_frames: int | None = None) -> AsyncGenerator[bytes, None]:
-        """Live JPEG frames of the thread's browser page; the caller has checked the thread is the user's."""
-        return live_frames(self.services, thread_id, user_id, interval=interval, max_frames=max_frames)
 
 
 def _known_thread(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
