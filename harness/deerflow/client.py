@@ -285,7 +285,7 @@ class AsyncDeerFlowClient:
     # -- MCP (deerflow.mcp) ---------------------------------------------------------------
     async def mcp(self) -> McpManager:
         """The host's MCP manager; nothing starts until a run or :meth:`mcp_tools` needs tools."""
-        mcp = (await self.manager()).services.mcp
+        mcp = (await self.manager()).mcp
         assert mcp is not None, "RunManager.open opens the MCP manager"
         return mcp
 
@@ -312,7 +312,7 @@ class AsyncDeerFlowClient:
         await (await self.mcp()).set_user_credential(self.user_id, server, credential)
 
     async def threads(self) -> list[ThreadRecord]:
-        return await (await self.manager()).store.aio.list_threads(self.user_id)
+        return await (await self.manager()).list_threads(self.user_id)
 
     async def thread(self, thread_id: str) -> ThreadView:
         manager = await self.manager()

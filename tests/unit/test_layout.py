@@ -275,7 +275,7 @@ def test_the_lead_agent_is_wired_in_one_place():
     assert callers == []
 
 
-_INTO_MANAGER = re.compile(r"\b_?manager\)?\.(store|home|loaded|services|checkpointer)\b")
+_INTO_MANAGER = re.compile(r"\b_?manager(\(\)\))?\.(store|home|loaded|services|checkpointer)\b")
 
 
 def _reaching_into_the_manager(roots: list[Path], base: Path = ROOT) -> dict[str, list[str]]:
@@ -301,5 +301,6 @@ def test_hosts_ask_the_run_manager_instead_of_reaching_into_it():
 
 def test_the_manager_check_sees_a_host_reaching_in(tmp_path):
     (tmp_path / "host.py").write_text("async def f(manager):\n    return await manager.store.aio.get_thread('t', 'u')\n")
+    (tmp_path / "late.py").write_text("async def g(self):\n    return (await self.manager()).services.mcp\n")
     (tmp_path / "ok.py").write_text("async def f(manager):\n    return await manager.find_thread('t', 'u')\n")
-    assert list(_reaching_into_the_manager([tmp_path], tmp_path)) == ["host.py"]
+    assert sorted(_reaching_into_the_manager([tmp_path], tmp_path)) == ["host.py", "late.py"]

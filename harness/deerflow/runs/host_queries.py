@@ -19,12 +19,14 @@ if TYPE_CHECKING:
     from deerflow.config.paths import HomePaths, ThreadPaths
     from deerflow.config.schema import AppConfig
     from deerflow.custom_agents.definition import AgentCatalog
+    from deerflow.mcp.manager import McpManager
     from deerflow.memory.changes import ChangeRecord
     from deerflow.memory.service import MemoryService
     from deerflow.notebooks.access import NotebookAccess
     from deerflow.persistence.store import MetadataStore, RunRecord, ThreadRecord
     from deerflow.runtime.services import HostServices
     from deerflow.skills.library import SkillLibrary
+    from deerflow.subagents.batches.submitter import BatchSubmitter
 
 T = TypeVar("T")
 
@@ -46,6 +48,17 @@ class HostQueries:
     def skills(self) -> SkillLibrary | None:
         """The host's skill library (None before :meth:`open` set it)."""
         return self.services.skills
+
+    @property
+    def mcp(self) -> McpManager | None:
+        """The MCP servers' manager (None before :meth:`open` set it)."""
+        return self.services.mcp
+
+    @property
+    def batch_submitter(self) -> BatchSubmitter | None:
+        """The durable batches' submitter (None when ``subagents.batches`` is off on this host)."""
+        runtime = self.services.subagents
+        return runtime.submitter if runtime is not None else None
 
     @property
     def memory(self) -> MemoryService | None:
