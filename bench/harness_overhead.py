@@ -12,6 +12,13 @@ the difference of the two sides' whole runs at the smallest N (measured, never a
 extrapolated intercept), so it includes building the agent.
 
     .venv/bin/python bench/harness_overhead.py [--steps 1,10,100] [--rounds 7]
+    .venv/bin/python bench/harness_overhead.py --ab REV [--rounds 4]   # REV's harness vs this checkout's
+
+With ``--ab`` the harness of ``REV`` (any git revision, extracted with ``git archive`` as
+``bench/start_ab.py`` does) and this checkout's are measured in one run: each round starts one
+fresh process per side (the order alternating), and the table gives each side's ratios to
+plain ``create_agent`` measured in that same process, so a before/after compares ratios, not
+milliseconds taken at different loads.
 
 Prints the load average, the commit measured and a markdown table (goal: ratio at most
 1.5x at N=10, marginal at most 1.2x, fixed cost at most 20 ms CPU above plain).  deepagents
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -36,7 +44,8 @@ from langchain.agents import create_agent
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "harness")]  # this checkout's code, not an installed copy
+# This checkout's code, not an installed copy; --ab's child processes name another tree.
+sys.path[:0] = [str(HERE), os.environ.get("DEERFLOW_BENCH_HARNESS") or str(HERE.parent / "harness")]
 import bench_tools  # noqa: E402
 from bench_tools import echo  # noqa: E402
 
@@ -44,8 +53,13 @@ from deerflow.config.loader import load_config  # noqa: E402
 from deerflow.config.paths import HomePaths  # noqa: E402
 from deerflow.models.script_format import load_script  # noqa: E402
 from deerflow.models.scripted import ScriptedChatModel  # noqa: E402
-from deerflow.run_options import RunOptions  # noqa: E402
-from deerflow.runs.manager import RunManager, RunRequest  # noqa: E402
+
+try:
+    from deerflow.run_options import RunOptions
+    from deerflow.runs.manager import RunManager, RunRequest
+except ImportError:  # an --ab base from before issue 21: options were a dict, the manager in runtime/
+    from deerflow.runtime.manager import RunManager, RunRequest
+    RunOptions = dict
 
 Timed = tuple[float, float]  # (cpu s, wall s)
 
@@ -173,12 +187,60 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def ratios(samples: dict[tuple[str, int], list[Timed]], sizes: list[int]) -> dict[str, float]:
+    """One process's CPU figures relative to its own plain side: per N, marginal, fixed cost (ms)."""
+    med = {key: statistics.median(s[0] for s in v) * 1000 for key, v in samples.items()}
+    lo, hi = min(sizes), max(sizes)
+    out = {f"N={n}": med[("DeerFlow", n)] / med[("create_agent", n)] for n in sizes}
+    if hi > lo:
+        out["marginal"] = ((med[("DeerFlow", hi)] - med[("DeerFlow", lo)])
+                           / (med[("create_agent", hi)] - med[("create_agent", lo)]))
+    out["fixed_ms"] = med[("DeerFlow", lo)] - med[("create_agent", lo)]
+    return out
+
+
+def ab(base: str, sizes: list[int], rounds: int) -> None:
+    """``--ab``: ``base``'s harness and this checkout's, one fresh process per side per round."""
+    from start_ab import extract
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = {f"before `{base}`": str(extract(base, Path(tmp))), f"after `{commit()}`": str(HERE.parent / "harness")}
+        rows: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
+        before = load()
+        for r in range(rounds):
+            for name, harness in list(sides.items())[:: 1 if r % 2 == 0 else -1]:
+                done = subprocess.run(
+                    [sys.executable, __file__, "--steps", ",".join(map(str, sizes)), "--rounds", "3", "--json"],
+                    env={**os.environ, "DEERFLOW_BENCH_HARNESS": harness}, capture_output=True, text=True,
+                    timeout=1800, check=False)
+                if done.returncode != 0:
+                    raise SystemExit(f"{name} failed: {done.stderr.strip()[-800:]}")
+                rows[name].append(json.loads(done.stdout.splitlines()[-1]))
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {before} before, {load()} after; "
+          f"{rounds} rounds × 3 interleaved, one process per side per round\n")
+    keys = list(next(iter(rows.values()))[0])
+    print("| side | " + " | ".join(k if k != "fixed_ms" else "fixed cost above plain (ms CPU)" for k in keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for name, got in rows.items():
+        cells = [statistics.median(g[k] for g in got) for k in keys]
+        print(f"| {name} | " + " | ".join(f"+{c:.1f}" if k == "fixed_ms" else f"{c:.2f}×"
+                                          for k, c in zip(keys, cells, strict=True)) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default="1,10,100")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--ab", metavar="REV", help="compare REV's harness with this checkout's, in one run")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # --ab's child processes
     args = parser.parse_args()
     sizes = sorted({int(s) for s in args.steps.split(",")})
+    if args.ab:
+        ab(args.ab, sizes, args.rounds)
+        return
+    if args.json:
+        print(json.dumps(ratios(asyncio.run(measure(sizes, args.rounds)), sizes)))
+        return
     before = load()
     samples = asyncio.run(measure(sizes, args.rounds))
     print(f"commit {commit()}, {time.strftime('%Y-%m-%d')}, load average {before} before, {load()} after, "

@@ -116,11 +116,10 @@ class InProcessBackend(Backend):
         return act_on_home(self.client.config, self.client.home.home, self.client.user_id, verb, argument)
 
     def memory_change(self, run_id: str, *, agent: str | None = None, wait: float = 0.0) -> dict[str, Any] | None:
-        from deerflow.memory.service import learned_from_run
 
         async def learned() -> Any:
             manager = await self.client._async.manager()
-            return await learned_from_run(manager.services, self.client.user_id, agent, run_id, timeout=wait)
+            return await manager.learned_from_run(self.client.user_id, agent, run_id, timeout=wait)
 
         change = self.client._call(learned())
         return change.to_dict() if change is not None else None

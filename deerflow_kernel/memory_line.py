@@ -48,7 +48,7 @@ def memory_widget(change: dict[str, Any], undo: Callable[[str], str]) -> widgets
     return widgets.HBox([label, button])
 
 
-class FactList(list):  # type: ignore[type-arg]
+class FactList(list[dict[str, Any]]):
     """``%deerflow memory list``: the facts (dicts with ``id``, ``text``...), shown one line each."""
 
     def __repr__(self) -> str:

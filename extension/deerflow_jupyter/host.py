@@ -64,10 +64,7 @@ class HarnessHost:
             if self._manager is None:
                 self._manager = await RunManager.open(loaded=self.loaded(), home=self.home, plugins=self.plugins())
                 if self.notebooks is not None:
-                    self._manager.services.notebooks = self.notebooks
-                    sandboxed_in = getattr(self.notebooks, "sandboxed_in", None)
-                    if callable(sandboxed_in):  # a path-following save never writes where sandboxes can
-                        sandboxed_in(self._manager.home.users_root)
+                    self._manager.use_notebooks(self.notebooks)
             return self._manager
 
     async def close(self, *, reason: str | None = None) -> None:

@@ -69,7 +69,7 @@ class LastResortCleanup:
             self.run()
             close()
 
-        self.loop.close = close_after_cleanup  # type: ignore[method-assign]
+        self.loop.close = close_after_cleanup
         register = getattr(threading, "_register_atexit", None)  # before non-daemon threads are joined
         try:
             if register is not None:

@@ -7,6 +7,7 @@
     deerflow threads
     deerflow mcp list|tools|reset
     deerflow artifacts THREAD
+    deerflow export THREAD [--out F.zip] [--folders outputs,workspace,uploads]
     deerflow skills list|show NAME|install PATH [--replace]|enable NAME|disable NAME
     deerflow batches list|status ID|export ID [--out F]|cancel ID|worker [--until-idle]
     deerflow agents list|show NAME|delete NAME|new NAME ["WHAT IT IS FOR"] [--display-name X]
@@ -99,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
     arts = sub.add_parser("artifacts", help="list a thread's presented artifacts")
     arts.add_argument("thread")
+    export = sub.add_parser("export", help="write a zip of a thread's files (regular files only)")
+    export.add_argument("thread")
+    export.add_argument("--out", help="the zip file to write (default: THREAD.zip here)")
+    export.add_argument("--folders", default="outputs", help="comma-separated: outputs, workspace, uploads")
     skills_cli.add_parser(sub)
     batches_cli.add_parser(sub)
     add_agents_parser(sub)
@@ -253,6 +258,13 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
         client.thread(args.thread)
         for path in client.artifacts(args.thread):
             print(path)
+        return 0
+    if args.command == "export":
+        out = args.out or f"{args.thread}.zip"
+        done = client.export(args.thread, out, folders=[f for f in args.folders.split(",") if f])
+        print(f"wrote {out}: {len(done.files)} file(s), {done.size} bytes")
+        for skipped in done.skipped:
+            print(f"left out {skipped}")
         return 0
     if args.command == "skills":
         return skills_cli.run(client, args)

@@ -30,10 +30,12 @@ from deerflow.runtime import events as ev
 from deerflow.sandbox.files.uploads import UploadInfo
 from deerflow.scheduling import ScheduleBook, Scheduler, ScheduleRun
 from deerflow.skills import InstallResult, Skill, SkillInfo, SkillLibrary, SkillListing
-from deerflow.tools.builtins.agent_tools import host_catalog
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from deerflow.mcp.manager import McpManager
+    from deerflow.runs.thread_files import ExportFolder, ThreadExport
 
 T = TypeVar("T")
 
@@ -115,7 +117,7 @@ class AsyncDeerFlowClient:
     @property
     def config(self) -> Any:
         """The config in force (an edited file is picked up by the next run)."""
-        return (self._manager.loaded if self._manager is not None else self._loaded).config
+        return self._manager.config if self._manager is not None else self._loaded.config
 
     async def manager(self) -> RunManager:
         """The run manager, opened on first use; concurrent first calls share one opening
@@ -135,10 +137,7 @@ class AsyncDeerFlowClient:
                 # no Jupyter server here: the user's notebooks are files under the notebook root
                 from deerflow.notebooks.access import FileNotebookAccess  # nbformat: lazy
 
-                if manager.services.notebooks is None:
-                    manager.services.notebooks = FileNotebookAccess.from_env()
-                if manager.services.notebooks.stored is None:  # rendered notebooks, shared by processes
-                    manager.services.notebooks.keep_in(manager.home.home / "cache" / "notebooks")
+                manager.use_notebooks(FileNotebookAccess.from_env(), replace=False)
         return self._manager
 
     async def aclose(self) -> None:
@@ -229,7 +228,7 @@ class AsyncDeerFlowClient:
             change = AgentChange(**changes)
         except TypeError as exc:
             raise UserError(f"update_agent: {exc}") from None
-        catalog = host_catalog(self.config, self.home, self.user_id, services=manager.services)
+        catalog = manager.agent_catalog(self.user_id, self.home)
         return self.agent_store().update(name, change, catalog=catalog)
 
     # -- schedules -----------------------------------------------------------------------
@@ -286,7 +285,7 @@ class AsyncDeerFlowClient:
     # -- MCP (deerflow.mcp) ---------------------------------------------------------------
     async def mcp(self) -> McpManager:
         """The host's MCP manager; nothing starts until a run or :meth:`mcp_tools` needs tools."""
-        mcp = (await self.manager()).services.mcp
+        mcp = (await self.manager()).mcp
         assert mcp is not None, "RunManager.open opens the MCP manager"
         return mcp
 
@@ -313,7 +312,7 @@ class AsyncDeerFlowClient:
         await (await self.mcp()).set_user_credential(self.user_id, server, credential)
 
     async def threads(self) -> list[ThreadRecord]:
-        return await (await self.manager()).store.aio.list_threads(self.user_id)
+        return await (await self.manager()).list_threads(self.user_id)
 
     async def thread(self, thread_id: str) -> ThreadView:
         manager = await self.manager()
@@ -332,17 +331,42 @@ class AsyncDeerFlowClient:
         manager = await self.manager()
         return (await manager.files.read_artifact(self.user_id, thread_id, path)).data
 
+    async def export(self, thread_id: str, dest: str | Path | IO[bytes], *,
+                     folders: Sequence[ExportFolder] = ("outputs",)) -> ThreadExport:
+        """Write a zip of the thread's ``folders`` to ``dest`` (a path, replaced, or a binary stream).
+
+        Only regular files go in; links, FIFOs and the like in the thread are listed in
+        ``ThreadExport.skipped``, never followed (``ThreadFiles.export``).
+
+        Raises:
+            NotFoundError: no such thread.
+            UserError: an unknown folder; ``ExportTooLarge`` past the export's bound (no file is left).
+        """
+        manager = await self.manager()
+        if not isinstance(dest, (str, Path)):
+            return await manager.files.export(self.user_id, thread_id, dest, folders=folders)
+        from deerflow.runs.thread_files import export_folders
+
+        export_folders(folders)  # a bad folder, like an unknown thread, leaves dest as it was
+        await manager.athread(thread_id, self.user_id)
+        target = Path(dest)
+        out = await asyncio.to_thread(target.open, "wb")
+        try:
+            with out:
+                return await manager.files.export(self.user_id, thread_id, out, folders=folders)
+        except BaseException:
+            await asyncio.to_thread(target.unlink, missing_ok=True)
+            raise
+
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                              max_frames: int | None = None) -> AsyncGenerator[bytes, None]:
         """Live JPEG frames of the thread's browser page, as it changes (one viewer at a time)."""
         from contextlib import aclosing
 
-        from deerflow.browser.service import live_frames
-
         manager = await self.manager()
         await manager.athread(thread_id, self.user_id)
-        async with aclosing(live_frames(manager.services, thread_id, self.user_id, interval=interval,
-                                        max_frames=max_frames)) as frames:
+        async with aclosing(manager.browser_frames(thread_id, self.user_id, interval=interval,
+                                                   max_frames=max_frames)) as frames:
             async for frame in frames:
                 yield frame
 
@@ -492,6 +516,10 @@ class DeerFlowClient:
 
     def read_artifact(self, thread_id: str, path: str) -> bytes:
         return self._call(self._async.read_artifact(thread_id, path))
+
+    def export(self, thread_id: str, dest: str | Path | IO[bytes], *,
+               folders: Sequence[ExportFolder] = ("outputs",)) -> ThreadExport:
+        return self._call(self._async.export(thread_id, dest, folders=folders))
 
     def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                        max_frames: int | None = None) -> Iterator[bytes]:

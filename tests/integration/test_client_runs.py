@@ -100,6 +100,43 @@ def test_restart_keeps_messages_and_artifacts(deerflow_home):
         assert [t.thread_id for t in again.threads()] == [first.thread_id]
 
 
+def test_the_client_exports_a_thread_to_a_zip_file(deerflow_home, tmp_path):
+    import zipfile
+
+    with DeerFlowClient() as client:
+        run = client.chat("Write me a report")
+        (tmp_path / "secret.txt").write_text("host-only")
+        outputs = client.home.thread(client.user_id, run.thread_id).outputs
+        (outputs / "planted").symlink_to(tmp_path / "secret.txt")
+        done = client.export(run.thread_id, tmp_path / "out.zip")
+        with zipfile.ZipFile(tmp_path / "out.zip") as archive:
+            assert archive.namelist() == done.files == ["outputs/report.md"]
+            assert archive.read("outputs/report.md").startswith(b"# Report")
+        assert [s.split(":")[0] for s in done.skipped] == ["outputs/planted"]
+        with pytest.raises(NotFoundError):
+            client.export("no-such-thread", tmp_path / "other.zip")
+        assert not (tmp_path / "other.zip").exists()
+
+
+def test_the_cli_exports_a_thread_and_names_what_it_left_out(deerflow_home, tmp_path):
+    import zipfile
+
+    proc = cli("run", "Write me a report", "--json", home=deerflow_home, cwd=tmp_path)
+    thread_id = json.loads(proc.stdout.splitlines()[-1])["thread_id"]
+    outputs = next(deerflow_home.glob(f"users/*/threads/{thread_id}/user-data/outputs"))
+    os.mkfifo(outputs / "pipe")  # planted: an export that opened it would hang
+    done = cli("export", thread_id, "--folders", "outputs,workspace", home=deerflow_home, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {thread_id}.zip: " in done.stdout and "left out outputs/pipe" in done.stdout
+    with zipfile.ZipFile(tmp_path / f"{thread_id}.zip") as archive:
+        names = archive.namelist()
+    assert "outputs/report.md" in names and "outputs/pipe" not in names
+    assert all(n.startswith(("outputs/", "workspace/")) for n in names), names
+    bad = cli("export", thread_id, "--folders", "secrets", home=deerflow_home, cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stderr.strip().count("\n") == 0 and "cannot export 'secrets'" in bad.stderr
+    assert zipfile.is_zipfile(tmp_path / f"{thread_id}.zip")  # refused before the file was touched
+
+
 def test_bad_input_leaves_existing_threads_untouched(deerflow_home):
     with DeerFlowClient() as client:
         done = client.chat("Write me a report")

@@ -111,6 +111,31 @@ async def test_active_content_is_served_as_an_attachment(jp_fetch, deerflow_home
     assert png.headers["Content-Type"] == "image/png" and "Content-Disposition" not in png.headers
 
 
+async def test_a_thread_exports_as_a_zip_of_its_regular_files(jp_fetch, deerflow_home, tmp_path):
+    import io
+    import os
+    import zipfile
+
+    thread_id = await new_thread(jp_fetch)
+    outputs = deerflow_home / "users" / "owner" / "threads" / thread_id / "user-data" / "outputs"
+    (outputs / "report.md").write_text("# r")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-only")
+    (outputs / "link.txt").symlink_to(secret)  # planted from inside the sandbox
+    os.mkfifo(outputs / "pipe")  # nobody writes it: an export that opened it would hang
+    res = await jp_fetch(*API, "threads", thread_id, "export", params={"folders": "outputs,uploads"},
+                         request_timeout=60)
+    assert res.headers["Content-Type"] == "application/zip"
+    assert res.headers["Content-Disposition"].startswith(f'attachment; filename="{thread_id}.zip"')
+    assert res.headers["X-DeerFlow-Skipped"] == "2"
+    with zipfile.ZipFile(io.BytesIO(res.body)) as archive:
+        assert archive.namelist() == ["outputs/report.md"]
+    for params, code in (({"folders": "outputs,../.."}, 422), ({}, 404)):
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*API, "threads", thread_id if params else "nope", "export", params=params)
+        assert info.value.code == code
+
+
 async def test_artifact_path_escape_is_refused(jp_fetch, deerflow_home):
     thread_id = await new_thread(jp_fetch)
     for bad in ("..%2F..%2Fsecret.txt", "..%2Fworkspace%2Fplan.md"):

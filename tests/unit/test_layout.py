@@ -1,6 +1,7 @@
 """The package boundaries SPEC §1 promises."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -272,3 +273,34 @@ def test_the_lead_agent_is_wired_in_one_place():
             if names & {"make_lead_agent", "LeadAgentDeps"} and path not in allowed:
                 callers.append(str(path.relative_to(ROOT)))
     assert callers == []
+
+
+_INTO_MANAGER = re.compile(r"\b_?manager(\(\)\))?\.(store|home|loaded|services|checkpointer)\b")
+
+
+def _reaching_into_the_manager(roots: list[Path], base: Path = ROOT) -> dict[str, list[str]]:
+    """Lines outside ``runs/`` that read the run manager's own parts instead of asking it."""
+    found: dict[str, list[str]] = {}
+    for root in roots:
+        for path in root.rglob("*.py"):
+            if "runs" in path.relative_to(base).parts[:3]:
+                continue
+            hits = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+                    if _INTO_MANAGER.search(line)]
+            if hits:
+                found[str(path.relative_to(base))] = hits
+    return found
+
+
+def test_hosts_ask_the_run_manager_instead_of_reaching_into_it():
+    """Hosts use RunManager's methods (docs/ARCHITECTURE.md, 'What a host may ask of the run
+    manager'); its store, paths, config holder and services stay its own."""
+    roots = [ROOT / "harness" / "deerflow", ROOT / "extension" / "deerflow_jupyter", ROOT / "deerflow_kernel"]
+    assert _reaching_into_the_manager(roots) == {}
+
+
+def test_the_manager_check_sees_a_host_reaching_in(tmp_path):
+    (tmp_path / "host.py").write_text("async def f(manager):\n    return await manager.store.aio.get_thread('t', 'u')\n")
+    (tmp_path / "late.py").write_text("async def g(self):\n    return (await self.manager()).services.mcp\n")
+    (tmp_path / "ok.py").write_text("async def f(manager):\n    return await manager.find_thread('t', 'u')\n")
+    assert sorted(_reaching_into_the_manager([tmp_path], tmp_path)) == ["host.py", "late.py"]

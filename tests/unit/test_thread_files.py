@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from deerflow.runs.thread_files import (
     ARTIFACT_MAX_BYTES,
     ArtifactNotFound,
     ArtifactTooLarge,
+    ExportTooLarge,
     ThreadFiles,
     UploadRejected,
 )
@@ -190,3 +192,62 @@ def test_several_uploads_look_the_thread_up_once(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         asyncio.run(service.upload_all("bob", "t1", [("c.txt", b"c")]))
     assert not HomePaths(tmp_path / "home").thread("bob", "t1").root.exists()
+
+
+def _export(service: ThreadFiles, **kwargs: Any) -> tuple[Any, dict[str, bytes]]:
+    buffer = io.BytesIO()
+    done = asyncio.run(asyncio.wait_for(service.export("alice", "t1", buffer, **kwargs), 60))  # hang guard
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as archive:
+        return done, {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_an_export_zips_the_regular_files_of_the_chosen_folders(tmp_path: Path) -> None:
+    service = files(tmp_path, t1=[])
+    (outputs(tmp_path) / "sub").mkdir()
+    (outputs(tmp_path) / "report.md").write_text("# r")
+    (outputs(tmp_path) / "sub" / "data.csv").write_text("a\n")
+    asyncio.run(service.upload("alice", "t1", "in.txt", b"given"))
+    done, content = _export(service)
+    assert content == {"outputs/report.md": b"# r", "outputs/sub/data.csv": b"a\n"}
+    assert (done.files, done.skipped, done.size) == (["outputs/report.md", "outputs/sub/data.csv"], [], 5)
+    _, both = _export(service, folders=["outputs", "uploads", "workspace"])  # an empty workspace: nothing
+    assert set(both) == {"outputs/report.md", "outputs/sub/data.csv", "uploads/in.txt"}
+
+
+def test_an_export_neither_follows_nor_waits_on_what_the_sandbox_planted(tmp_path: Path) -> None:
+    """Links (to a host secret, to a folder outside), a FIFO nobody writes, a hard link to a host
+    file, and a whole folder swapped for a link: each is skipped and named; none is read."""
+    service = files(tmp_path, t1=[])
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text(SECRET)
+    out = outputs(tmp_path)
+    (out / "ok.txt").write_text("fine")
+    (out / "secret-link.txt").symlink_to(secret)
+    (out / "dir-link").symlink_to(tmp_path)
+    os.mkfifo(out / "pipe")
+    os.link(secret, out / "hard.txt")
+    uploads = HomePaths(tmp_path / "home").thread("alice", "t1").uploads
+    if uploads.is_dir():
+        uploads.rmdir()
+    uploads.symlink_to(tmp_path)  # the uploads folder itself replaced by a link
+    done, content = _export(service, folders=["outputs", "uploads"])
+    assert content == {"outputs/ok.txt": b"fine"}
+    assert SECRET.encode() not in b"".join(content.values())
+    assert sorted(s.split(":")[0] for s in done.skipped) == [
+        "outputs/dir-link", "outputs/hard.txt", "outputs/pipe", "outputs/secret-link.txt", "uploads"]
+
+
+def test_an_export_over_its_bound_is_a_typed_error_and_unknown_folders_are_refused(tmp_path: Path) -> None:
+    service = files(tmp_path, t1=[])
+    (outputs(tmp_path) / "big.bin").write_bytes(b"x" * 100)
+    with pytest.raises(ExportTooLarge):
+        _export(service, max_bytes=99)
+    with pytest.raises(UserError, match="cannot export 'skills'"):
+        _export(service, folders=["skills"])
+    with pytest.raises(NotFoundError):
+        asyncio.run(service.export("mallory", "t1", io.BytesIO()))
+
+
+def test_an_export_of_a_thread_without_folders_is_an_empty_archive(tmp_path: Path) -> None:
+    done, content = _export(files(tmp_path, t1=[]), folders=["outputs", "workspace", "uploads"])
+    assert (content, done.files, done.skipped) == ({}, [], [])

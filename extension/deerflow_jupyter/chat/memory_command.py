@@ -30,7 +30,7 @@ async def memory_reply(manager: RunManager, user_id: str, text: str) -> str:
     """
     match = _COMMAND.match(text)
     verb, argument = split_verb((match.group("rest") or "") if match else "")
-    service = manager.services.memory
+    service = manager.memory
     if not isinstance(service, MemoryService):
         return "⚠️ Memory is not available on this server."
     result = await service.in_store(memory_action, service.book(user_id), verb, argument)
@@ -43,9 +43,8 @@ async def memory_reply(manager: RunManager, user_id: str, text: str) -> str:
 async def memory_line(manager: RunManager, user_id: str, run_id: str) -> str | None:
     """"🧠 memory: +2 facts — “…” (undo: ``/memory undo RUN``)" once the run's extraction is over; None if it taught
     nothing (or took longer than the quiet spell plus the extraction deadline)."""
-    from deerflow.memory.service import learned_from_run
 
-    change = await learned_from_run(manager.services, user_id, None, run_id)
+    change = await manager.learned_from_run(user_id, None, run_id)
     if change is None:
         return None
     texts = [f["text"] for f in change.added] + [p["after"]["text"] for p in change.updated]

@@ -48,7 +48,7 @@ def _chat_thread(chats: dict[str, str], name: str) -> str | None:
 
 async def _threads(manager: RunManager, user_id: str) -> list[ThreadRecord]:
     found: list[ThreadRecord] = []
-    while page := await manager.store.aio.list_threads(user_id, limit=_PAGE, offset=len(found)):
+    while page := await manager.list_threads(user_id, limit=_PAGE, offset=len(found)):
         found += page
     return found
 

@@ -200,7 +200,7 @@ class ChatSession:
         candidates = [stored] if isinstance(stored, str) and stored else []
         found = None
         for tid in [*candidates, derived]:
-            if await manager.store.aio.get_thread(tid, user) is not None:
+            if await manager.find_thread(tid, user) is not None:
                 found = tid
                 break
         if found is None:
@@ -236,7 +236,7 @@ class ChatSession:
         """``(name, description)`` of the owner's enabled skills (read from disk off the event loop)."""
 
         manager = await self.server.manager()
-        library = manager.services.skills
+        library = manager.skills
         if library is None:
             return []
         infos = await asyncio.wait_for(asyncio.to_thread(library.skills, self.server.user_id), timeout=30)

@@ -43,6 +43,7 @@ ROUTES = [
     (rf"/threads/{_T}/runs/{_R}/changes", files.RunChangesHandler),
     (rf"/threads/{_T}/uploads", files.UploadsHandler),
     (rf"/threads/{_T}/artifacts", files.ArtifactsHandler),
+    (rf"/threads/{_T}/export", files.ThreadExportHandler),
     (rf"/threads/{_T}/artifacts/(?P<relpath>.+)", files.ArtifactFileHandler),
     (rf"/threads/{_T}/notebook-edits", notebooks.NotebookEditsHandler),
     (rf"/threads/{_T}/notebook-edits/{notebooks.ACTION}", notebooks.NotebookEditActionHandler),

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict
 from tornado import web
 
 from deerflow.custom_agents import AgentChange, AgentStore
-from deerflow.tools.builtins.agent_tools import host_catalog
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 NAME = r"(?P<name>[a-z0-9][a-z0-9_-]{0,63})"
@@ -58,7 +57,7 @@ class AgentHandler(_AgentsHandler):
     async def patch(self, name: str) -> None:
         change = AgentChange(**self.body(AgentPatch).model_dump())
         manager = await self.manager()
-        catalog = host_catalog(manager.loaded.config, self.host.home, self.user_id, services=manager.services)
+        catalog = manager.agent_catalog(self.user_id, self.host.home)
         self.send_json(self.agents().update(name, change, catalog=catalog).summary())
 
     @web.authenticated

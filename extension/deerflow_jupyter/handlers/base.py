@@ -79,7 +79,7 @@ class DeerFlowHandler(ExtensionHandlerMixin, APIHandler):  # pyright: ignore[rep
             return self.settings["deerflow_owner"]
         return _safe_user(self.current_user.username)
 
-    async def prepare(self) -> None:  # type: ignore[override]
+    async def prepare(self) -> None:
         """Jupyter's auth first, then the URL's ids (only for an authenticated caller)."""
         result = super().prepare()
         if isinstance(result, Awaitable):
@@ -148,7 +148,7 @@ CODE_STATUS = {
     "forbidden": 403,
     "conflict": 409, "unavailable": 409, "live_view_busy": 409,
     "upload_rejected": 422,
-    "too_large": 413,
+    "too_large": 413, "export_too_large": 413,
 }
 """The status of a typed error's ``code`` (a :class:`ToolFailure`'s, a :class:`UserError` kind's);
 any other code is bad input, 422."""

@@ -21,8 +21,7 @@ class _BatchHandler(DeerFlowHandler):
     """Every store call goes through ``submitter.store.aio`` (off the event loop; 503 when locked)."""
 
     async def submitter(self) -> BatchSubmitter:
-        runtime = (await self.manager()).services.subagents
-        submitter = getattr(runtime, "submitter", None)
+        submitter = (await self.manager()).batch_submitter
         if submitter is None:
             raise web.HTTPError(404, "durable batches are not enabled on this server (subagents.batches.enabled)")
         return submitter

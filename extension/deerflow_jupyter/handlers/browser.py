@@ -22,7 +22,6 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from deerflow.browser.service import live_frames
 from deerflow.errors import ToolFailure
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
@@ -38,7 +37,7 @@ class _BrowserHandler(DeerFlowHandler):
             interval = float(self.get_argument("interval", "0.5"))
         except ValueError:
             raise web.HTTPError(400, "interval must be a number of seconds") from None
-        frames = live_frames(manager.services, thread_id, self.user_id, interval=interval, max_frames=max_frames)
+        frames = manager.browser_frames(thread_id, self.user_id, interval=interval, max_frames=max_frames)
         try:
             return await anext(frames), frames
         except ToolFailure:

@@ -1,4 +1,4 @@
-"""A thread's files over HTTP: uploads in, artifacts out, per-run workspace changes.
+"""A thread's files over HTTP: uploads in, artifacts out, a zip export, per-run workspace changes.
 
 Artifacts are untrusted content produced by the agent.  Types that a browser
 would execute (HTML, SVG, XHTML, XML, JavaScript) are served as downloads
@@ -13,17 +13,23 @@ replaced, so nothing in a name can end or inject a header.
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
+from deerflow.errors import UserError
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
+
+if TYPE_CHECKING:
+    from deerflow.runs.thread_files import ExportFolder
 
 ACTIVE_TYPES = frozenset({
     "text/html", "image/svg+xml", "application/xhtml+xml", "application/xml", "text/xml",
@@ -83,6 +89,37 @@ class ArtifactFileHandler(DeerFlowHandler):
             self.set_header("Content-Disposition", content_disposition(artifact.name))
             mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
         self.finish(artifact.data, set_content_type=mime)
+
+
+class ThreadExportHandler(DeerFlowHandler):
+    """``GET /threads/{id}/export[?folders=outputs,workspace,uploads]``: a zip of the thread's files.
+
+    Built by ``ThreadFiles.export`` (regular files only, nothing in the thread followed) into a
+    spooled buffer of this process (memory, then an anonymous temporary file outside the thread),
+    then sent in chunks.  What was left out is named in ``X-DeerFlow-Skipped`` (a count).
+    """
+
+    @web.authenticated
+    @authorized
+    async def get(self, thread_id: str) -> None:
+        manager = await self.manager()
+        folders = [f for f in self.get_argument("folders", "outputs").split(",") if f]
+        if not folders or any(f not in EXPORT_FOLDERS for f in folders):
+            raise UserError("folders: a comma-separated list of outputs, workspace, uploads")
+        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as buffer:
+            done = await manager.files.export(self.user_id, thread_id, buffer,
+                                              folders=[f for f in EXPORT_FOLDERS if f in folders])
+            self.set_header("Content-Type", "application/zip")
+            self.set_header("Content-Disposition", content_disposition(f"{thread_id}.zip"))
+            self.set_header("X-DeerFlow-Skipped", str(len(done.skipped)))
+            buffer.seek(0)
+            while chunk := await asyncio.to_thread(buffer.read, 1 << 20):
+                self.write(chunk)
+                await self.flush()
+        self.finish()
+
+
+EXPORT_FOLDERS: tuple[ExportFolder, ...] = ("outputs", "workspace", "uploads")
 
 
 def content_disposition(name: str, *, kind: str = "attachment") -> str:

@@ -33,7 +33,7 @@ class McpConfigBody(BaseModel):
 
 class _McpHandler(DeerFlowHandler):
     async def mcp(self) -> McpManager:
-        mcp = (await self.manager()).services.mcp
+        mcp = (await self.manager()).mcp
         assert mcp is not None, "RunManager.open opens the MCP manager"
         return mcp
 

@@ -44,7 +44,7 @@ class FactBody(BaseModel):
 
 class _MemoryHandler(DeerFlowHandler):
     async def service(self) -> MemoryService:
-        service = (await self.manager()).services.memory
+        service = (await self.manager()).memory
         if not isinstance(service, MemoryService):
             raise web.HTTPError(503, "memory is not available on this server")
         return service

@@ -43,7 +43,7 @@ def guarded(plugin: str, handler: type) -> type:
     if not (isinstance(handler, type) and issubclass(handler, JupyterHandler)):
         raise TypeError(f"plugin {plugin}: route handlers must subclass jupyter_server's JupyterHandler")
 
-    class Guarded(handler):  # type: ignore[misc, valid-type]
+    class Guarded(handler):
         auth_resource = AUTH_RESOURCE
 
         async def prepare(self, *args: Any, **kwargs: Any) -> None:

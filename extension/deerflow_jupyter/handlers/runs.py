@@ -27,7 +27,7 @@ class _RunHandler(DeerFlowHandler):
         manager = await self.manager()
         options = body.options()
         check_model(manager, options.model_name)
-        if body.if_not_exists == "create" and await manager.store.aio.get_thread(thread_id, self.user_id) is None:
+        if body.if_not_exists == "create" and await manager.find_thread(thread_id, self.user_id) is None:
             await manager.acreate_thread(self.user_id, thread_id=thread_id)
         request = RunRequest(prompt=body.prompt(), thread_id=thread_id, user_id=self.user_id,
                              options=options)
@@ -78,7 +78,7 @@ def check_model(manager: RunManager, name: Any) -> None:
     """
     if name is None:
         return
-    known = [m.name for m in manager.loaded.config.models]
+    known = [m.name for m in manager.config.models]
     if name not in known:
         raise web.HTTPError(400, "%s", f"unknown model {str(name)[:80]!r}; configured models: "
                             f"{', '.join(known) or '(none)'}")
@@ -151,7 +151,7 @@ class RunsHandler(_RunHandler):
     async def get(self, thread_id: str) -> None:
         manager = await self.manager()
         await manager.athread(thread_id, self.user_id)
-        records: list[RunRecord] = await manager.store.aio.list_runs(thread_id, self.user_id)
+        records: list[RunRecord] = await manager.list_runs(thread_id, self.user_id)
         live = {r.run_id: found.record for r in records if (found := manager.live(r.run_id, self.user_id))}
         self.send_json([wire.run(live.get(r.run_id, r)) for r in reversed(records)])
 

@@ -21,6 +21,7 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
+from deerflow.persistence.store import MetadataStore
 from deerflow.scheduling import ScheduleBook
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 from deerflow_jupyter.scheduler import ServerScheduler
@@ -46,8 +47,13 @@ class _SchedulesHandler(DeerFlowHandler):
     async def book(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``ScheduleBook.method(...)`` off the event loop, with the store's deadline (it reads SQLite)."""
         manager = await self.manager()
-        book = ScheduleBook(self.host.home, self.user_id, metadata=manager.store, store=self.server_scheduler.store)
-        return await manager.store.aio.run(getattr(book, method), *args, **kwargs)
+        home, user, schedules = self.host.home, self.user_id, self.server_scheduler.store
+
+        def call(records: MetadataStore) -> Any:
+            return getattr(ScheduleBook(home, user, metadata=records, store=schedules), method)(*args, **kwargs)
+
+        call.__name__ = method  # what a store deadline's message names
+        return await manager.with_records(call)
 
 
 class SchedulesHandler(_SchedulesHandler):

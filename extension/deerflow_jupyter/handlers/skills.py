@@ -40,7 +40,7 @@ class SkillUpdate(BaseModel):
 
 class _SkillsHandler(DeerFlowHandler):
     async def library(self) -> SkillLibrary:
-        skills = (await self.manager()).services.skills
+        skills = (await self.manager()).skills
         assert skills is not None, "RunManager.open opens the skill library"
         return skills
 

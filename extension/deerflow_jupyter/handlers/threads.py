@@ -47,7 +47,7 @@ class ThreadsHandler(DeerFlowHandler):
     async def post(self) -> None:
         body = self.body(ThreadCreate)
         manager = await self.manager()
-        existing = await manager.store.aio.get_thread(body.thread_id, self.user_id) if body.thread_id else None
+        existing = await manager.find_thread(body.thread_id, self.user_id) if body.thread_id else None
         if existing is not None and body.if_exists == "do_nothing":
             self.send_json(wire.thread(existing, status=await manager.athread_status(existing.thread_id)))
             return
@@ -65,7 +65,7 @@ class ThreadSearchHandler(DeerFlowHandler):
     async def post(self) -> None:
         query = self.body(ThreadSearch)
         manager = await self.manager()
-        records = await manager.store.aio.list_threads(self.user_id, limit=10_000)
+        records = await manager.list_threads(self.user_id, limit=10_000)
         matches = [r for r in records if all(r.metadata.get(k) == v for k, v in query.metadata.items())]
         out = [wire.thread(r, status=await manager.athread_status(r.thread_id)) for r in matches]
         if query.status:

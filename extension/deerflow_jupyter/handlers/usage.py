@@ -65,6 +65,6 @@ class UsageHandler(DeerFlowHandler):
                                 f"(an authorizer that grants read on {USAGE_ADMIN_RESOURCE})")
         manager = await self.manager()
         user = None if all_users else self.user_id
-        runs = await manager.store.aio.runs_since(since, user_id=user)
+        runs = await manager.runs_since(since, user_id=user)
         rows = usage_report(runs, by=by)
         self.send_json({"user": user, "by": by, "since": since_text, "rows": [r.to_dict() for r in rows]})

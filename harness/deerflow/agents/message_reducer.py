@@ -95,7 +95,7 @@ def merge_message_writes(state: Any, writes: Sequence[Any]) -> list[AnyMessage]:
     return fold.result()
 
 
-class IndexedMessages(list):  # type: ignore[type-arg]
+class IndexedMessages(list[Any]):  # messages; None tombstones too while a fold runs on it
     """A merge result: a plain list of messages that remembers its id index (see the module doc)."""
 
     __slots__ = ("_fold_index",)

@@ -86,11 +86,10 @@ def print_run_memory(client: Any, event: Any, agent: str | None) -> None:
     """``memory: +2 facts (undo: deerflow memory undo RUN)`` once the run's extraction is over."""
     if event.status != "success":
         return
-    from deerflow.memory.service import learned_from_run
 
     async def learned() -> Any:
         manager = await client._async.manager()
-        return await learned_from_run(manager.services, client.user_id, agent, event.run_id, now=True)
+        return await manager.learned_from_run(client.user_id, agent, event.run_id, now=True)
 
     try:
         change = client._call(learned())

@@ -74,11 +74,11 @@ def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncEx
     try:
         conn.execute("PRAGMA busy_timeout=5000")  # the CLI and a server may share the file
         conn.execute("PRAGMA journal_mode=WAL")
-        store = SqliteStore(conn, index=index)  # type: ignore[arg-type]  # pysqlite3 speaks the same API
+        store = SqliteStore(conn, index=index)  # conn: sqlite3's or pysqlite3's (the same API)
         with _setup_lock(path):
             store.setup()
     except (sqlite3.DatabaseError, driver.DatabaseError) as exc:
-        raise as_storage_error(path, exc) from None  # type: ignore[arg-type]
+        raise as_storage_error(path, exc) from None
     return store
 
 
@@ -106,7 +106,7 @@ def _driver(*, vectors: bool) -> Any:
     if not vectors or hasattr(sqlite3.Connection, "enable_load_extension"):
         return sqlite3
     try:
-        import pysqlite3.dbapi2 as driver  # type: ignore[import-not-found]
+        import pysqlite3.dbapi2 as driver
     except ImportError:
         return None
     return driver

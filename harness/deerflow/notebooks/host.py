@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
+from deerflow.config.paths import ThreadPaths
 from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
 from deerflow.notebooks.handover import localize
 from deerflow.notebooks.records import EditRecords
@@ -30,9 +31,8 @@ ACTIONS = ("apply", "discard", "undo", "list", "insert", "localize")
 MAX_SOURCES = 200
 
 
-def notebook_access(services: HostServices) -> NotebookAccess:
-    """The host's notebook access, or a one-line error saying there is none."""
-    access = services.notebooks
+def notebook_access(access: NotebookAccess | None) -> NotebookAccess:
+    """The host's notebook access (``services.notebooks``), or a one-line error saying there is none."""
     if access is None:
         raise NotebookError("the user's notebooks are not reachable from this host", code="unavailable")
     return access
@@ -63,7 +63,17 @@ def with_context(prompt: str, context: str) -> str:
     return f"{prompt}\n\n{context}" if context else prompt
 
 
-async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action: str,
+class NotebookHost(Protocol):
+    """What :func:`notebook_action` asks of the run manager (``deerflow.runs.manager.RunManager``)."""
+
+    async def athread(self, thread_id: str, user_id: str) -> Any: ...
+
+    def thread_paths(self, user_id: str, thread_id: str) -> ThreadPaths: ...
+
+    def notebooks(self) -> NotebookAccess | None: ...
+
+
+async def notebook_action(manager: NotebookHost, *, user_id: str, thread_id: str, action: str,
                           target: str | None = None, path: str | None = None,
                           operations: Any = None, number: int | None = None,
                           sources: Any = None) -> dict[str, Any]:
@@ -82,12 +92,13 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
         NotebookError: nothing to apply/undo, a conflict, no notebook access.
     """
     thread = await manager.athread(thread_id, user_id)  # ownership first
-    records = EditRecords(manager.home.thread(user_id, thread.thread_id).root)
+    paths = manager.thread_paths(user_id, thread.thread_id)
+    records = EditRecords(paths.root)
     if action == "list":
         return {"proposals": [p.summary() for p in await asyncio.to_thread(records.proposals)]}
     if action == "discard":
         return await asyncio.to_thread(discard_proposal, records, target)
-    access = notebook_access(manager.services)
+    access = notebook_access(manager.notebooks())
     if action == "apply":
         return await apply_proposal(access, records, target)
     if action == "undo":
@@ -95,7 +106,7 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
     if action == "insert":
         if not path:
             raise NotebookError("insert: name the notebook (path)", code="invalid_operation")
-        vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))  # the agent's files, read safely
+        vfs = VirtualFS(paths)  # the agent's files, read safely
         return await insert_handover(access, records, path, operations, run_id=target or "user", number=number,
                                      vfs=vfs, thread_id=thread.thread_id)
     if action == "localize":  # %deerflow cells: the same rewrite and copies, for a cell the kernel inserts
@@ -103,7 +114,7 @@ async def notebook_action(manager: Any, *, user_id: str, thread_id: str, action:
                 or len(sources) > MAX_SOURCES:
             raise NotebookError(f"localize: name the notebook (path) and up to {MAX_SOURCES} sources",
                                 code="invalid_operation")
-        vfs = VirtualFS(manager.home.thread(user_id, thread.thread_id))
+        vfs = VirtualFS(paths)
         moved = await localize(access, vfs, check_notebook_path(path), thread.thread_id, sources)
         return {"sources": moved.sources, "files": moved.note()}
     raise NotebookError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}", code="invalid_operation")

@@ -104,7 +104,7 @@ def _pool_classes() -> tuple[type, type]:
     import psycopg
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-    class DeerFlowPool(ConnectionPool):  # type: ignore[type-arg]
+    class DeerFlowPool(ConnectionPool[Any]):
         @contextmanager
         def connection(self, timeout: float | None = None) -> Iterator[Any]:
             try:
@@ -113,7 +113,7 @@ def _pool_classes() -> tuple[type, type]:
             except psycopg.OperationalError as exc:  # PoolTimeout included
                 raise pgsql.unavailable(str(self.conninfo), exc, waited=timeout or self.timeout) from None
 
-    class DeerFlowAsyncPool(AsyncConnectionPool):  # type: ignore[type-arg]
+    class DeerFlowAsyncPool(AsyncConnectionPool[Any]):
         @asynccontextmanager
         async def connection(self, timeout: float | None = None) -> AsyncIterator[Any]:
             try:

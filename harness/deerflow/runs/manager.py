@@ -57,6 +57,7 @@ from deerflow.plugins import PluginSet, load_plugins
 from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult, compact_thread
 from deerflow.runs.execution import execute_run
+from deerflow.runs.host_queries import HostQueries
 from deerflow.runs.thread_files import ThreadFiles
 from deerflow.runs.wiring import wire_lead_agent, wire_run_context
 from deerflow.runtime import events as ev
@@ -94,8 +95,10 @@ class RunRequest:
     trusted: bool = False
 
 
-class RunManager:
-    """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`."""
+class RunManager(HostQueries):
+    """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`.
+
+    What hosts may ask of it beyond runs and threads is in :class:`HostQueries`."""
 
     finished_runs_kept = 256
     """Finished runs joinable from memory (older ones: their events from the store)."""

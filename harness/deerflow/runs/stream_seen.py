@@ -82,5 +82,5 @@ def install() -> None:
                     mark_seen(self, value)
 
     vars(on_chain_start)["__wrapped__"] = handler_cls.on_chain_start  # LangGraph's own, for the test's check
-    handler_cls.on_chain_start = on_chain_start  # type: ignore[method-assign]
+    handler_cls.on_chain_start = on_chain_start
     _installed = True

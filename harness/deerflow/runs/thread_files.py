@@ -16,6 +16,11 @@ their own way.  This is the one place they meet, so every host gets the same rul
   the uploads folder, opened through ``SafeDir`` (no link followed below the thread's root),
   then renamed into place on that descriptor (:func:`~deerflow.sandbox.files.uploads.save_upload`);
   a refusal is :class:`UploadRejected`.
+* **Exports hold only regular files** (:meth:`ThreadFiles.export`): the folders are walked from the
+  thread's root through ``SafeDir`` (no link followed at any step; a folder swapped for a link
+  is skipped), each file opened non-blocking and checked on its descriptor, so a link, FIFO,
+  socket or hard link planted in the thread is listed as skipped, never followed nor waited on.
+  The archive is written to the caller's stream: no temporary file with a name in the thread.
 * **No blocking I/O on the caller's event loop**: the async methods run the file work in a
   worker thread.
 
@@ -27,16 +32,26 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-from collections.abc import Callable
-from dataclasses import dataclass
+import os
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Literal, Protocol
 
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import UploadsConfig
 from deerflow.errors import NotFoundError, ToolFailure, UserError
 from deerflow.sandbox.files.uploads import UploadError, UploadInfo, list_uploads, save_upload
 from deerflow.sandbox.files.virtual_paths import VirtualFS
+from deerflow.threadfs import SafeDir, UnsafePath
+
+ExportFolder = Literal["outputs", "workspace", "uploads"]
+"""A thread folder an export may hold (under ``/mnt/user-data``)."""
+EXPORT_MAX_BYTES = 512 * 1024 * 1024
+"""Default bound on the files' total size in one export (before compression)."""
+_COPY_CHUNK = 1 << 20
 
 
 class ArtifactNotFound(NotFoundError):
@@ -102,6 +117,27 @@ class ArtifactFile:
     path: str
     name: str
     data: bytes
+
+
+class ExportTooLarge(UserError):
+    """The files to export add up to more than the export's bound."""
+
+    code = "export_too_large"
+
+
+@dataclass
+class ThreadExport:
+    """What :meth:`ThreadFiles.export` wrote.
+
+    Attributes:
+        files: Archive names written (``outputs/report.md``…), in order.
+        skipped: Entries left out, each ``"name: why"`` (a link, a FIFO, a hard link, unreadable).
+        size: The files' total size in bytes, before compression.
+    """
+
+    files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    size: int = 0
 
 
 class ThreadLookup(Protocol):
@@ -197,6 +233,94 @@ class ThreadFiles:
         return ArtifactFile(located.virtual, located.host.name, data)
 
 
+    async def export(self, user_id: str, thread_id: str, out: IO[bytes], *,
+                     folders: Sequence[ExportFolder] = ("outputs",),
+                     max_bytes: int = EXPORT_MAX_BYTES) -> ThreadExport:
+        """Write a zip of the thread's ``folders`` (their regular files, as ``outputs/...``) to ``out``.
+
+        ``out`` is the caller's writable binary stream (a file the user named, a spooled buffer
+        for a download). Anything that is not a regular file is skipped and listed, never followed.
+
+        Raises:
+            NotFoundError: no such thread for this user.
+            UserError: a folder that is not one of ``outputs``, ``workspace``, ``uploads``.
+            ExportTooLarge: the files add up to more than ``max_bytes`` (``out`` then holds a partial archive).
+        """
+        chosen = export_folders(folders)
+        await self._threads.athread(thread_id, user_id)
+        root = self._home.thread(user_id, thread_id).root
+        return await asyncio.to_thread(write_export, root, chosen, out, max_bytes)
+
+
+def export_folders(folders: Sequence[str]) -> list[str]:
+    """``folders`` checked and without repeats, for a caller to refuse a bad one before it opens a file.
+
+    Raises:
+        UserError: a folder that is not one of ``outputs``, ``workspace``, ``uploads``.
+    """
+    unknown = sorted(set(folders) - {"outputs", "workspace", "uploads"})
+    if unknown:
+        raise UserError(f"cannot export {unknown[0]!r}: choose from outputs, workspace, uploads")
+    if not folders:
+        raise UserError("nothing to export: choose from outputs, workspace, uploads")
+    return list(dict.fromkeys(folders))
+
+
+def write_export(root: Path, folders: Sequence[str], out: IO[bytes], max_bytes: int) -> ThreadExport:
+    """:meth:`ThreadFiles.export`'s blocking part: ``root`` is the thread's folder (the host's own
+    path); everything below it is the agent's, so it is only reached through :class:`SafeDir`."""
+    done = ThreadExport()
+    try:
+        thread = SafeDir.open(root)
+    except UnsafePath:  # no folder yet (a thread recorded by another process): an empty archive
+        thread = None
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        if thread is None:
+            return done
+        with thread:
+            _add_folders(thread, folders, archive, done, max_bytes)
+    return done
+
+
+def _add_folders(thread: SafeDir, folders: Sequence[str], archive: zipfile.ZipFile, done: ThreadExport,
+                 max_bytes: int) -> None:
+    """Each folder's regular files into ``archive``, walked without following anything."""
+    for folder in folders:
+        try:
+            tree = thread.subdir(f"user-data/{folder}", label=folder)
+        except UnsafePath as exc:
+            if exc.code != "not_found":  # a folder swapped for a link: skipped like any entry
+                done.skipped.append(f"{folder}: {exc.message}")
+            continue
+        with tree:
+            for rel, entry in tree.walk():
+                if entry.kind != "dir":
+                    _add_file(tree, rel, f"{folder}/{rel}", entry.mtime_ns, archive, done, max_bytes)
+
+
+def _add_file(tree: SafeDir, rel: str, name: str, mtime_ns: int, archive: zipfile.ZipFile,
+              done: ThreadExport, max_bytes: int) -> None:
+    """Copy one regular file into ``archive``; anything else (checked on the descriptor) is skipped."""
+    try:
+        fd = tree.open_file(rel)  # non-blocking open: a FIFO is refused, never waited on
+    except UnsafePath as exc:
+        done.skipped.append(f"{name}: {exc.message}")
+        return
+    with os.fdopen(fd, "rb") as src:
+        if done.size + os.fstat(fd).st_size > max_bytes:
+            raise ExportTooLarge(f"the export is larger than {max_bytes} bytes; export fewer folders")
+        stamp = time.gmtime(max(mtime_ns // 1_000_000_000, 315_532_800))[:6]  # zip dates start in 1980
+        info = zipfile.ZipInfo(name, date_time=stamp)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with archive.open(info, "w") as dst:
+            while chunk := src.read(_COPY_CHUNK):
+                done.size += len(chunk)
+                if done.size > max_bytes:  # it grew while we read
+                    raise ExportTooLarge(f"the export is larger than {max_bytes} bytes; export fewer folders")
+                dst.write(chunk)
+    done.files.append(name)
+
+
 def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
     """Each path's size, None where it is gone, not a regular file, or not resolvable."""
     sizes: list[int | None] = []
@@ -208,4 +332,6 @@ def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
     return sizes
 
 
-__all__ = ["ARTIFACT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactTooLarge", "ThreadFiles", "ThreadLookup", "UploadRejected"]
+__all__ = ["ARTIFACT_MAX_BYTES", "EXPORT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactTooLarge",
+           "ExportFolder", "ExportTooLarge", "ThreadExport", "ThreadFiles", "ThreadLookup", "UploadRejected",
+           "export_folders", "write_export"]

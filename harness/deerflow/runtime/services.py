@@ -20,7 +20,7 @@ and read ``context.services.NAME`` where it is used.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic_core import CoreSchema
@@ -106,9 +106,9 @@ class HostServices:
 
         return core_schema.is_instance_schema(cls)
 
-    def for_run(self, **per_run: object) -> HostServices:
+    def for_run(self, **per_run: Any) -> HostServices:
         """A copy for one run, with its per-run services set (the host's copy is left as it is)."""
-        return replace(self, **per_run)  # type: ignore[arg-type]
+        return replace(self, **per_run)
 
     def for_child(self, child: ChildRun) -> HostServices:
         """A subagent's services: the parent's, without delegation (no nesting), with its child run."""

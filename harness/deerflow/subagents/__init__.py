@@ -15,33 +15,43 @@ Names are imported lazily so that importing a submodule stays cheap and
 free of import cycles with the agent middlewares.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from importlib import import_module
-from typing import Any
+from deerflow._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from deerflow.subagents.acceptance import check_acceptance
+    from deerflow.subagents.controller import SubagentController
+    from deerflow.subagents.executor import SubagentExecutor, SubagentJob
+    from deerflow.subagents.integration import create_deerflow_agent
+    from deerflow.subagents.outcome import SubagentOutcome
+    from deerflow.subagents.receipts import ReceiptLedger, check_citations
+    from deerflow.subagents.recorder import ParentLoopRecorder
+    from deerflow.subagents.registry import SubagentRegistry, SubagentType
+    from deerflow.subagents.runtime import SubagentRuntime
+    from deerflow.subagents.task_tool import make_task_tool
+    from deerflow.subagents.tools import subagent_tools
 
 _EXPORTS = {
-    "SubagentController": "deerflow.subagents.controller",
-    "SubagentExecutor": "deerflow.subagents.executor",
-    "SubagentJob": "deerflow.subagents.executor",
-    "SubagentOutcome": "deerflow.subagents.outcome",
-    "SubagentRegistry": "deerflow.subagents.registry",
-    "SubagentRuntime": "deerflow.subagents.runtime",
-    "SubagentType": "deerflow.subagents.registry",
-    "ParentLoopRecorder": "deerflow.subagents.recorder",
-    "ReceiptLedger": "deerflow.subagents.receipts",
-    "check_acceptance": "deerflow.subagents.acceptance",
-    "check_citations": "deerflow.subagents.receipts",
-    "create_deerflow_agent": "deerflow.subagents.integration",
-    "make_task_tool": "deerflow.subagents.task_tool",
-    "subagent_tools": "deerflow.subagents.tools",
+    "SubagentController": "controller",
+    "SubagentExecutor": "executor",
+    "SubagentJob": "executor",
+    "SubagentOutcome": "outcome",
+    "SubagentRegistry": "registry",
+    "SubagentRuntime": "runtime",
+    "SubagentType": "registry",
+    "ParentLoopRecorder": "recorder",
+    "ReceiptLedger": "receipts",
+    "check_acceptance": "acceptance",
+    "check_citations": "receipts",
+    "create_deerflow_agent": "integration",
+    "make_task_tool": "task_tool",
+    "subagent_tools": "tools",
 }
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(import_module(module), name)
+__all__ = [
+    "ParentLoopRecorder", "ReceiptLedger", "SubagentController", "SubagentExecutor", "SubagentJob",
+    "SubagentOutcome", "SubagentRegistry", "SubagentRuntime", "SubagentType", "check_acceptance",
+    "check_citations", "create_deerflow_agent", "make_task_tool", "subagent_tools",
+]

@@ -62,7 +62,7 @@ def incomplete_text(todos: Sequence[Todo]) -> str:
 class PlanModeTodoMiddleware(TodoListMiddleware):
     """``TodoListMiddleware`` that reminds the model once of open todos before it finishes."""
 
-    state_schema = PlanModeState  # type: ignore[assignment]
+    state_schema = PlanModeState
 
     @hook_config(can_jump_to=["model"])
     def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ import socket
 import struct
 import sys
 import time
+from io import BufferedReader
 from typing import Any, BinaryIO
 from urllib.parse import quote, urlsplit
 
@@ -122,7 +123,7 @@ class PlainEngine:
             body["WorkingDir"] = workdir
         return str(self._request("POST", f"/containers/{quote(container)}/exec", body)["Id"])
 
-    def exec_start(self, exec_id: str) -> BinaryIO:
+    def exec_start(self, exec_id: str) -> BufferedReader:
         """Start the exec on a hijacked connection; its multiplexed output (stdin stays open)."""
         conn = self._connect()
         conn.connect()
@@ -138,7 +139,7 @@ class PlainEngine:
         parts = status.split()
         if len(parts) < 2 or parts[1] not in ("101", "200"):
             raise RuntimeError(f"docker engine: exec start: {status} {stream.read(4096).decode(errors='replace')}")
-        return stream  # type: ignore[return-value]
+        return stream
 
     def exec_exit_code(self, exec_id: str) -> int | None:
         deadline = time.monotonic() + _EXIT_WAIT_S
@@ -157,7 +158,7 @@ def _run_plain(engine: PlainEngine, container: str, command: list[str], workdir:
 
 
 def _run_sdk(container: str, command: list[str], workdir: str | None) -> int | None:
-    import docker  # type: ignore[import-untyped]
+    import docker
 
     api = docker.from_env().api
     exec_id = api.exec_create(container, command, stdin=True, stdout=True, stderr=True, tty=False,

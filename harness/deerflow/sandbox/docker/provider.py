@@ -96,8 +96,8 @@ def connect_docker() -> Any:
         DockerUnavailable: the ``docker`` package is not installed, or no engine is reachable.
     """
     try:
-        import docker  # type: ignore[import-untyped]
-        from docker.errors import DockerException  # type: ignore[import-untyped]
+        import docker
+        from docker.errors import DockerException
         from requests.exceptions import RequestException
     except ImportError:
         raise DockerUnavailable("the docker provider needs the Docker SDK: "
@@ -113,7 +113,7 @@ def connect_docker() -> Any:
 
 def _docker_errors() -> tuple[type[BaseException], ...]:
     try:
-        from docker.errors import DockerException  # type: ignore[import-untyped]
+        from docker.errors import DockerException
         from requests.exceptions import RequestException
     except ImportError:
         return (OSError,)

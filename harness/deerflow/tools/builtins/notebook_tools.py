@@ -50,7 +50,7 @@ def edit_mode(ctx: RunContext) -> str:
 
 async def aread_notebook(path: PathArg, runtime: ToolRuntime[RunContext], cell_ids: CellIdsArg = None) -> Reply:
     try:
-        return await read_cells(notebook_access(runtime.context.services), path, cell_ids)
+        return await read_cells(notebook_access(runtime.context.services.notebooks), path, cell_ids)
     except NotebookError as exc:
         raise ToolFailure(str(exc), code=exc.code or "tool_error") from None  # a NotebookError always has one
 
@@ -58,7 +58,7 @@ async def aread_notebook(path: PathArg, runtime: ToolRuntime[RunContext], cell_i
 async def aedit_notebook(path: PathArg, operations: OpsArg, runtime: ToolRuntime[RunContext]) -> Reply:
     ctx = runtime.context
     try:
-        access = notebook_access(ctx.services)
+        access = notebook_access(ctx.services.notebooks)
         return await edit_cells(access, EditRecords(ctx.paths.root), path, operations, run_id=ctx.run_id,
                                 mode=edit_mode(ctx))
     except NotebookError as exc:
