@@ -36,6 +36,8 @@ def test_cli_import_loads_no_heavy_capability(statement: str) -> None:
     assert not loaded & set(HEAVY), f"{statement!r} imported {sorted(loaded & set(HEAVY))}"
     # --help needs only the parser: the agent stack (LangChain, LangGraph) stays unloaded too.
     assert not loaded & {"langchain", "langchain_core", "langgraph"}, sorted(loaded)
+    # nor asyncio (with ssl and socket, about a third of the CLI's import): commands import it when they run.
+    assert not loaded & {"asyncio", "ssl"}, sorted(loaded & {"asyncio", "ssl"})
 
 
 def test_client_import_loads_no_heavy_capability() -> None:
