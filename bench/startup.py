@@ -69,10 +69,10 @@ def measures() -> dict[str, tuple[list[str], str | None]]:
         "`import deerflow.cli`": ([py, "-X", "importtime", "-c", "import deerflow.cli"], "deerflow.cli"),
         "`deerflow --help`": ([*cli, "--help"], None),
         "`import deerflow.client`": ([py, "-X", "importtime", "-c", "import deerflow.client"], "deerflow.client"),
-        # What DeerFlow builds on, for scale: the agent stack with LangGraph's SQLite checkpointer and store
-        # (what any run imports), and LangSmith's run trees (reached through langchain_core.tracers).
-        "third-party floor: `import langchain.agents` + LangGraph's SQLite checkpointer and store":
-            ([py, "-c", "import langchain.agents, langgraph.checkpoint.sqlite.aio, langgraph.store.sqlite"], None),
+        # What DeerFlow builds on, for scale: the agent stack with LangGraph's SQLite checkpointer (what any
+        # run imports), and LangSmith's run trees (reached through langchain_core.tracers).
+        "third-party floor: `import langchain.agents` + LangGraph's SQLite checkpointer":
+            ([py, "-c", "import langchain.agents, langgraph.checkpoint.sqlite.aio"], None),
         "of which `import langsmith.run_trees`": ([py, "-c", "import langsmith.run_trees"], None),
         "`deerflow run \"hi\"` (offline model, new home)": ([*cli, "run", "hi"], None),
     }
