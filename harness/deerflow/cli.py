@@ -46,7 +46,6 @@ from deerflow.memory import cli as memory_cli
 from deerflow.scheduling.commands import add_schedule_parser, run_schedule_command
 from deerflow.skills import cli as skills_cli
 from deerflow.subagents import cli as batches_cli
-from deerflow.terminal import TerminalRenderer
 
 if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--help` stays fast
     from deerflow.runtime import events as ev
@@ -299,6 +298,7 @@ def _run(client: Any, args: argparse.Namespace) -> int:
 
 def _render_run(client: Any, events: Iterable[ev.Event], *, as_json: bool, agent: str | None = None) -> int:
     from deerflow.runtime import events as ev
+    from deerflow.terminal import TerminalRenderer
 
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
     finished: ev.RunFinished | None = None

@@ -36,11 +36,48 @@ def test_cli_import_loads_no_heavy_capability(statement: str) -> None:
     assert not loaded & set(HEAVY), f"{statement!r} imported {sorted(loaded & set(HEAVY))}"
     # --help needs only the parser: the agent stack (LangChain, LangGraph) stays unloaded too.
     assert not loaded & {"langchain", "langchain_core", "langgraph"}, sorted(loaded)
+    # nor asyncio (with ssl and socket, about a third of the CLI's import): commands import it when they run.
+    assert not loaded & {"asyncio", "ssl"}, sorted(loaded & {"asyncio", "ssl"})
 
 
 def test_client_import_loads_no_heavy_capability() -> None:
     loaded = loaded_after("import deerflow.client")
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    # The python tool's kernel stack loads with the first kernel start, not with the client.
+    assert not loaded & set(KERNEL_STACK), sorted(loaded & set(KERNEL_STACK))
+
+
+KERNEL_STACK = ("jupyter_client", "zmq", "traitlets")
+
+
+def test_offline_run_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """A whole offline ``chat`` on a new home (the CLI's ``deerflow run "hi"``): its script writes and reads
+    files, so no kernel, notebook format, MCP SDK, browser, docker or OpenAI client is loaded."""
+    statement = ("import os\n"
+                 f"os.environ.update(DEERFLOW_HOME={str(tmp_path / 'home')!r}, "
+                 f"DEERFLOW_NOTEBOOK_ROOT={str(tmp_path)!r})\n"
+                 "for k in [k for k in os.environ if k.startswith(('OPENAI_', 'DEERFLOW_CONFIG'))]: del os.environ[k]\n"
+                 f"os.chdir({str(tmp_path)!r})\n"
+                 "from deerflow.client import DeerFlowClient\n"
+                 "with DeerFlowClient() as c:\n"
+                 "    result = c.chat('hi')\n"
+                 "assert result.status == 'success', result\n"
+                 "assert result.artifacts, result")
+    loaded = loaded_after(statement)
+    # nor LangGraph's SQLite store (sqlite_vec, numpy): a new home's memory store opens on its first write
+    unwanted = {*HEAVY, *KERNEL_STACK, "openai", "docker", "sqlite_vec", "numpy"}
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+    assert {"langgraph", "langchain"} <= loaded  # the run did run the agent
+
+
+def test_kernel_start_still_imports_jupyter_client() -> None:
+    """The lazy import is on the path that needs it: the spec manager class comes from jupyter_client."""
+    statement = ("from deerflow.sandbox.kernels.kernel import _fixed_spec_manager_class\n"
+                 "from jupyter_client.kernelspec import KernelSpec, KernelSpecManager\n"
+                 "cls = _fixed_spec_manager_class()\n"
+                 "spec = KernelSpec(argv=['python'], display_name='x', language='python')\n"
+                 "assert issubclass(cls, KernelSpecManager) and cls(spec).get_kernel_spec('any') is spec")
+    assert "jupyter_client" in loaded_after(statement)
 
 
 # What a run's host imports before the run uses a notebook, a browser or docker.

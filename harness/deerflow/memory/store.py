@@ -54,12 +54,23 @@ def open_store(storage: StorageConfig, *, home: Path, stack: ExitStack | AsyncEx
         from deerflow.persistence.postgres import open_store_pg
 
         return open_store_pg(storage, stack, index=index)
-    from langgraph.store.sqlite import SqliteStore
-
     path = memory_db_path(storage, home)
     problem = file_problem(path)
     if problem is not None:
         raise StorageError(path, problem)
+    if index is None and not path.exists():  # a new home: open when there is something to read or write
+        from deerflow.memory.lazy_store import StoreOnFirstUse
+
+        lazy = StoreOnFirstUse(path, lambda: _open_sqlite(path, index, stack))
+        stack.callback(lazy.close)
+        return lazy
+    return _open_sqlite(path, index, stack)
+
+
+def _open_sqlite(path: Path, index: IndexConfig | None, stack: ExitStack | AsyncExitStack) -> BaseStore:
+    """Connect to, and set up, the SQLite memory store at ``path`` (see :func:`open_store`)."""
+    from langgraph.store.sqlite import SqliteStore
+
     driver = _driver(vectors=index is not None)
     if index is not None and driver is None:
         logger.warning("memory: this Python's sqlite3 cannot load sqlite-vec, so facts are ranked by words; "

@@ -15,7 +15,6 @@ never starts executing it.  ``worker`` runs the worker pool in this process
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,8 @@ def run(client: Any, args: argparse.Namespace) -> int:
     """Execute ``deerflow batches ...`` (UserErrors are printed by the caller)."""
     loaded, home = client._async._loaded, client._async.home
     if args.batches_command == "worker":
+        import asyncio  # here, not at the top: ``deerflow --help`` should not pay for it
+
         from deerflow.subagents.batches.worker_main import run_worker
 
         stats = asyncio.run(run_worker(loaded, home, concurrency=args.concurrency, lease_seconds=args.lease,

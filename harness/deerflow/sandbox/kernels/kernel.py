@@ -33,6 +33,7 @@ Outputs are collected as nbformat output dicts, ready for the notebook log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import queue
@@ -41,15 +42,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from jupyter_client.manager import AsyncKernelManager
-
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.execution.process import descendants, kill_strays
 from deerflow.sandbox.execution.provider import SandboxProvider
 from deerflow.threadfs import SafeDir, UnsafePath
 
-if TYPE_CHECKING:  # nbformat is imported on first use (its jsonschema import is slow)
+if TYPE_CHECKING:  # jupyter_client and nbformat are imported on first use (a kernel start, a cell)
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
     from nbformat import NotebookNode
 
 Recovery = Literal["none", "interrupted", "restarted", "died"]
@@ -67,15 +67,23 @@ class KernelStartError(RuntimeError):
     """A kernel could not be started (a runtime failure, logged by the caller)."""
 
 
-class _FixedSpecManager(KernelSpecManager):
-    """Serves exactly one, in-memory kernel spec (no kernel.json on disk)."""
+@functools.cache
+def _fixed_spec_manager_class() -> type[KernelSpecManager]:
+    """The spec manager class, defined on first kernel start: ``jupyter_client`` (with
+    ``zmq`` and ``traitlets``) costs every run's start-up otherwise, and most runs start no kernel."""
+    from jupyter_client.kernelspec import KernelSpecManager
 
-    def __init__(self, spec: KernelSpec, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._spec = spec
+    class _FixedSpecManager(KernelSpecManager):
+        """Serves exactly one, in-memory kernel spec (no kernel.json on disk)."""
 
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        return self._spec
+        def __init__(self, spec: KernelSpec, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self._spec = spec
+
+        def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+            return self._spec
+
+    return _FixedSpecManager
 
 
 @dataclass
@@ -179,6 +187,9 @@ class ThreadKernel:
         Raises:
             KernelStartError: if it exits or stays silent past ``startup_timeout``.
         """
+        from jupyter_client.kernelspec import KernelSpec
+        from jupyter_client.manager import AsyncKernelManager
+
         self.paths.ensure()
         runtime_dir = self.provider.kernel_runtime_dir(self.paths)
         self._runtime_dir = runtime_dir
@@ -190,7 +201,7 @@ class ThreadKernel:
             interrupt_mode="message",
         )
         km = AsyncKernelManager(
-            kernel_spec_manager=_FixedSpecManager(spec),
+            kernel_spec_manager=_fixed_spec_manager_class()(spec),
             kernel_name="deerflow",
             transport="ipc",
             ip=str(runtime_dir / "k"),

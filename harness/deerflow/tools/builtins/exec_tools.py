@@ -34,7 +34,7 @@ import logging
 from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
@@ -48,6 +48,7 @@ from deerflow.sandbox.kernels.kernel_pool import CellResult, KernelPool
 from deerflow.sandbox.kernels.notebook_log import NOTEBOOK_NAME
 from deerflow.tools.builtins.network_access import network_scope, settle
 from deerflow.tools.offload import OFFLOADER, Offloader
+from deerflow.tools.schema import function_tool
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +330,7 @@ def exec_tools(provider: SandboxProvider, *, python_timeout: float | None = None
     tools: list[BaseTool] = []
     if provider.allows_bash:
         tools.append(
-            StructuredTool.from_function(
+            function_tool(
                 func=bash,
                 coroutine=abash,
                 name="bash",
@@ -338,7 +339,7 @@ def exec_tools(provider: SandboxProvider, *, python_timeout: float | None = None
             )
         )
     tools.append(
-        StructuredTool.from_function(
+        function_tool(
             func=python,
             coroutine=apython,
             name="python",

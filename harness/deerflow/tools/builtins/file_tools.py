@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.tools import ToolRuntime
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
@@ -41,6 +41,7 @@ from deerflow.sandbox.files import fs_ops
 from deerflow.sandbox.files.read_marks import ReadMarks
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.offload import OFFLOADER, Offloader
+from deerflow.tools.schema import function_tool
 
 FILE_READ = "file:read"
 FILE_WRITE = "file:write"
@@ -108,7 +109,7 @@ def offloaded_tool(fn: Callable[..., str]) -> BaseTool:
             fn, *args, key=key, what=name, deadline=FILE_OP_DEADLINE_S, **kwargs
         )
 
-    return StructuredTool.from_function(func=run, coroutine=arun, name=name, parse_docstring=True)
+    return function_tool(func=run, coroutine=arun, name=name, parse_docstring=True)
 
 
 # -- rendering ------------------------------------------------------------------

@@ -19,7 +19,7 @@ import asyncio
 from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from deerflow.errors import ToolFailure
 from deerflow.notebooks.access import NotebookError
@@ -27,6 +27,7 @@ from deerflow.notebooks.host import notebook_access
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import EDIT_MODES, edit_cells, read_cells
 from deerflow.runtime.context import RunContext
+from deerflow.tools.schema import function_tool
 
 Reply = tuple[str, dict[str, Any]]
 PathArg = Annotated[str, "The notebook's path relative to the Jupyter root, e.g. 'work.ipynb'."]
@@ -86,6 +87,6 @@ DESCRIPTIONS = {
 def notebook_tools() -> list[BaseTool]:
     """The notebook tools, each working under ``invoke`` and ``ainvoke``."""
     pairs = {"read_notebook": (read_notebook, aread_notebook), "edit_notebook": (edit_notebook, aedit_notebook)}
-    return [StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=DESCRIPTIONS[name],
-                                         response_format="content_and_artifact")
+    return [function_tool(func=sync, coroutine=coro, name=name, description=DESCRIPTIONS[name],
+                          response_format="content_and_artifact")
             for name, (sync, coro) in pairs.items()]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from langchain.tools import InjectedToolCallId, ToolRuntime, tool
+from langchain.tools import InjectedToolCallId, ToolRuntime
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.files.virtual_paths import OUTPUTS, VirtualFS
+from deerflow.tools.schema import as_tool
 
 
 def resolve_outputs(vfs: VirtualFS, filepaths: list[str]) -> list[str]:
@@ -37,7 +38,7 @@ def resolve_outputs(vfs: VirtualFS, filepaths: list[str]) -> list[str]:
     return presented
 
 
-@tool("present_files")
+@as_tool("present_files")
 def present_files(
     filepaths: list[str],
     runtime: ToolRuntime[RunContext],

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain.tools import ToolRuntime, tool
+from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool
 
 from deerflow.errors import ToolFailure, UserError
@@ -38,6 +38,7 @@ from deerflow.skills.pending import PendingPackage, discard, freeze_package, fro
 from deerflow.skills.prompt import describe_skills_text
 from deerflow.skills.run import INSTALL_TOOL, RunSkills, run_skills_of
 from deerflow.tools.builtins.file_tools import thread_fs
+from deerflow.tools.schema import as_tool
 
 SKILLS_GROUP = "skills"
 
@@ -49,7 +50,7 @@ def _run_skills(runtime: ToolRuntime[RunContext]) -> RunSkills:
     return skills
 
 
-@tool("describe_skill", parse_docstring=True)
+@as_tool("describe_skill", parse_docstring=True)
 def describe_skill(query: str, runtime: ToolRuntime[RunContext]) -> str:
     """Look up skills from the skill index: what each is for, which tools it uses, where its instructions are.
 
@@ -60,7 +61,7 @@ def describe_skill(query: str, runtime: ToolRuntime[RunContext]) -> str:
     return describe_skills_text(skills.search(query), query=query)
 
 
-@tool(INSTALL_TOOL, parse_docstring=True, response_format="content_and_artifact")
+@as_tool(INSTALL_TOOL, parse_docstring=True, response_format="content_and_artifact")
 def install_skill(path: str, runtime: ToolRuntime[RunContext]) -> tuple[str, dict[str, Any]]:
     """Install a skill you wrote as one of the user's custom skills. SkillScan checks it first; a critical finding refuses it. The user is asked to approve the install (refused in unattended runs); once approved it is enabled from the user's next message on.
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from langchain.tools import ToolRuntime, tool
+from langchain.tools import ToolRuntime
 
 from deerflow.runtime.context import RunContext
 from deerflow.sandbox.files.uploads import UploadInfo, list_uploads
 from deerflow.tools.builtins.file_tools import model_errors, thread_fs
+from deerflow.tools.schema import as_tool
 
 
 def render_uploads(files: list[UploadInfo]) -> str:
@@ -29,7 +30,7 @@ def render_uploads(files: list[UploadInfo]) -> str:
     return "\n".join(lines)
 
 
-@tool("list_uploaded_files")
+@as_tool("list_uploaded_files")
 def list_uploaded_files(runtime: ToolRuntime[RunContext]) -> str:
     """List the files the user uploaded to this conversation, with their paths under /mnt/user-data/uploads (read-only), sizes and upload times."""
     vfs = thread_fs(runtime)

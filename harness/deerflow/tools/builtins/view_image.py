@@ -17,13 +17,14 @@ from __future__ import annotations
 import base64
 from typing import Annotated
 
-from langchain.tools import InjectedToolCallId, ToolRuntime, tool
+from langchain.tools import InjectedToolCallId, ToolRuntime
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.tools.builtins.file_tools import model_errors, thread_fs
+from deerflow.tools.schema import as_tool
 
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """Largest image sent to the model; bigger ones cost many tokens and some providers refuse them."""
@@ -74,7 +75,7 @@ def load_image(data: bytes, *, shown_path: str, max_bytes: int = MAX_IMAGE_BYTES
     return mime, base64.b64encode(data).decode("ascii")
 
 
-@tool("view_image")
+@as_tool("view_image")
 def view_image(
     image_path: str,
     runtime: ToolRuntime[RunContext],

@@ -18,11 +18,12 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
+from deerflow.tools.schema import function_tool
 from deerflow.web.search import SearchError
 from deerflow.web.service import WebService
 
@@ -105,6 +106,6 @@ def web_tools() -> list[BaseTool]:
     """The web tools, each working under ``invoke`` and ``ainvoke``."""
     pairs = {"web_fetch": (web_fetch, aweb_fetch), "web_search": (web_search, aweb_search),
              "image_search": (image_search, aimage_search)}
-    return [StructuredTool.from_function(func=sync, coroutine=coro, name=name, description=DESCRIPTIONS[name],
-                                         response_format="content_and_artifact")
+    return [function_tool(func=sync, coroutine=coro, name=name, description=DESCRIPTIONS[name],
+                          response_format="content_and_artifact")
             for name, (sync, coro) in pairs.items()]
