@@ -75,7 +75,7 @@ from deerflow.sandbox.execution.limits import (
     detect_cgroups,
     remove_layout,
 )
-from deerflow.sandbox.execution.mount_fds import MountFds, open_mounts
+from deerflow.sandbox.execution.mount_fds import MountFds, ensure_thread, open_mounts
 from deerflow.sandbox.execution.process import ExecResult, run_command
 from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
@@ -350,7 +350,7 @@ class BwrapSandboxProvider(SandboxProvider):
         """Run ``command`` in a fresh sandbox, inside a cgroup of its own where possible."""
         if not self.allows_bash:
             raise HostBashDisabled()
-        paths.ensure()
+        ensure_thread(paths)
         group = self._new_group()
         try:
             launch = self._launch(paths, command, group)

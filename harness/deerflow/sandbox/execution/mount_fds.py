@@ -84,6 +84,14 @@ class MountFds:
         self.close()
 
 
+def ensure_thread(paths: ThreadPaths) -> None:
+    """:meth:`ThreadPaths.ensure`, with a refused folder as :class:`UnsafeMount` (what the model sees)."""
+    try:
+        paths.ensure()
+    except UnsafePath as exc:
+        raise UnsafeMount("/mnt/user-data", _reason(exc)) from None
+
+
 def open_mounts(paths: ThreadPaths, mounts: Iterable[Mount]) -> MountFds:
     """Open each of ``mounts`` that exists, following no link below the thread's root.
 
@@ -105,7 +113,7 @@ def open_mounts(paths: ThreadPaths, mounts: Iterable[Mount]) -> MountFds:
                     held.append((mount, opened))
     except UnsafePath as exc:  # the thread's root itself (its own layout: a host problem)
         MountFds(held).close()
-        raise UnsafeMount("the thread", _reason(exc)) from None
+        raise UnsafeMount("/mnt/user-data", _reason(exc)) from None
     except BaseException:
         MountFds(held).close()
         raise

@@ -45,6 +45,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.execution.mount_fds import ensure_thread
 from deerflow.sandbox.execution.process import descendants, kill_strays
 from deerflow.sandbox.execution.provider import KernelLaunch, SandboxProvider
 from deerflow.threadfs import SafeDir, UnsafePath
@@ -178,11 +179,17 @@ class ThreadKernel:
 
         Raises:
             KernelStartError: if it exits or stays silent past ``startup_timeout``.
+            ToolFailure: the provider refused to launch (``unsafe_mount``: a thread
+                folder is a link, FIFO or file).
         """
-        self.paths.ensure()
+        ensure_thread(self.paths)
         runtime_dir = self.provider.kernel_runtime_dir(self.paths)
         self._runtime_dir = runtime_dir
-        launch = self.provider.kernel_launch(self.paths, runtime_dir)
+        try:
+            launch = self.provider.kernel_launch(self.paths, runtime_dir)
+        except BaseException:  # e.g. UnsafeMount (a ToolFailure the model sees): nothing is left behind
+            await self.shutdown(now=True)
+            raise
         try:
             await self._launch(launch, runtime_dir)
         finally:
