@@ -22,7 +22,6 @@ holds a descriptor of a host directory (whose ``..`` would lead out).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -98,7 +97,7 @@ def open_mounts(paths: ThreadPaths, mounts: Iterable[Mount]) -> MountFds:
     Folders below ``paths.root`` are opened through the root's :class:`SafeDir`
     (a link anywhere below the root refuses).  A mount outside the thread (the
     operator's ``skills_dir``) is the host's own configuration: it is opened by
-    its path, links allowed, and still bound by descriptor.  A missing optional
+    its path as :meth:`VirtualFS.open_mount` opens it, and still bound by descriptor.  A missing optional
     mount (``/mnt/acp-workspace``, ``/mnt/skills``) is left out, as before.
 
     Raises:
@@ -124,15 +123,11 @@ def _open_one(root: SafeDir, root_path: Path, mount: Mount) -> SafeDir | None:
     virtual = str(mount.virtual)
     try:
         rel = mount.host.relative_to(root_path)
-    except ValueError:  # outside the thread: the operator's folder, trusted by path
-        try:
-            fd = os.open(mount.host, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise UnsafeMount(virtual, f"cannot be opened ({exc.strerror})") from None
-        return SafeDir(fd, label=virtual)
+    except ValueError:  # outside the thread: the operator's folder (as the file tools open it)
+        rel = None
     try:
+        if rel is None:
+            return SafeDir.open(mount.host, label=virtual)
         return root.subdir(rel.as_posix(), label=virtual)
     except UnsafePath as exc:
         if exc.code == "not_found" and virtual not in _REQUIRED:
