@@ -22,6 +22,7 @@ holds a descriptor of a host directory (whose ``..`` would lead out).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,6 +70,26 @@ class MountFds:
         for mount, d in self._held:
             args += ["--bind-fd" if mount.writable else "--ro-bind-fd", str(d.fd), str(mount.virtual)]
         return args
+
+    def moved(self, paths: ThreadPaths) -> str | None:
+        """The virtual path of the first mount whose host path no longer names the held folder.
+
+        For engines that bind by path (Docker): checked after the container was created, it
+        catches a folder swapped during the create, unless it was swapped back before this check.
+        """
+        try:
+            with SafeDir.open(paths.root) as root:
+                for mount, d in self._held:
+                    try:
+                        rel = mount.host.relative_to(paths.root).as_posix()
+                    except ValueError:  # outside the thread: the operator's folder
+                        continue
+                    now, held = root.lstat(rel), os.fstat(d.fd)
+                    if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                        return str(mount.virtual)
+        except UnsafePath:
+            return "/mnt/user-data"
+        return None
 
     def close(self) -> None:
         """Close every descriptor (idempotent)."""
