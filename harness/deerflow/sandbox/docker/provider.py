@@ -65,6 +65,7 @@ from deerflow.sandbox.docker.spec import (
 )
 from deerflow.sandbox.execution.egress_bridge import supervised, supervisor_source
 from deerflow.sandbox.execution.env import check_environment, scrub_env
+from deerflow.sandbox.execution.mount_fds import UnsafeMount, ensure_thread, open_mounts
 from deerflow.sandbox.execution.process import ExecResult, run_command
 from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
@@ -215,7 +216,7 @@ class DockerSandboxProvider(SandboxProvider):
             paths: The thread.
             lease: Hold the container busy until :meth:`release`.
         """
-        paths.ensure()
+        ensure_thread(paths)
         spec = self.container_spec(paths)
         with self._lock:
             slot = self._slots.get(paths.root)
@@ -224,13 +225,35 @@ class DockerSandboxProvider(SandboxProvider):
                 self._remove(slot)
                 slot = None
             if slot is None:
-                container = self.client.containers.run(**spec.run_kwargs())
+                container = self._start(paths, spec)
                 slot = _Slot(paths.root, container, spec.fingerprint(), self.run_dir(paths))
                 self._slots[paths.root] = slot
             if lease:
                 slot.leases += 1
             self._trim(keep=slot)
             return slot
+
+    def _start(self, paths: ThreadPaths, spec: ContainerSpec) -> Any:
+        """Create and start the thread's container, its thread folders checked around the create.
+
+        The Engine binds by path and resolves the source itself (it may not even share this
+        process's /proc), so the folders cannot be bound by descriptor as bwrap does.  The
+        nearest: each folder is opened through SafeDir before the create (a link, FIFO or
+        file refuses: :class:`UnsafeMount`) and held open; after it, each path must still
+        name the folder held, else the container is removed and the launch refused.  A
+        folder swapped away *and back* within the create is not caught (see
+        docs/ARCHITECTURE.md, isolation).
+        """
+        with open_mounts(paths, self.vfs(paths).mounts) as held:
+            container = self.client.containers.run(**spec.run_kwargs())
+            moved = held.moved(paths)
+            if moved is not None:
+                try:
+                    container.remove(force=True)
+                except _docker_errors() as exc:
+                    logger.warning("could not remove sandbox container %s: %s", getattr(container, "id", "?"), exc)
+                raise UnsafeMount(moved, "was replaced while the container was created")
+        return container
 
     def release(self, slot: _Slot) -> None:
         """End a lease; idle containers beyond the warm pool are removed."""

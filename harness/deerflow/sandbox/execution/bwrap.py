@@ -9,7 +9,11 @@ What a sandboxed process sees:
   user — no ``/root``, ``/home``, project checkout or ``$DEERFLOW_HOME``;
 * the thread's mounts at their virtual paths, with the access the file tools
   give them (workspace and outputs writable; uploads, ``/mnt/skills`` and
-  ``/mnt/acp-workspace`` read-only), with the workspace as cwd;
+  ``/mnt/acp-workspace`` read-only), with the workspace as cwd.  They are
+  bound by descriptor (``--bind-fd``/``--ro-bind-fd``), each folder opened
+  with no link followed below the thread's root, so a folder swapped for a
+  link to a host directory is refused, never mounted
+  (:mod:`deerflow.sandbox.execution.mount_fds`);
 * the server's Python relocated to ``/opt/deerflow`` (see
   :mod:`deerflow.sandbox.execution.python_runtime`);
 * private ``/tmp`` (also ``$HOME``), ``/proc`` and a minimal ``/dev``.
@@ -71,6 +75,7 @@ from deerflow.sandbox.execution.limits import (
     detect_cgroups,
     remove_layout,
 )
+from deerflow.sandbox.execution.mount_fds import MountFds, ensure_thread, open_mounts
 from deerflow.sandbox.execution.process import ExecResult, run_command
 from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
@@ -250,15 +255,17 @@ class BwrapSandboxProvider(SandboxProvider):
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         return args + self.python.bwrap_args(self._skeleton)
 
-    def _thread_args(self, paths: ThreadPaths) -> list[str]:
-        args: list[str] = []
-        for mount in self.mounts(paths):
-            args += [
-                "--bind" if mount.writable else "--ro-bind",
-                str(mount.host),
-                str(mount.virtual),
-            ]
-        return args
+    def open_mounts(self, paths: ThreadPaths) -> MountFds:
+        """The thread's mount folders opened by descriptor, no link followed below its root.
+
+        bwrap binds these descriptors (``--bind-fd``), not the paths, so a folder
+        swapped for a link after the check cannot be mounted in its place
+        (:mod:`deerflow.sandbox.execution.mount_fds`).
+
+        Raises:
+            UnsafeMount: a mount folder is a link, FIFO or file.
+        """
+        return open_mounts(paths, self.vfs(paths).mounts)
 
     def _env_args(self, env: dict[str, str]) -> list[str]:
         args = ["--clearenv"]
@@ -268,7 +275,7 @@ class BwrapSandboxProvider(SandboxProvider):
 
     def wrap(
         self,
-        paths: ThreadPaths,
+        mounts: MountFds,
         argv: list[str],
         *,
         binds: Sequence[str] = (),
@@ -277,7 +284,8 @@ class BwrapSandboxProvider(SandboxProvider):
         """The bwrap command line running ``argv`` in the thread's sandbox.
 
         Args:
-            paths: The thread's host directories (must exist).
+            mounts: The thread's mount folders (:meth:`open_mounts`); the spawner
+                passes their descriptors (``pass_fds``) and closes them after.
             argv: Command to run inside, resolved against the sandbox ``PATH``.
             binds: Extra bwrap mount arguments (placed before the root is sealed).
             env: Environment inside; :meth:`sandbox_env` by default.
@@ -286,7 +294,7 @@ class BwrapSandboxProvider(SandboxProvider):
             self.bwrap,
             *self._namespace_args(),
             *self._system_args(),
-            *self._thread_args(paths),
+            *mounts.bwrap_args(),
             *binds,
             "--remount-ro", "/",
             "--chdir", VIRTUAL_WORKSPACE,
@@ -318,12 +326,18 @@ class BwrapSandboxProvider(SandboxProvider):
             return None
 
     def _launch(self, paths: ThreadPaths, command: str, group: LaunchCgroup | None) -> Launch:
-        argv, binds = self._supervised(paths, [self._shell, "-c", command], group)
-        outer = self.wrap(paths, argv, binds=binds)
+        mounts = self.open_mounts(paths)
+        try:
+            argv, binds = self._supervised(paths, [self._shell, "-c", command], group)
+            outer = self.wrap(mounts, argv, binds=binds)
+        except BaseException:
+            mounts.close()
+            raise
         return Launch(
             argv=group.wrap(outer) if group is not None else outer,
             env={"PATH": "/usr/bin:/bin"},
-            cwd=paths.workspace,
+            cwd=self._skeleton,  # not a thread folder: the path may be a planted link
+            held=mounts,
         )
 
     def command_launch(self, paths: ThreadPaths, command: str) -> Launch:
@@ -336,14 +350,14 @@ class BwrapSandboxProvider(SandboxProvider):
         """Run ``command`` in a fresh sandbox, inside a cgroup of its own where possible."""
         if not self.allows_bash:
             raise HostBashDisabled()
-        paths.ensure()
+        ensure_thread(paths)
         group = self._new_group()
         try:
             launch = self._launch(paths, command, group)
             return run_command(
                 launch.argv, env=launch.env, cwd=launch.cwd,
                 timeout=self.command_timeout if timeout is None else timeout,
-                max_output=self.max_output,
+                max_output=self.max_output, pass_fds=launch.pass_fds, after_spawn=launch.release,
             )  # fmt: skip
         finally:
             if group is not None:
@@ -357,19 +371,25 @@ class BwrapSandboxProvider(SandboxProvider):
             "ipykernel_launcher",
             "--HistoryManager.enabled=False",
         ]
-        group = self._new_group()
-        if group is not None:
-            with self._groups_lock:
-                self._kernel_groups[runtime_dir] = group
-        inner, binds = self._supervised(paths, inner, group)
-        argv = self.wrap(
-            paths, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW, *binds], env=env
-        )
+        mounts = self.open_mounts(paths)  # first: a refused mount leaves no cgroup behind
+        try:
+            group = self._new_group()
+            if group is not None:
+                with self._groups_lock:
+                    self._kernel_groups[runtime_dir] = group
+            inner, binds = self._supervised(paths, inner, group)
+            argv = self.wrap(
+                mounts, inner, binds=["--bind", str(runtime_dir), KERNEL_RUNTIME_VIEW, *binds], env=env
+            )
+        except BaseException:
+            mounts.close()
+            raise
         return KernelLaunch(
             argv=group.wrap(argv) if group is not None else argv,
             env={"PATH": "/usr/bin:/bin"},
-            cwd=paths.workspace,
+            cwd=self._skeleton,  # not a thread folder: the path may be a planted link
             runtime_view=KERNEL_RUNTIME_VIEW,
+            held=mounts,
         )
 
     def kernel_stopped(self, paths: ThreadPaths) -> None:

@@ -29,7 +29,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -108,6 +108,8 @@ def run_command(
     cwd: Path,
     timeout: float,
     max_output: int,
+    pass_fds: Sequence[int] = (),
+    after_spawn: Callable[[], None] | None = None,
 ) -> ExecResult:
     """Run ``argv`` to completion or until ``timeout`` seconds have passed.
 
@@ -117,19 +119,27 @@ def run_command(
         cwd: Host directory to start in.
         timeout: Seconds before the process group is killed.
         max_output: Bytes of output kept (half from the start, half from the end).
+        pass_fds: Descriptors the child inherits (``bwrap --bind-fd``).
+        after_spawn: Called once the child is spawned, or the spawn failed (it
+            closes ``pass_fds`` in this process).
 
     Returns:
         The structured result; a timeout is a result, not an exception.
     """
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+        )
+    finally:
+        if after_spawn is not None:
+            after_spawn()
     reader = _BoundedReader(proc.stdout, max_output)
     reader.start()
     timed_out = False

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -40,6 +40,7 @@ from deerflow.errors import ToolFailure
 from deerflow.sandbox.execution.process import ExecResult, run_command
 
 if TYPE_CHECKING:
+    from deerflow.sandbox.execution.mount_fds import MountFds
     from deerflow.sandbox.network.egress_proxy import EgressProxy
 from deerflow.sandbox.files.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
 
@@ -68,11 +69,26 @@ class HostBashDisabled(ToolFailure):
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start a process: command line, complete environment, host cwd."""
+    """How to start a process: command line, complete environment, host cwd.
+
+    ``held``: descriptors the command line refers to (``bwrap --bind-fd``); the
+    spawner passes :attr:`pass_fds` to the child and calls :meth:`release` right
+    after the spawn, and on every error path.
+    """
 
     argv: list[str]
     env: dict[str, str]
     cwd: Path
+    held: MountFds | None = field(default=None, compare=False)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return self.held.fds if self.held is not None else ()
+
+    def release(self) -> None:
+        """Close the held descriptors in this process (idempotent)."""
+        if self.held is not None:
+            self.held.close()
 
 
 @dataclass(frozen=True)
@@ -86,12 +102,23 @@ class KernelLaunch:
         runtime_view: Where the pool's per-kernel runtime directory (connection
             file, ZMQ ipc sockets) is visible to the kernel.  Equal to the host
             path for the local provider; a fixed path inside a sandbox.
+        held: Descriptors the command line refers to, as in :class:`Launch`.
     """
 
     argv: list[str]
     env: dict[str, str]
     cwd: Path
     runtime_view: str
+    held: MountFds | None = field(default=None, compare=False)
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return self.held.fds if self.held is not None else ()
+
+    def release(self) -> None:
+        """Close the held descriptors in this process (idempotent)."""
+        if self.held is not None:
+            self.held.close()
 
 
 class SandboxProvider(ABC):
@@ -195,6 +222,8 @@ class SandboxProvider(ABC):
             cwd=launch.cwd,
             timeout=self.command_timeout if timeout is None else timeout,
             max_output=self.max_output,
+            pass_fds=launch.pass_fds,
+            after_spawn=launch.release,
         )
 
     async def aexecute(

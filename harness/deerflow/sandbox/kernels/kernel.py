@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.sandbox.execution.mount_fds import ensure_thread
 from deerflow.sandbox.execution.process import descendants, kill_strays
-from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.sandbox.execution.provider import KernelLaunch, SandboxProvider
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # jupyter_client and nbformat are imported on first use (a kernel start, a cell)
@@ -186,14 +187,30 @@ class ThreadKernel:
 
         Raises:
             KernelStartError: if it exits or stays silent past ``startup_timeout``.
+            ToolFailure: the provider refused to launch (``unsafe_mount``: a thread
+                folder is a link, FIFO or file).
         """
         from jupyter_client.kernelspec import KernelSpec
         from jupyter_client.manager import AsyncKernelManager
 
-        self.paths.ensure()
+        ensure_thread(self.paths)
         runtime_dir = self.provider.kernel_runtime_dir(self.paths)
         self._runtime_dir = runtime_dir
-        launch = self.provider.kernel_launch(self.paths, runtime_dir)
+        try:
+            launch = self.provider.kernel_launch(self.paths, runtime_dir)
+        except BaseException:  # e.g. UnsafeMount (a ToolFailure the model sees): nothing is left behind
+            await self.shutdown(now=True)
+            raise
+        try:
+            await self._launch(launch, runtime_dir)
+        finally:
+            launch.release()  # the child holds its copies (bwrap's --bind-fd); ours go, on every path
+        root = self._root_pid()
+        if root is not None:
+            self._spine = frozenset({root, *await asyncio.to_thread(descendants, root)})
+
+    async def _launch(self, launch: KernelLaunch, runtime_dir: Path) -> None:
+        """Spawn the kernel from ``launch`` (passing its descriptors) and wait until it answers."""
         spec = KernelSpec(
             argv=[*launch.argv, "-f", f"{launch.runtime_view}/kernel.json"],
             display_name="DeerFlow Python",
@@ -216,8 +233,13 @@ class ThreadKernel:
         self._log = (runtime_dir / "kernel.log").open("wb")
         try:
             await km.start_kernel(
-                env=launch.env, cwd=str(launch.cwd), stdout=self._log, stderr=self._log
+                env=launch.env, cwd=str(launch.cwd), stdout=self._log, stderr=self._log,
+                **({"pass_fds": launch.pass_fds} if launch.pass_fds else {}),
             )
+            # Ours close right after the spawn, and a restart must never pass their numbers
+            # again (they may name something else by then).
+            launch.release()
+            getattr(km, "_launch_args", {}).pop("pass_fds", None)
             self._kc = km.client()
             self._kc.start_channels()
             await self._kc.wait_for_ready(timeout=self.startup_timeout)
@@ -225,9 +247,6 @@ class ThreadKernel:
             detail = self._log_tail()
             await self.shutdown(now=True)
             raise KernelStartError(f"the Python kernel did not start: {exc}\n{detail}") from exc
-        root = self._root_pid()
-        if root is not None:
-            self._spine = frozenset({root, *await asyncio.to_thread(descendants, root)})
 
     def _root_pid(self) -> int | None:
         """Host pid of the launched process (the sandbox wrapper, or the kernel itself)."""
