@@ -38,6 +38,7 @@ import json
 import os
 import queue
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -69,7 +70,7 @@ class KernelStartError(RuntimeError):
 
 
 @functools.cache
-def _fixed_spec_manager_class() -> type[KernelSpecManager]:
+def _fixed_spec_manager_class() -> Callable[[KernelSpec], KernelSpecManager]:
     """The spec manager class, defined on first kernel start: ``jupyter_client`` (with
     ``zmq`` and ``traitlets``) costs every run's start-up otherwise, and most runs start no kernel."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -190,9 +191,6 @@ class ThreadKernel:
             ToolFailure: the provider refused to launch (``unsafe_mount``: a thread
                 folder is a link, FIFO or file).
         """
-        from jupyter_client.kernelspec import KernelSpec
-        from jupyter_client.manager import AsyncKernelManager
-
         ensure_thread(self.paths)
         runtime_dir = self.provider.kernel_runtime_dir(self.paths)
         self._runtime_dir = runtime_dir
@@ -211,6 +209,9 @@ class ThreadKernel:
 
     async def _launch(self, launch: KernelLaunch, runtime_dir: Path) -> None:
         """Spawn the kernel from ``launch`` (passing its descriptors) and wait until it answers."""
+        from jupyter_client.kernelspec import KernelSpec
+        from jupyter_client.manager import AsyncKernelManager
+
         spec = KernelSpec(
             argv=[*launch.argv, "-f", f"{launch.runtime_view}/kernel.json"],
             display_name="DeerFlow Python",
