@@ -7,7 +7,6 @@ exclusive locking mode (readers and writers both shut out, as another process wo
 from __future__ import annotations
 
 import asyncio
-import gc
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,15 +20,13 @@ from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord
 
 @pytest.fixture
 def store(tmp_path: Path) -> MetadataStore:
-    MetadataStore(tmp_path / "deerflow.db").create_thread("t1", "alice", {"k": "v"})  # sync: no loop runs here
-    # A store keeps a connection per thread; the setup's (this thread's) went with its store, so the
-    # exclusive lock below, which needs the file open nowhere else, can be taken.
-    return MetadataStore(tmp_path / "deerflow.db")
+    store = MetadataStore(tmp_path / "deerflow.db")
+    store.create_thread("t1", "alice", {"k": "v"})  # sync: no loop runs here
+    return store
 
 
 @pytest.fixture
 def locked(store: MetadataStore) -> Iterator[sqlite3.Connection]:
-    gc.collect()  # earlier tests' stores (a cycle through .aio) and the connections their threads keep
     db = sqlite3.connect(store.path, isolation_level=None)
     db.execute("PRAGMA locking_mode=EXCLUSIVE")
     db.execute("BEGIN EXCLUSIVE")
@@ -98,23 +95,6 @@ async def test_errors_that_are_not_about_locking_pass_through(store):
         await store.aio.run(broken)
     with pytest.raises(AttributeError):
         store.aio._connect  # noqa: B018 - private methods are not offered
-
-
-def test_a_thread_keeps_its_connection_until_the_file_is_replaced(tmp_path: Path) -> None:
-    """One connection per thread across calls (no open per call); a file moved aside is never written again."""
-    path = tmp_path / "deerflow.db"
-    store = MetadataStore(path)
-    store.create_thread("t1", "alice")
-    kept = store._local.kept[1]
-    store.get_thread("t1", "alice")
-    assert store._local.kept[1] is kept
-    for suffix in ("", "-wal", "-shm"):  # what doctor --repair does with a broken file
-        if Path(f"{path}{suffix}").exists():
-            Path(f"{path}{suffix}").rename(tmp_path / f"aside.db{suffix}")
-    with pytest.raises(sqlite3.OperationalError, match="no such table"):
-        store.get_thread("t1", "alice")  # a new connection, to the empty file now at the path
-    assert store._local.kept[1] is not kept
-    assert MetadataStore(tmp_path / "aside.db").get_thread("t1", "alice") is not None
 
 
 async def test_a_runs_end_is_recorded_in_one_call(store):

@@ -159,7 +159,6 @@ class SqliteStore:
         self.path = self._pg.where if self._pg is not None else Path(path)
         self._ready = False
         self._ready_lock = threading.Lock()
-        self._local = threading.local()  # each thread's kept connection (see _thread_connection)
 
     @property
     def backend(self) -> str:
@@ -214,52 +213,16 @@ class SqliteStore:
             return
         if not self._ready:
             self._ensure_schema()
-        db = self._thread_connection()
+        db = self._open()
         try:
             with db:
                 yield db
         except sqlite3.DatabaseError as exc:
             if is_broken_file_error(exc):
-                self._drop_thread_connection()
                 raise as_storage_error(self.path, exc) from None
             raise
-        except BaseException:
-            self._drop_thread_connection()  # interrupted mid-transaction: never reuse its state
-            raise
-
-    def _thread_connection(self) -> sqlite3.Connection:
-        """This thread's connection to the file, opened on first use and kept while the file stays the same.
-
-        Opening a connection (and parsing the schema on its first statement) cost
-        ~0.7 ms CPU per store call, a dozen calls per run.  A connection belongs to
-        the thread that opened it (SQLite's own rule) and closes when that thread
-        ends; one of a file since replaced or moved aside (``doctor --repair``) is
-        dropped, checked by the file's device and inode at each call.
-        """
-        try:
-            st = os.stat(self.path)
-            identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
-        except OSError:
-            identity = None
-        kept = getattr(self._local, "kept", None)
-        if kept is not None and identity is not None and kept[0] == identity:
-            return kept[1]
-        self._drop_thread_connection()
-        db = self._open()
-        if identity is None:  # connect created the file: know it from now on
-            try:
-                st = os.stat(self.path)
-                identity = (st.st_dev, st.st_ino)
-            except OSError:
-                pass  # kept anyway (closed with the thread); the next call finds no match and reopens
-        self._local.kept = (identity, db)
-        return db
-
-    def _drop_thread_connection(self) -> None:
-        kept = getattr(self._local, "kept", None)
-        self._local.kept = None
-        if kept is not None:
-            kept[1].close()
+        finally:
+            db.close()
 
 
     def _connect_pg(self) -> Iterator[Any]:
