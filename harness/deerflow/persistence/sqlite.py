@@ -23,6 +23,7 @@ import os
 import sqlite3
 import stat
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,7 +41,6 @@ _BROKEN_FILE = (
     "file is not a database", "malformed", "unable to open database file", "disk i/o error",
     "readonly database", "not authorized", "file is encrypted",
 )
-_HEADER = b"SQLite format 3\x00"
 
 
 class StorageError(UserError):
@@ -87,28 +87,45 @@ def file_problem(path: Path) -> str | None:
         return "is not readable and writable by this user"
     if info.st_size == 0:
         return None  # an empty file is an empty database
+    return _contents_problem(path, info.st_size)
+
+
+def _contents_problem(path: Path, size: int) -> str | None:
+    """The header and the size, as SQLite itself reads them (a read-only connection).
+
+    Never through a descriptor of our own: ``fcntl`` locks belong to the process and the file,
+    so closing *any* descriptor of the file drops every lock this process's other connections
+    hold on it (SQLite's own opens share and keep theirs). Another process would then take the
+    database as unused and recover its WAL under them: "disk I/O error", then a malformed file
+    (``tests/integration/test_store_processes.py``).
+    """
+    uri = "file:" + urllib.parse.quote(str(path)) + "?mode=ro"
     try:
-        with path.open("rb") as handle:
-            header = handle.read(100)
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if len(header) < 100 or not header.startswith(_HEADER):
-        return "is not a SQLite database (unknown or damaged header)"
-    return _truncation(path, header, info.st_size)
-
-
-def _truncation(path: Path, header: bytes, size: int) -> str | None:
-    """The file is shorter than its header says (and no WAL holds the missing pages)."""
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    valid = header[24:28] == header[92:96] and pages > 0  # the in-header size is trusted only then
-    wal = path.with_name(path.name + "-wal")
-    if not valid or (wal.exists() and wal.stat().st_size > 0):
-        return None
-    if size < pages * page_size:
+        db = sqlite3.connect(uri, uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        return f"cannot be read ({exc})"
+    try:
+        db.execute("PRAGMA schema_version").fetchone()  # reads and checks the header and page 1
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+        (pages,) = db.execute("PRAGMA page_count").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc).lower():
+            return "is not a SQLite database (unknown or damaged header)"
+        if is_broken_file_error(exc):  # e.g. the header names more pages than the file holds
+            return f"is truncated or damaged ({exc}; {size} bytes on disk)"
+        return None  # busy or locked: not the file's problem
+    finally:
+        db.close()
+    if pages * page_size > size and not _wal_holds_pages(path):
         return f"is truncated ({size} bytes, the header says {pages * page_size})"
     return None
+
+
+def _wal_holds_pages(path: Path) -> bool:
+    try:
+        return path.with_name(path.name + "-wal").stat().st_size > 0
+    except OSError:
+        return False
 
 
 def check_database(path: Path, *, deep: bool = True) -> str | None:
