@@ -67,19 +67,10 @@ class HostBashDisabled(ToolFailure):
         )
 
 
-@dataclass(frozen=True)
-class Launch:
-    """How to start a process: command line, complete environment, host cwd.
+class _HoldsMounts:
+    """The descriptors a launch's command line refers to (``bwrap --bind-fd``)."""
 
-    ``held``: descriptors the command line refers to (``bwrap --bind-fd``); the
-    spawner passes :attr:`pass_fds` to the child and calls :meth:`release` right
-    after the spawn, and on every error path.
-    """
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: Path
-    held: MountFds | None = field(default=None, compare=False)
+    held: MountFds | None
 
     @property
     def pass_fds(self) -> tuple[int, ...]:
@@ -92,7 +83,22 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class KernelLaunch:
+class Launch(_HoldsMounts):
+    """How to start a process: command line, complete environment, host cwd.
+
+    ``held``: descriptors the command line refers to (``bwrap --bind-fd``); the
+    spawner passes :attr:`pass_fds` to the child and calls :meth:`release` right
+    after the spawn, and on every error path.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    held: MountFds | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class KernelLaunch(_HoldsMounts):
     """How to start a thread's IPython kernel.
 
     Attributes:
@@ -110,15 +116,6 @@ class KernelLaunch:
     cwd: Path
     runtime_view: str
     held: MountFds | None = field(default=None, compare=False)
-
-    @property
-    def pass_fds(self) -> tuple[int, ...]:
-        return self.held.fds if self.held is not None else ()
-
-    def release(self) -> None:
-        """Close the held descriptors in this process (idempotent)."""
-        if self.held is not None:
-            self.held.close()
 
 
 class SandboxProvider(ABC):
