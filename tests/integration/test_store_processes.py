@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.processes import start_process, stop_process
+from fixtures.processes import start_process, stop_process
 
 pytestmark = pytest.mark.integration
 
