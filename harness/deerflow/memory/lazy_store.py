@@ -52,6 +52,10 @@ class StoreOnFirstUse(BaseStore):
             return None
         return [None if isinstance(op, GetOp) else [] for op in ops]
 
+    def open_now(self) -> BaseStore:
+        """The real store, opened now if it was not (its checks and schema setup run here)."""
+        return self._open()
+
     def _open(self) -> BaseStore:
         with self._lock:
             if self._closed:
