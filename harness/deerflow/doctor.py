@@ -26,7 +26,7 @@ from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig, StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.persistence.checkpointer import sqlite_checkpoint_path
-from deerflow.persistence.sqlite import check_database
+from deerflow.persistence.sqlite import check_database, switch_to_wal
 
 Check = Literal["config", "storage", "database", "sandbox"]
 
@@ -223,7 +223,7 @@ def repair(path: Path, *, now: float | None = None) -> Repair:
             moved.append((companion, target))
     db = sqlite3.connect(path)
     try:
-        db.execute("PRAGMA journal_mode=WAL")
+        switch_to_wal(db)
     finally:
         db.close()
     return Repair(path, moved)

@@ -22,7 +22,7 @@ from langgraph.store.base import BaseStore, IndexConfig
 
 from deerflow.config.schema import MemoryEmbeddingConfig, StorageConfig
 from deerflow.errors import ConfigError
-from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem
+from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem, switch_to_wal
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def _open_sqlite(path: Path, index: IndexConfig | None, stack: ExitStack | Async
     stack.callback(conn.close)
     try:
         conn.execute("PRAGMA busy_timeout=5000")  # the CLI and a server may share the file
-        conn.execute("PRAGMA journal_mode=WAL")
+        switch_to_wal(conn)
         store = SqliteStore(conn, index=index)  # conn: sqlite3's or pysqlite3's (the same API)
         with _setup_lock(path):
             store.setup()

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
 from deerflow.config.schema import StorageConfig
-from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem
+from deerflow.persistence.sqlite import (
+    StorageError,
+    as_storage_error,
+    file_problem,
+    is_locked_error,
+    wal_retry_delays,
+)
 
 
 async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack: AsyncExitStack) -> BaseCheckpointSaver:
@@ -49,7 +57,7 @@ async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack
         raise as_storage_error(path, exc) from None
     stack.push_async_callback(conn.close)
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
+        await _switch_to_wal(conn)
         saver = AsyncSqliteSaver(conn)
         await saver.setup()
     except sqlite3.DatabaseError as exc:
@@ -61,6 +69,20 @@ def sqlite_checkpoint_path(storage: StorageConfig, default_path: Path) -> Path:
     """Where the SQLite checkpointer keeps its file."""
     return Path(storage.sqlite_path).expanduser() if storage.sqlite_path else default_path
 
+
+
+async def _switch_to_wal(conn: Any) -> None:
+    """The async twin of :func:`deerflow.persistence.sqlite.switch_to_wal` (an aiosqlite connection)."""
+    delays = wal_retry_delays()
+    while True:
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            delay = next(delays, None) if is_locked_error(exc) else None
+            if delay is None:
+                raise
+        await asyncio.sleep(delay)
 
 
 def _daemon_worker(conn: object) -> None:

@@ -23,6 +23,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,49 @@ _BROKEN_FILE = (
     "file is not a database", "malformed", "unable to open database file", "disk i/o error",
     "readonly database", "not authorized", "file is encrypted",
 )
+
+
+SQLITE_BUSY = 5
+WAL_SWITCH_SECONDS = 30.0  # how long switching a new file to WAL waits for other processes doing the same
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's SQLITE_BUSY ("database is locked"), from sqlite3 or pysqlite3."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == SQLITE_BUSY
+
+
+def wal_retry_delays(seconds: float | None = None) -> Iterator[float]:
+    """Pauses between attempts to switch a file to WAL, until ``seconds`` have passed.
+
+    SQLite does not call its busy handler for the switch when it could deadlock
+    (two connections, each reading the new file, both wanting it exclusively), so
+    processes opening a new store at once see "database is locked" at once and
+    must retry themselves.  Once the file is in WAL mode the switch is a no-op.
+    """
+    deadline = time.monotonic() + (WAL_SWITCH_SECONDS if seconds is None else seconds)
+    delay = 0.005
+    while time.monotonic() < deadline:
+        yield delay
+        delay = min(delay * 2, 0.2)
+
+
+def switch_to_wal(db: Any, *, seconds: float | None = None) -> None:
+    """``PRAGMA journal_mode=WAL`` on ``db`` (sqlite3 or pysqlite3), retried while another process holds the lock.
+
+    Raises:
+        sqlite3.OperationalError: still locked after ``seconds`` (default :data:`WAL_SWITCH_SECONDS`).
+    """
+    delays = wal_retry_delays(seconds)
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as exc:
+            delay = next(delays, None) if is_locked_error(exc) else None
+            if delay is None:
+                raise
+        time.sleep(delay)
 
 
 class StorageError(UserError):
@@ -195,8 +239,8 @@ class SqliteStore:
                 raise StorageError(self.path, f"its folder cannot be created ({exc.strerror or exc})") from None
             db = self._open()
             try:
+                switch_to_wal(db)
                 with db:
-                    db.execute("PRAGMA journal_mode=WAL")
                     db.executescript(self.schema)
             except sqlite3.DatabaseError as exc:
                 raise as_storage_error(self.path, exc) from None

@@ -34,6 +34,7 @@ from typing import Any
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import BatchesConfig
 from deerflow.errors import ConfigError
+from deerflow.persistence.sqlite import switch_to_wal
 
 Row = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\?")
@@ -122,7 +123,7 @@ class SqliteBackend(SqlBackend):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._connections = _ThreadConnections(self._connect)
-        self._connections.get().execute("PRAGMA journal_mode=WAL")
+        switch_to_wal(self._connections.get())
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
