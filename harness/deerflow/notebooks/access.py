@@ -48,7 +48,7 @@ from deerflow.threadfs import SafeDir, UnsafePath
 if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
     from nbformat import NotebookNode
 
-    from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.digest import NotebookContext, NotebookDigest
     from deerflow.notebooks.stored import DigestStore
 
 __all__ = ["ContextCache", "FileNotebookAccess", "LiveDocuments", "NotebookAccess",
@@ -215,11 +215,19 @@ class NotebookAccess(ABC):
 
         return NotebookDigest.from_nodes((await self.read(path)).nb)
 
-    async def warming(self, path: str) -> None:
-        """Wait for a :meth:`prewarm` of ``path`` in flight (a run does not parse the file twice)."""
+    async def context_from_end(self, path: str, signature: Signature, cell_id: str | None,
+                               max_tokens: int) -> NotebookContext | None:
+        """A run's context read from the end of the file alone (:mod:`deerflow.notebooks.tail`);
+        None when that cannot tell it (the caller reads the whole file).  Local files only."""
+        return None
+
+    async def warming(self, path: str) -> bool:
+        """Wait for a :meth:`prewarm` of ``path`` in flight (a run does not parse the file twice);
+        whether there was one."""
         task = (self._warming or {}).get(path)
         if task is not None:
             await asyncio.shield(task)
+        return task is not None
 
     def prewarm_soon(self, path: str) -> None:
         """:meth:`prewarm` ``path`` in the background (from an event listener or a hook); asked again
@@ -357,6 +365,12 @@ class FileNotebookAccess(NotebookAccess):
 
     async def digest(self, path: str) -> NotebookDigest:
         return await asyncio.to_thread(self._digest, path)
+
+    async def context_from_end(self, path: str, signature: Signature, cell_id: str | None,
+                               max_tokens: int) -> NotebookContext | None:
+        from deerflow.notebooks.tail import context_from_end_of
+
+        return await asyncio.to_thread(context_from_end_of, self._open_root, path, signature, cell_id, max_tokens)
 
     def _digest(self, path: str) -> NotebookDigest:
         """The light parse of the file as read (its signature from the same descriptor); a notebook

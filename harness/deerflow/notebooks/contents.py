@@ -32,7 +32,7 @@ from deerflow.notebooks.live import LiveDocuments
 if TYPE_CHECKING:
     from nbformat import NotebookNode
 
-    from deerflow.notebooks.digest import NotebookDigest
+    from deerflow.notebooks.digest import NotebookContext, NotebookDigest
     from deerflow.notebooks.stored import DigestStore
 
 log = logging.getLogger(__name__)
@@ -132,6 +132,14 @@ class ContentsNotebookAccess(NotebookAccess):
         if self._files is not None and (self.live is None or await self.live.document(path) is None):
             return await self._files.digest(path)
         return await super().digest(path)
+
+    async def context_from_end(self, path: str, signature: Signature, cell_id: str | None,
+                               max_tokens: int) -> NotebookContext | None:
+        """A file-backed manager's file, read from its end as :class:`FileNotebookAccess` does."""
+        await self._check_local(path)
+        if self._files is None:
+            return None
+        return await self._files.context_from_end(path, signature, cell_id, max_tokens)
 
     async def read(self, path: str) -> NotebookFile:
         import nbformat

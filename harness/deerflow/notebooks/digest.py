@@ -73,7 +73,13 @@ class NotebookDigest:
         cells = light_cells(data)
         if cells is None:
             return None
-        return cls(positional_ids([c.id for c in cells]), cells, _render_light, signature)
+        return cls.from_light(cells, signature)
+
+    @classmethod
+    def from_light(cls, cells: Sequence[LightCell], signature: Signature | None, *,
+                   magic: list[str] | None = None) -> NotebookDigest:
+        """The digest of cells from the light parse (of a whole file, or of its end)."""
+        return cls(positional_ids([c.id for c in cells]), cells, _render_light, signature, magic=magic)
 
     @classmethod
     def from_nodes(cls, nb: NotebookNode, signature: Signature | None = None) -> NotebookDigest:
@@ -141,15 +147,37 @@ def build_context(digest: NotebookDigest, path: str, cell_id: str | None, cell_i
         indices = list(range(ids.index(cell_id) if cell_id in digest.known else len(ids)))
         where = "cell(s) above the %%deerflow cell" if cell_id in digest.known else "cell(s) of the notebook"
     bounded = bounded_texts(len(indices), lambda k: digest.text(indices[k]), max_chars=max_tokens * CHARS_PER_TOKEN)
-    details = [f"{bounded.shown} {where}"]
-    if bounded.omitted:
-        details.append(f"{bounded.omitted} earlier cell(s) left out for size (read_notebook shows them)")
-    note = f"context: {bounded.shown} cells of {path}" + (f" ({bounded.omitted} earlier left out)"
-                                                          if bounded.omitted else "")
+    return _fenced(path, bounded.text, bounded.shown, where, bounded.omitted)
+
+
+def context_from_end(digest: NotebookDigest, path: str, cell_id: str | None,
+                     max_tokens: int = CONTEXT_TOKENS) -> NotebookContext | None:
+    """:func:`build_context` of ``cell_id`` from the last cells of a file only
+    (:mod:`deerflow.notebooks.tail`), or None when they are not enough to know it: ``cell_id``
+    is not among them, or every cell above it fitted the bound (earlier ones might too).  The
+    note says earlier cells were left out, not how many (the end of a file does not say)."""
+    if cell_id is None or cell_id not in digest.known:
+        return None
+    indices = range(digest.ids.index(cell_id))
+    bounded = bounded_texts(len(indices), lambda k: digest.text(indices[k]), max_chars=max_tokens * CHARS_PER_TOKEN)
+    if not bounded.omitted:
+        return None
+    return _fenced(path, bounded.text, bounded.shown, "cell(s) above the %%deerflow cell", None)
+
+
+def _fenced(path: str, text: str, shown: int, where: str, omitted: int | None) -> NotebookContext:
+    """The context's text and note; ``omitted``: earlier cells left out (None: some, how many unknown)."""
+    details = [f"{shown} {where}"]
+    note = f"context: {shown} cells of {path}"
+    if omitted is None:
+        details.append("earlier cells left out for size (read_notebook shows them)")
+        note += " (earlier cells left out)"
+    elif omitted:
+        details.append(f"{omitted} earlier cell(s) left out for size (read_notebook shows them)")
+        note += f" ({omitted} earlier left out)"
     text = ("The user ran this from the notebook below. Its cells are context; to change them, use "
-            "edit_notebook with this path.\n" + fence(bounded.text or "(no cells above)", source=path,
-                                                       details=details))
-    return NotebookContext(text, note, bounded.shown)
+            "edit_notebook with this path.\n" + fence(text or "(no cells above)", source=path, details=details))
+    return NotebookContext(text, note, shown)
 
 
 def _source(cell: Any) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
+from deerflow.notebooks.access import NotebookAccess, NotebookError, Signature, check_notebook_path
 from deerflow.notebooks.digest import (
     CONTEXT_TOKENS,
     NotebookContext,
@@ -187,21 +187,39 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
     and only the cells the context shows are rendered, off the event loop.
     """
     path = check_notebook_path(path)
-    await access.warming(path)  # a pre-warm in flight finishes first: the file is not parsed twice
     signature = await access.signature(path)
-    if signature is not None:
-        if (cached := access.contexts.get(context_key(path, signature, cell_id, cell_ids, max_tokens))) is not None:
-            return cached  # the same file as last time (or pre-built by the pre-warm): no parse
-        warm = access.digests.get((path, signature)) or await access.stored_digest(path, signature)
-        if warm is not None:
-            anchor = cell_id if cell_id in warm.known else None  # a calling cell not saved yet: all cells
-            found = access.contexts.get(context_key(path, signature, anchor, cell_ids, max_tokens))
-            return found or _remember(access, path, warm, build_context(warm, path, anchor, cell_ids, max_tokens),
-                                      anchor, cell_ids, max_tokens)
+    if signature is not None:  # ready, or read from the end: a pre-warm in flight is not waited for
+        found = await _prepared(access, path, signature, cell_id, cell_ids, max_tokens)
+        if found is None and not cell_ids:
+            found = await access.context_from_end(path, signature, cell_id, max_tokens)
+            if found is not None:
+                access.contexts.put(context_key(path, signature, cell_id, None, max_tokens), found)
+                access.prewarm_soon(path)  # the whole file read and kept in the background, for the next run
+        if found is not None:
+            return found
+    waited = await access.warming(path)  # a pre-warm in flight finishes first: the file is not parsed twice
+    if waited and signature is not None and (found := await _prepared(access, path, signature, cell_id, cell_ids,
+                                                           max_tokens)) is not None:
+        return found
     digest = await access.digest(path)
     built = await asyncio.to_thread(build_context, digest, path, cell_id, cell_ids, max_tokens)
     access.keep_soon(path, digest)  # the rest rendered in the background, kept for the next run
     return _remember(access, path, digest, built, cell_id, cell_ids, max_tokens)
+
+
+async def _prepared(access: NotebookAccess, path: str, signature: Signature, cell_id: str | None,
+                    cell_ids: list[str] | None, max_tokens: int) -> NotebookContext | None:
+    """The context built before from this version, or built now from its cells rendered before
+    (a pre-warm, or any process's, kept on disk); None: the file must be read."""
+    if (cached := access.contexts.get(context_key(path, signature, cell_id, cell_ids, max_tokens))) is not None:
+        return cached  # the same file as last time (or pre-built by the pre-warm): no parse
+    warm = access.digests.get((path, signature)) or await access.stored_digest(path, signature)
+    if warm is None:
+        return None
+    anchor = cell_id if cell_id in warm.known else None  # a calling cell not saved yet: all cells
+    found = access.contexts.get(context_key(path, signature, anchor, cell_ids, max_tokens))
+    return found or _remember(access, path, warm, build_context(warm, path, anchor, cell_ids, max_tokens),
+                              anchor, cell_ids, max_tokens)
 
 
 def _remember(access: NotebookAccess, path: str, digest: NotebookDigest, built: NotebookContext,

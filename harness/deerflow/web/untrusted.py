@@ -44,7 +44,9 @@ _INSTRUCTION_PATTERNS = [
     r"language\s+model)s?\b",
     r"\bas\s+an?\s+(ai|llm|assistant|agent|language\s+model)\b[^.\n]{0,40}\byou\s+(must|should|will|shall)\b",
 ]
-_INSTRUCTION_RE = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS), re.IGNORECASE)
+# Matched against lowercased text: the patterns are lowercase, and sre matches ~2.5x faster without
+# IGNORECASE (a notebook context's 30 kB: 1.8 ms instead of 4.4).
+_INSTRUCTION_RE = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS))
 
 _ROLE_WORDS = (r"system|assistant|user|developer|tool|tool_call|tool_calls|tool_result|tool_response|"
                r"function|function_call|function_calls|function_results?|instructions?|prompt|human|"
@@ -73,13 +75,17 @@ def neutralize(text: str) -> Neutralized:
     """Remove instruction-like lines and defang role markup in ``text``."""
     removed = 0
     lines: list[str] = []
-    for line in text.splitlines():
-        if _INSTRUCTION_RE.search(line):
-            removed += 1
-            if not lines or lines[-1] != REMOVED_MARKER:
-                lines.append(REMOVED_MARKER)
-            continue
-        lines.append(line)
+    lowered = text.lower()  # one search of the whole text first: most text has no such passage at all
+    if _INSTRUCTION_RE.search(lowered) is None:
+        lines = text.splitlines()
+    else:  # a match within a line is one in the whole text too; the lines decide which go
+        for line in text.splitlines():
+            if _INSTRUCTION_RE.search(line.lower()):
+                removed += 1
+                if not lines or lines[-1] != REMOVED_MARKER:
+                    lines.append(REMOVED_MARKER)
+                continue
+            lines.append(line)
     out, tags = _TAG_RE.subn(lambda m: f"‹{m.group(1)}{m.group(2)}{m.group(3)}›", "\n".join(lines))
     out, tokens = _TOKEN_RE.subn(_defang_token, out)
     out, prefixes = _ROLE_PREFIX_RE.subn(lambda m: f"{m.group(1)}(quoted) {m.group(2)}:", out)
