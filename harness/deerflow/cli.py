@@ -181,9 +181,10 @@ def _locked_store(exc: BaseException, client: Any) -> UserError | None:
     """
     import sqlite3
 
-    from deerflow.persistence.aio import StoreUnavailable, is_locked
+    from deerflow.persistence.aio import StoreUnavailable
+    from deerflow.persistence.sqlite import is_locked_error
 
-    if not isinstance(exc, sqlite3.OperationalError) or not is_locked(exc):
+    if not isinstance(exc, sqlite3.OperationalError) or not is_locked_error(exc):
         return None
     return StoreUnavailable(client.home.home, "a database under it is locked by another process")
 

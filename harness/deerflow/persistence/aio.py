@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from deerflow.persistence.sqlite import StorageError
+from deerflow.persistence.sqlite import StorageError, is_locked_error
 
 GUARD_ENV = "DEERFLOW_LOOP_GUARD"
 DEADLINE_SECONDS = 15.0
@@ -89,12 +89,6 @@ def _in_notebook_kernel() -> bool:
     return kernelapp is not None and kernelapp.IPKernelApp.initialized()
 
 
-def is_locked(exc: sqlite3.OperationalError) -> bool:
-    """SQLite's words for "another connection holds the lock" (after its busy timeout)."""
-    text = str(exc).lower()
-    return "database is locked" in text or "database is busy" in text or "database table is locked" in text
-
-
 class AsyncStore:
     """Awaitable twins of a store's public methods (same names, same arguments, same results).
 
@@ -138,7 +132,7 @@ class AsyncStore:
             raise StoreUnavailable(self._store.path, f"{name} did not finish within {self.deadline:g} s "
                                    f"({why})") from None
         except sqlite3.OperationalError as exc:
-            if not is_locked(exc):
+            if not is_locked_error(exc):
                 raise
             raise StoreUnavailable(self._store.path, f"the database is locked by another process ({exc})") from None
 

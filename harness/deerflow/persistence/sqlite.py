@@ -44,14 +44,18 @@ _BROKEN_FILE = (
 )
 
 
-SQLITE_BUSY = 5
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 WAL_SWITCH_SECONDS = 30.0  # how long switching a new file to WAL waits for other processes doing the same
 
 
 def is_locked_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's SQLITE_BUSY ("database is locked"), from sqlite3 or pysqlite3."""
+    """SQLite's "another connection holds the lock" (SQLITE_BUSY or SQLITE_LOCKED), from sqlite3 or
+    pysqlite3: by the error code, or by SQLite's words where a driver gives no code."""
     code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF == SQLITE_BUSY
+    if isinstance(code, int):
+        return code & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
 def wal_retry_delays(seconds: float | None = None) -> Iterator[float]:

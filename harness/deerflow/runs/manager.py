@@ -190,13 +190,8 @@ class RunManager(HostQueries):
 
     async def acreate_thread(self, user_id: str, *, thread_id: str | None = None,
                              metadata: dict[str, Any] | None = None) -> ThreadRecord:
-        """:meth:`create_thread` for async callers: the store is used off the event loop."""
-        thread_id = check_id(thread_id or uuid.uuid4().hex, kind="thread")
-        if await self.store.aio.get_thread(thread_id, user_id) is not None:
-            raise UserError(f"thread {thread_id} already exists")
-        record = await self.store.aio.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
-        await asyncio.to_thread(self.home.thread(user_id, thread_id).ensure)
-        return record
+        """:meth:`create_thread` for async callers: off the event loop, in one hop to the store's executor."""
+        return await self.store.aio.run(self.create_thread, user_id, thread_id=thread_id, metadata=metadata)
 
     def thread(self, thread_id: str, user_id: str) -> ThreadRecord:
         return _known_thread(self.store.get_thread(thread_id, user_id), thread_id)
