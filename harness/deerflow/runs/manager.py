@@ -52,7 +52,13 @@ from deerflow.memory.service import MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import StorageError
-from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord, ThreadRecord
+from deerflow.persistence.store import (
+    LeaseTerms,
+    MetadataStore,
+    RunRecord,
+    ThreadIdUnavailable,
+    ThreadRecord,
+)
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult, compact_thread
@@ -182,9 +188,12 @@ class RunManager(HostQueries):
     def create_thread(self, user_id: str, *, thread_id: str | None = None,
                       metadata: dict[str, Any] | None = None) -> ThreadRecord:
         thread_id = check_id(thread_id or uuid.uuid4().hex, kind="thread")
-        if self.store.get_thread(thread_id, user_id) is not None:
-            raise UserError(f"thread {thread_id} already exists")
-        record = self.store.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
+        try:  # one statement claims the id; only a refusal asks whose it is
+            record = self.store.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
+        except ThreadIdUnavailable:
+            if self.store.get_thread(thread_id, user_id) is not None:
+                raise UserError(f"thread {thread_id} already exists") from None
+            raise
         self.home.thread(user_id, thread_id).ensure()
         return record
 
