@@ -146,7 +146,9 @@ async def test_two_schedulers_on_one_database_never_both_run_it(config, deerflow
 
 def test_run_due_processes_started_together_run_a_schedule_once(config, deerflow_home, tmp_path):
     book = ScheduleBook(HomePaths(deerflow_home), "local")
-    schedule = book.add(cron="*/5 * * * *", prompt="Write the daily digest")
+    # Yearly: the slot after the one made due below is months away. With "*/5" a run spanning a
+    # five-minute boundary made the next slot due too, and the slower process rightly ran it (CI17).
+    schedule = book.add(cron="0 0 1 1 *", prompt="Write the daily digest")
     make_due(deerflow_home, schedule.schedule_id, ago=60)
     env = {k: v for k, v in os.environ.items() if k not in {"OPENAI_API_KEY", "DEERFLOW_CONFIG"}}
     env.update({"DEERFLOW_HOME": str(deerflow_home),
