@@ -14,7 +14,6 @@ old data stays there for a person (or a recovery tool) to look at.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -26,7 +25,7 @@ from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig, StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.persistence.checkpointer import sqlite_checkpoint_path
-from deerflow.persistence.sqlite import check_database, switch_to_wal
+from deerflow.persistence.sqlite import check_database, ensure_wal_file
 
 Check = Literal["config", "storage", "database", "sandbox"]
 
@@ -221,11 +220,7 @@ def repair(path: Path, *, now: float | None = None) -> Repair:
             target = _free_name(companion.with_name(f"{companion.name}.broken-{stamp}"))
             companion.rename(target)
             moved.append((companion, target))
-    db = sqlite3.connect(path)
-    try:
-        switch_to_wal(db)
-    finally:
-        db.close()
+    ensure_wal_file(path)
     return Repair(path, moved)
 
 

@@ -6,7 +6,6 @@ import asyncio
 import sqlite3
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -15,9 +14,8 @@ from deerflow.config.schema import StorageConfig
 from deerflow.persistence.sqlite import (
     StorageError,
     as_storage_error,
+    ensure_wal_file,
     file_problem,
-    is_locked_error,
-    wal_retry_delays,
 )
 
 
@@ -48,6 +46,7 @@ async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack
         raise StorageError(path, problem)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(ensure_wal_file, path)  # new files: retried while another process switches too
         conn = aiosqlite.connect(str(path))
         _daemon_worker(conn)
         await conn
@@ -57,7 +56,6 @@ async def open_checkpointer(storage: StorageConfig, *, default_path: Path, stack
         raise as_storage_error(path, exc) from None
     stack.push_async_callback(conn.close)
     try:
-        await _switch_to_wal(conn)
         saver = AsyncSqliteSaver(conn)
         await saver.setup()
     except sqlite3.DatabaseError as exc:
@@ -69,20 +67,6 @@ def sqlite_checkpoint_path(storage: StorageConfig, default_path: Path) -> Path:
     """Where the SQLite checkpointer keeps its file."""
     return Path(storage.sqlite_path).expanduser() if storage.sqlite_path else default_path
 
-
-
-async def _switch_to_wal(conn: Any) -> None:
-    """The async twin of :func:`deerflow.persistence.sqlite.switch_to_wal` (an aiosqlite connection)."""
-    delays = wal_retry_delays()
-    while True:
-        try:
-            await conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            delay = next(delays, None) if is_locked_error(exc) else None
-            if delay is None:
-                raise
-        await asyncio.sleep(delay)
 
 
 def _daemon_worker(conn: object) -> None:

@@ -18,6 +18,7 @@ dialect differences and the versioned schema.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sqlite3
@@ -58,37 +59,38 @@ def is_locked_error(exc: BaseException) -> bool:
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
-def wal_retry_delays(seconds: float | None = None) -> Iterator[float]:
-    """Pauses between attempts to switch a file to WAL, until ``seconds`` have passed.
+def switch_to_wal(db: Any, *, seconds: float | None = None) -> None:
+    """``PRAGMA journal_mode=WAL`` on ``db`` (sqlite3 or pysqlite3), retried while another process holds the lock.
 
     SQLite does not call its busy handler for the switch when it could deadlock
     (two connections, each reading the new file, both wanting it exclusively), so
     processes opening a new store at once see "database is locked" at once and
     must retry themselves.  Once the file is in WAL mode the switch is a no-op.
-    """
-    deadline = time.monotonic() + (WAL_SWITCH_SECONDS if seconds is None else seconds)
-    delay = 0.005
-    while time.monotonic() < deadline:
-        yield delay
-        delay = min(delay * 2, 0.2)
-
-
-def switch_to_wal(db: Any, *, seconds: float | None = None) -> None:
-    """``PRAGMA journal_mode=WAL`` on ``db`` (sqlite3 or pysqlite3), retried while another process holds the lock.
 
     Raises:
         sqlite3.OperationalError: still locked after ``seconds`` (default :data:`WAL_SWITCH_SECONDS`).
     """
-    delays = wal_retry_delays(seconds)
+    deadline = time.monotonic() + (WAL_SWITCH_SECONDS if seconds is None else seconds)
+    delay = 0.005
     while True:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             return
         except Exception as exc:
-            delay = next(delays, None) if is_locked_error(exc) else None
-            if delay is None:
+            if not is_locked_error(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def ensure_wal_file(path: Path) -> None:
+    """Create ``path`` if need be and put it in WAL mode, through a connection of its own (blocking;
+    no busy handler: :func:`switch_to_wal`'s retries are the wait)."""
+    db = sqlite3.connect(path, timeout=0)
+    try:
+        switch_to_wal(db)
+    finally:
+        db.close()
 
 
 class StorageError(UserError):
@@ -164,6 +166,8 @@ def _contents_problem(path: Path, size: int) -> str | None:
         return None  # busy or locked: not the file's problem
     finally:
         db.close()
+    with contextlib.suppress(OSError):  # the size now: another process may have grown the file (and emptied its WAL)
+        size = max(size, path.stat().st_size)
     if pages * page_size > size and not _wal_holds_pages(path):
         return f"is truncated ({size} bytes, the header says {pages * page_size})"
     return None
