@@ -82,3 +82,17 @@ def test_the_checkpointer_opens_a_new_file_another_connection_holds(tmp_path, mo
         timer.join()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_file_grown_since_its_first_look_is_not_called_truncated(tmp_path):
+    """Another process can grow a new store (and empty its WAL) between the size check's stat and its
+    read of the header: the header's page count is compared with the size now (seen with four openers)."""
+    from deerflow.persistence.sqlite import _contents_problem
+
+    path = tmp_path / "grown.db"
+    with sqlite3.connect(path) as db:
+        db.executescript("CREATE TABLE a(x); CREATE TABLE b(x); CREATE TABLE c(x); CREATE TABLE d(x);")
+    db.close()
+    size = path.stat().st_size
+    assert size > 4096 and not (tmp_path / "grown.db-wal").exists()
+    assert _contents_problem(path, 4096) is None  # the stale first look said one page
