@@ -38,11 +38,11 @@ class InProcessBackend(Backend):
         self.client = client
 
     def describe(self) -> dict[str, Any]:
-        loaded = self.client._async._loaded
+        config_path = self.client.loaded.path
         models = [m.name for m in self.client.config.models] or ["(embedded offline model)"]
         return {"backend": "in-process (the harness runs in this kernel)",
-                "config": str(loaded.path.resolve()) if loaded.path else "(none: defaults)",
-                "home": str(self.client._async.home.home), "models": ", ".join(models)}
+                "config": str(config_path.resolve()) if config_path else "(none: defaults)",
+                "home": str(self.client.home.home), "models": ", ".join(models)}
 
     def models(self) -> list[str] | None:
         return [m.name for m in self.client.config.models]
@@ -92,10 +92,7 @@ class InProcessBackend(Backend):
             raise ArtifactNotFound(str(exc)) from None
 
     def skills(self) -> list[SkillInfo]:
-        from deerflow.skills.library import SkillLibrary
-
-        library = SkillLibrary.from_config(self.client._async._loaded, self.client._async.home)
-        return [SkillInfo(s.name, s.description, s.enabled) for s in library.skills(self.client.user_id)]
+        return [SkillInfo(s.name, s.description, s.enabled) for s in self.client.skills()]
 
     def manage_skill(self, action: str, target: str, *, replace: bool = False) -> dict[str, Any]:
         if action == "install":  # SkillScanBlocked & co. are UserErrors: one line in the notebook
@@ -116,24 +113,12 @@ class InProcessBackend(Backend):
         return act_on_home(self.client.config, self.client.home.home, self.client.user_id, verb, argument)
 
     def memory_change(self, run_id: str, *, agent: str | None = None, wait: float = 0.0) -> dict[str, Any] | None:
-
-        async def learned() -> Any:
-            manager = await self.client._async.manager()
-            return await manager.learned_from_run(self.client.user_id, agent, run_id, timeout=wait)
-
-        change = self.client._call(learned())
+        change = self.client.learned_from_run(run_id, agent=agent, wait=wait)
         return change.to_dict() if change is not None else None
 
     def notebook_edits(self, thread_id: str, action: str, target: str | None = None,
                        **payload: Any) -> dict[str, Any]:
-        from deerflow.notebooks.host import notebook_action
-
-        async def act() -> dict[str, Any]:
-            manager = await self.client._async.manager()
-            return await notebook_action(manager, user_id=self.client.user_id, thread_id=thread_id,
-                                         action=action, target=target, **payload)
-
-        return self.client._call(act())
+        return self.client.notebook_action(thread_id, action, target, **payload)
 
     def close(self) -> None:
         self.client.close()

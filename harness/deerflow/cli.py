@@ -350,7 +350,7 @@ def _store(client: Any) -> Any:
     """The run records of the client's home, read without starting the runtime's services."""
     from deerflow.persistence.store import MetadataStore
 
-    return MetadataStore(client._async.home.metadata)
+    return MetadataStore(client.home.metadata)
 
 
 def _usage(client: Any, args: argparse.Namespace) -> int:
@@ -403,7 +403,7 @@ def _print_json(event: ev.Event) -> None:
 
 
 def _print_where(client: Any, event: ev.RunFinished) -> None:
-    outputs = client._async.home.thread(client.user_id, event.thread_id).outputs
+    outputs = client.home.thread(client.user_id, event.thread_id).outputs
     print(f"\nthread: {event.thread_id}  (continue with: deerflow run --thread {event.thread_id} \"...\")")
     if event.artifacts:
         print(f"artifacts are in {outputs}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
-from deerflow.config.loader import load_config
+from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home, default_user
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from deerflow.mcp.manager import McpManager
+    from deerflow.memory.changes import ChangeRecord
     from deerflow.runs.thread_files import ExportFolder, ThreadExport
 
 T = TypeVar("T")
@@ -119,6 +120,12 @@ class AsyncDeerFlowClient:
         """The config in force (an edited file is picked up by the next run)."""
         return self._manager.config if self._manager is not None else self._loaded.config
 
+    @property
+    def loaded(self) -> LoadedConfig:
+        """The config files as this client found them (``path`` is None on the defaults), for
+        hosts that start parts of their own (a batch worker); :attr:`config` is the one in force."""
+        return self._loaded
+
     async def manager(self) -> RunManager:
         """The run manager, opened on first use; concurrent first calls share one opening
         (two managers on one home would leave one unclosed, its database thread alive)."""
@@ -197,6 +204,23 @@ class AsyncDeerFlowClient:
 
     async def cancel(self, run_id: str) -> bool:
         return await (await self.manager()).cancel(run_id, self.user_id)
+
+    async def learned_from_run(self, run_id: str, *, agent: str | None = None, now: bool = False,
+                               wait: float | None = None) -> ChangeRecord | None:
+        """What memory learned from ``run_id`` (None if nothing), waiting up to ``wait`` s for it
+        (default: memory's own quiet spell and extraction time); ``now`` asks memory to take the
+        run in at once instead of after its quiet spell."""
+        manager = await self.manager()
+        return await manager.learned_from_run(self.user_id, agent, run_id, now=now, timeout=wait)
+
+    async def notebook_action(self, thread_id: str, action: str, target: str | None = None,
+                              **payload: Any) -> dict[str, Any]:
+        """Act on a thread's notebook edits: ``apply``/``discard`` a proposal, ``undo`` a run's
+        edits, ``list``, ``insert`` or ``localize`` (:func:`deerflow.notebooks.host.notebook_action`)."""
+        from deerflow.notebooks.host import notebook_action
+
+        return await notebook_action(await self.manager(), user_id=self.user_id, thread_id=thread_id,
+                                     action=action, target=target, **payload)
 
     async def compact(self, thread_id: str, *, model_name: str | None = None,
                       keep_messages: int | None = None) -> CompactResult:
@@ -402,6 +426,10 @@ class DeerFlowClient:
         return self._async.config
 
     @property
+    def loaded(self) -> LoadedConfig:
+        return self._async.loaded
+
+    @property
     def user_id(self) -> str:
         return self._async.user_id
 
@@ -452,6 +480,14 @@ class DeerFlowClient:
 
     def cancel(self, run_id: str) -> bool:
         return self._call(self._async.cancel(run_id))
+
+    def learned_from_run(self, run_id: str, *, agent: str | None = None, now: bool = False,
+                         wait: float | None = None) -> ChangeRecord | None:
+        return self._call(self._async.learned_from_run(run_id, agent=agent, now=now, wait=wait))
+
+    def notebook_action(self, thread_id: str, action: str, target: str | None = None,
+                        **payload: Any) -> dict[str, Any]:
+        return self._call(self._async.notebook_action(thread_id, action, target, **payload))
 
     def compact(self, thread_id: str, *, model_name: str | None = None,
                 keep_messages: int | None = None) -> CompactResult:

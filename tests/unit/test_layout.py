@@ -304,3 +304,35 @@ def test_the_manager_check_sees_a_host_reaching_in(tmp_path):
     (tmp_path / "late.py").write_text("async def g(self):\n    return (await self.manager()).services.mcp\n")
     (tmp_path / "ok.py").write_text("async def f(manager):\n    return await manager.find_thread('t', 'u')\n")
     assert sorted(_reaching_into_the_manager([tmp_path], tmp_path)) == ["host.py", "late.py"]
+
+
+_INTO_CLIENT = re.compile(r"\bclient\._[a-z]\w*")
+
+
+def _reaching_into_the_client(roots: list[Path], base: Path = ROOT) -> dict[str, list[str]]:
+    """Lines outside ``client.py`` that use a DeerFlow client's private parts (its async twin,
+    its loaded config, its loop) instead of its public methods."""
+    found: dict[str, list[str]] = {}
+    for root in roots:
+        for path in root.rglob("*.py"):
+            if path.name == "client.py" and path.parent.name == "deerflow":
+                continue
+            hits = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()
+                    if _INTO_CLIENT.search(line)]
+            if hits:
+                found[str(path.relative_to(base))] = hits
+    return found
+
+
+def test_hosts_use_the_clients_public_methods():
+    """The kernel's in-process backend and the CLI are hosts like any other: what they need of a
+    client is a public method of it (so the sync and async clients stay the one API)."""
+    roots = [ROOT / "harness" / "deerflow", ROOT / "extension" / "deerflow_jupyter", ROOT / "deerflow_kernel"]
+    assert _reaching_into_the_client(roots) == {}
+
+
+def test_the_client_check_sees_a_host_reaching_in(tmp_path):
+    (tmp_path / "kernel.py").write_text("def f(self):\n    return self.client._async._loaded\n")
+    (tmp_path / "cli.py").write_text("def g(client):\n    return client._call(client._async.manager())\n")
+    (tmp_path / "ok.py").write_text("def f(self):\n    return self.client.loaded.path\n")
+    assert sorted(_reaching_into_the_client([tmp_path], tmp_path)) == ["cli.py", "kernel.py"]

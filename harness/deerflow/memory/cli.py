@@ -87,12 +87,8 @@ def print_run_memory(client: Any, event: Any, agent: str | None) -> None:
     if event.status != "success":
         return
 
-    async def learned() -> Any:
-        manager = await client._async.manager()
-        return await manager.learned_from_run(client.user_id, agent, event.run_id, now=True)
-
     try:
-        change = client._call(learned())
+        change = client.learned_from_run(event.run_id, agent=agent, now=True)
     except TimeoutError:
         return
     if change is not None:

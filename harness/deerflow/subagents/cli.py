@@ -40,7 +40,7 @@ def add_parser(sub: Any) -> None:
 
 def run(client: Any, args: argparse.Namespace) -> int:
     """Execute ``deerflow batches ...`` (UserErrors are printed by the caller)."""
-    loaded, home = client._async._loaded, client._async.home
+    loaded, home = client.loaded, client.home
     if args.batches_command == "worker":
         import asyncio  # here, not at the top: ``deerflow --help`` should not pay for it
 

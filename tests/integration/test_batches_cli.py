@@ -1,0 +1,86 @@
+"""``deerflow batches ...`` through the CLI's ``main``: a worker run to idle, then list, status,
+export and cancel of the user's own batch; an unknown batch is one line and a failing exit.
+
+In-process, as ``test_skill_cli``: the CLI is a host of the client like any other, so it gets the
+config and paths from the client's public ``loaded`` and ``home``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deerflow.cli import main
+from deerflow.config.loader import load_config
+from deerflow.config.paths import HomePaths, default_user
+from deerflow.runtime.context import RunContext
+from deerflow.subagents.batches.sql import open_backend
+from deerflow.subagents.batches.store import BatchStore
+from deerflow.subagents.batches.submitter import BatchSubmitter
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """\
+models:
+  - name: scripted
+    use: deerflow.models.scripted:ScriptedChatModel
+    script: |
+      turns: ["Done [r1]."]
+subagents:
+  enabled: true
+  poll_interval: 0.1
+  batches:
+    enabled: true
+"""
+
+
+def submit(home: Path, config: Path, count: int) -> str:
+    loaded = load_config(config)
+    paths = HomePaths(home)
+    submitter = BatchSubmitter(BatchStore(open_backend(loaded.config.subagents.batches, paths)), max_items=100)
+    context = RunContext(user_id=default_user(), thread_id="t1", run_id="run-1",
+                         paths=paths.thread(default_user(), "t1"), config=loaded.config, model_name="scripted")
+    items = [{"prompt": f"ITEM {i}", "subagent_type": "general-purpose"} for i in range(count)]
+    return submitter.submit(context, items, label="cli batch", known_types=["general-purpose"]).record.batch_id
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_worker_list_status_export_cancel(capsys, deerflow_home, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    batch_id = submit(deerflow_home, config, 2)
+
+    code, out, err = run(capsys, "--config", str(config), "batches", "worker", "--until-idle")
+    assert code == 0, err
+    assert "worker done: 2 items finished" in out
+
+    code, out, err = run(capsys, "--config", str(config), "batches", "list")
+    assert code == 0, err
+    assert batch_id in out and "done  2/2" in out and "cli batch" in out
+
+    target = tmp_path / "items.jsonl"
+    code, out, err = run(capsys, "--config", str(config), "batches", "export", batch_id, "--out", str(target))
+    assert code == 0, err
+    rows = [json.loads(line) for line in target.read_text().splitlines()]
+    assert len(rows) == 2 and "wrote 2 items" in err
+
+    second = submit(deerflow_home, config, 1)
+    code, out, err = run(capsys, "--config", str(config), "batches", "cancel", second)
+    assert code == 0, err
+    assert out.startswith(second) and "cancelled" in out
+
+
+def test_an_unknown_batch_is_one_line_and_a_failing_exit(capsys, deerflow_home, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    code, out, err = run(capsys, "--config", str(config), "batches", "status", "no-such-batch")
+    assert code != 0 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "no-such-batch" in err
