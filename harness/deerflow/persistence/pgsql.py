@@ -326,9 +326,9 @@ def connection_classes() -> tuple[type, type]:
     """
     import psycopg
 
-    class Connection(psycopg.Connection):  # type: ignore[type-arg]
+    class Connection(psycopg.Connection):
         @classmethod
-        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+        def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
             try:
                 conn = super().connect(conninfo, **kwargs)
             except psycopg.OperationalError as exc:
@@ -337,9 +337,9 @@ def connection_classes() -> tuple[type, type]:
             _last_failures.pop(conninfo, None)
             return conn
 
-    class AsyncConnection(psycopg.AsyncConnection):  # type: ignore[type-arg]
+    class AsyncConnection(psycopg.AsyncConnection):
         @classmethod
-        async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:  # type: ignore[override]
+        async def connect(cls, conninfo: str = "", **kwargs: Any) -> Any:
             try:
                 conn = await super().connect(conninfo, **kwargs)
             except psycopg.OperationalError as exc:
