@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -230,3 +231,50 @@ def test_artifacts_with_odd_names_download_with_rfc6266_names(world: World, name
     assert fallback, disposition
     assert unquote(fallback.group(2), errors="strict") == name
     assert answer.headers["Content-Type"] == "application/octet-stream"
+
+
+def _open_download(world: World, name: str) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    url = urlsplit(world.server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
+    conn.request("GET", f"/deerflow/api/threads/{world.thread}/artifacts/{quote(name, safe='')}",
+                 headers={"Authorization": f"token {ALICE}"})
+    return conn, conn.getresponse()
+
+
+def test_an_artifact_larger_than_the_read_bound_downloads_whole(world: World):
+    # sparse: past ARTIFACT_MAX_BYTES (64 MiB) without the disk; the route streams it from its descriptor
+    from deerflow.runs.thread_files import ARTIFACT_MAX_BYTES
+
+    outputs = world.home / "users" / "alice" / "threads" / world.thread / "user-data" / "outputs"
+    size = ARTIFACT_MAX_BYTES + 3 * 1024 * 1024 + 7
+    with open(outputs / "huge.csv", "wb") as huge:
+        huge.seek(size - 4)
+        huge.write(b"end\n")
+    conn, res = _open_download(world, "huge.csv")
+    try:
+        assert res.status == 200 and res.headers["Content-Length"] == str(size)
+        received, tail = 0, b""
+        while chunk := res.read(1 << 20):
+            received += len(chunk)
+            tail = (tail + chunk)[-4:]
+    finally:
+        conn.close()
+    assert (received, tail) == (size, b"end\n")
+
+
+def test_an_artifact_cut_while_downloaded_ends_short_not_complete(world: World):
+    outputs = world.home / "users" / "alice" / "threads" / world.thread / "user-data" / "outputs"
+    (outputs / "shrinking.bin").write_bytes(b"x" * (256 << 20))  # far more than the socket buffers hold
+    conn, res = _open_download(world, "shrinking.bin")
+    try:
+        assert res.status == 200 and res.headers["Content-Length"] == str(256 << 20)
+        assert res.read(1 << 20) == b"x" * (1 << 20)
+        os.truncate(outputs / "shrinking.bin", 10)  # the agent's code cuts it meanwhile
+        with pytest.raises(http.client.IncompleteRead):
+            res.read()
+    finally:
+        conn.close()
+        (outputs / "shrinking.bin").unlink()
+    assert world.send("GET", f"/threads/{world.thread}/artifacts").status == 200  # the server goes on
+    log = world.server.log.read_text()
+    assert "shrank while it was sent" in log and "Traceback" not in log

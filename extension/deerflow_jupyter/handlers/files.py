@@ -78,17 +78,32 @@ class ArtifactFileHandler(DeerFlowHandler):
     @web.authenticated
     @authorized
     async def get(self, thread_id: str, relpath: str) -> None:
-        """An artifact's bytes; anything but a regular file under outputs is a 404 (``ArtifactNotFound``),
-        one larger than ``ARTIFACT_MAX_BYTES`` a 413 (``ArtifactTooLarge``)."""
+        """An artifact's bytes, streamed whatever its size; anything but a regular file under
+        outputs is a 404 (``ArtifactNotFound``).
+
+        The length sent is the file's size when it was opened: a file still growing is sent as it
+        was then, and one that shrinks meanwhile ends the response short (the connection closes,
+        so the client sees a truncated download, never a complete-looking one)."""
         manager = await self.manager()
-        artifact = await manager.files.read_artifact(self.user_id, thread_id, f"{OUTPUTS}/{relpath}")
-        mime = mimetypes.guess_type(artifact.name)[0] or "application/octet-stream"
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
-        if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
-            self.set_header("Content-Disposition", content_disposition(artifact.name))
-            mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
-        self.finish(artifact.data, set_content_type=mime)
+        with await manager.files.open_artifact(self.user_id, thread_id, f"{OUTPUTS}/{relpath}") as artifact:
+            mime = mimetypes.guess_type(artifact.name)[0] or "application/octet-stream"
+            self.set_header("X-Content-Type-Options", "nosniff")
+            self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
+            if mime in ACTIVE_TYPES or not mime.startswith(SAFE_INLINE_PREFIXES):
+                self.set_header("Content-Disposition", content_disposition(artifact.name))
+                mime = "application/octet-stream" if mime in ACTIVE_TYPES else mime
+            self.set_header("Content-Type", mime)
+            self.set_header("Content-Length", str(artifact.size))
+            sent = 0
+            async for chunk in artifact.chunks():
+                self.write(chunk)
+                await self.flush()  # one chunk in memory at a time; waits for a slow client
+                sent += len(chunk)
+        if sent < artifact.size:  # it shrank: close before finishing, so the response is seen as cut
+            self.log.warning("artifact %s shrank while it was sent: the download was cut short", artifact.path)
+            if (stream := getattr(self.request.connection, "stream", None)) is not None:
+                stream.close()
+        self.finish()
 
 
 class ThreadExportHandler(DeerFlowHandler):

@@ -10,7 +10,9 @@ their own way.  This is the one place they meet, so every host gets the same rul
   ``outputs/`` with :class:`~deerflow.threadfs.SafeDir` (no link followed at any step, the
   file checked on the descriptor it reads).  Everything in the thread's folders is the
   agent's, so anything else — a link planted by the agent, a FIFO, a path outside outputs —
-  is :class:`ArtifactNotFound`, never a model-facing ``ToolFailure``.
+  is :class:`ArtifactNotFound`, never a model-facing ``ToolFailure``.  A read into memory is
+  bounded (:data:`ARTIFACT_MAX_BYTES`); a download of any size is streamed from a descriptor
+  held open (:meth:`ThreadFiles.open_artifact`), so a swap after the check changes nothing sent.
 * **Uploads have the configured limits** (``uploads.max_file_bytes``, ``uploads.max_files``,
   read at each call so an edited config applies) and are streamed to a temporary file in
   the uploads folder, opened through ``SafeDir`` (no link followed below the thread's root),
@@ -35,7 +37,7 @@ import mimetypes
 import os
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
@@ -117,6 +119,52 @@ class ArtifactFile:
     path: str
     name: str
     data: bytes
+
+
+@dataclass
+class ArtifactReader:
+    """An artifact held open for streaming (:meth:`ThreadFiles.open_artifact`): its size as it
+    was when opened, and chunks read from the descriptor (never again by path, so a swap of the
+    file or its folder after the open changes nothing sent).  Close it, or use it as a context
+    manager.
+
+    Attributes:
+        path: The virtual path that was opened.
+        name: The file's own name (what a download should be called).
+        size: Its size when opened: what a download promises, and the most :meth:`chunks` yields.
+    """
+
+    path: str
+    name: str
+    size: int
+    _fd: int
+
+    async def chunks(self, chunk: int = _COPY_CHUNK) -> AsyncIterator[bytes]:
+        """The file's bytes up to :attr:`size`, read off the event loop; ends short (the caller
+        sees fewer bytes than promised) if the file shrank meanwhile."""
+        offset = 0
+        while offset < self.size:
+            data = await asyncio.to_thread(os.pread, self._fd, min(chunk, self.size - offset), offset)
+            if not data:
+                return
+            offset += len(data)
+            yield data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> ArtifactReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_opened(opening: asyncio.Future[ArtifactReader]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
 
 
 class ExportTooLarge(UserError):
@@ -218,6 +266,31 @@ class ThreadFiles:
         """
         await self._threads.athread(thread_id, user_id)
         return await asyncio.to_thread(self.read_artifact_blocking, user_id, thread_id, path, max_bytes=max_bytes)
+
+    async def open_artifact(self, user_id: str, thread_id: str, path: str) -> ArtifactReader:
+        """An output file held open for streaming, whatever its size (a download of a large
+        deliverable): found and checked as :meth:`read_artifact` does, but never read whole.
+
+        Raises:
+            NotFoundError: no such thread for this user.
+            ArtifactNotFound: not a readable output file (the reason is in the message).
+        """
+        await self._threads.athread(thread_id, user_id)
+        vfs = VirtualFS(self._home.thread(user_id, thread_id))
+
+        def open_it() -> ArtifactReader:
+            try:
+                located, fd = vfs.open_output(path)
+            except ToolFailure as exc:
+                raise ArtifactNotFound(exc.message) from None
+            return ArtifactReader(located.virtual, located.host.name, os.fstat(fd).st_size, fd)
+
+        opening = asyncio.ensure_future(asyncio.to_thread(open_it))
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:  # the caller went away: the descriptor opened anyway is closed
+            opening.add_done_callback(_close_opened)
+            raise
 
     def read_artifact_blocking(self, user_id: str, thread_id: str, path: str, *,
                                max_bytes: int = ARTIFACT_MAX_BYTES) -> ArtifactFile:
@@ -332,6 +405,6 @@ def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
     return sizes
 
 
-__all__ = ["ARTIFACT_MAX_BYTES", "EXPORT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactTooLarge",
+__all__ = ["ARTIFACT_MAX_BYTES", "EXPORT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactReader", "ArtifactTooLarge",
            "ExportFolder", "ExportTooLarge", "ThreadExport", "ThreadFiles", "ThreadLookup", "UploadRejected",
            "export_folders", "write_export"]

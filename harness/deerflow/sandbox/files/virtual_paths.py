@@ -247,15 +247,34 @@ class VirtualFS:
             ToolFailure: ``not_found`` for anything else (outside outputs, a
                 directory, a link, a FIFO), with the reason.
         """
-        virtual = path if path.startswith("/") else f"{OUTPUTS}/{path}"
-        rp = self.locate(virtual, write=False)
-        if str(rp.mount.virtual) != str(OUTPUTS):
-            raise ToolFailure(f"{rp.virtual} is not an output file of this thread", code="not_found")
+        rp = self._output(path)
         try:
-            return self.read_bytes(virtual, max_bytes=max_bytes)
+            return self.read_bytes(rp.virtual, max_bytes=max_bytes)
         except ToolFailure as exc:  # too_large stays itself: a file that is there, too big to read whole
             raise ToolFailure(f"{rp.virtual} is not an output file of this thread ({exc.message})",
                               code="too_large" if exc.code == "too_large" else "not_found") from None
+
+    def open_output(self, path: str) -> tuple[ResolvedPath, int]:
+        """A read-only descriptor of a deliverable (as :meth:`read_output` finds it, no link
+        followed), for a caller that streams it instead of reading it whole; the caller closes it.
+
+        Raises:
+            ToolFailure: ``not_found``, as :meth:`read_output`.
+        """
+        rp = self._output(path)
+        try:
+            with self.open_mount(rp.mount) as root:
+                return rp, root.open_file(rp.rel)
+        except UnsafePath as exc:
+            raise ToolFailure(f"{rp.virtual} is not an output file of this thread "
+                              f"({tool_failure(exc, shown=rp.virtual).message})", code="not_found") from None
+
+    def _output(self, path: str) -> ResolvedPath:
+        """``path`` (a bare name is taken relative to outputs) located, if it is under outputs."""
+        rp = self.locate(path if path.startswith("/") else f"{OUTPUTS}/{path}", write=False)
+        if str(rp.mount.virtual) != str(OUTPUTS):
+            raise ToolFailure(f"{rp.virtual} is not an output file of this thread", code="not_found")
+        return rp
 
     def size(self, path: str) -> int | None:
         """The size of the regular file at ``path``; ``None`` for anything else or nothing."""
