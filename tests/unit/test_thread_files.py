@@ -251,3 +251,55 @@ def test_an_export_over_its_bound_is_a_typed_error_and_unknown_folders_are_refus
 def test_an_export_of_a_thread_without_folders_is_an_empty_archive(tmp_path: Path) -> None:
     done, content = _export(files(tmp_path, t1=[]), folders=["outputs", "workspace", "uploads"])
     assert (content, done.files, done.skipped) == ({}, [], [])
+
+
+def test_an_opened_artifact_streams_from_its_descriptor(tmp_path: Path) -> None:
+    out = outputs(tmp_path)
+    (out / "data.csv").write_bytes(b"a,b\n" * 1000)
+    service = files(tmp_path, t1=[])
+
+    async def download() -> tuple[int, bytes]:
+        with await service.open_artifact("alice", "t1", "data.csv") as reader:
+            (out / "data.csv").rename(out / "moved.csv")  # a swap after the open changes nothing sent
+            (out / "data.csv").symlink_to("/etc/passwd")
+            return reader.size, b"".join([c async for c in reader.chunks(chunk=1000)])
+
+    assert asyncio.run(download()) == (4000, b"a,b\n" * 1000)
+
+
+@pytest.mark.parametrize("plant", ["link", "fifo", "dir", "outside"])
+def test_only_a_regular_output_file_opens(tmp_path: Path, plant: str) -> None:
+    out = outputs(tmp_path)
+    target = "x"
+    if plant == "link":
+        (out / "x").symlink_to("/etc/passwd")
+    elif plant == "fifo":
+        os.mkfifo(out / "x")  # opened non-blocking: refused, never waited on
+    elif plant == "dir":
+        (out / "x").mkdir()
+    else:
+        target = f"{UPLOADS}/x"
+    with pytest.raises(ArtifactNotFound):
+        asyncio.run(files(tmp_path, t1=[]).open_artifact("alice", "t1", target))
+    with pytest.raises(NotFoundError):
+        asyncio.run(files(tmp_path, t1=[]).open_artifact("bob", "t1", "x"))
+
+
+def test_an_open_whose_caller_went_away_closes_its_descriptor(tmp_path: Path) -> None:
+    (outputs(tmp_path) / "x").write_bytes(b"x")
+    service = files(tmp_path, t1=[])
+    before = len(os.listdir("/proc/self/fd"))
+
+    async def abandon() -> None:
+        opening = asyncio.ensure_future(service.open_artifact("alice", "t1", "x"))
+        await asyncio.sleep(0)  # the lookup has started; cancel while the open runs in its thread
+        for _ in range(3):
+            await asyncio.sleep(0)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        await asyncio.sleep(0.2)  # the worker thread finishes; its descriptor is closed by the callback
+
+    for _ in range(20):
+        asyncio.run(abandon())
+    assert len(os.listdir("/proc/self/fd")) <= before
