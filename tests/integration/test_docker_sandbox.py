@@ -30,6 +30,7 @@ import pytest
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.config.schema import SandboxConfig
+from deerflow.errors import ToolFailure
 from deerflow.sandbox.kernels.kernel_pool import KernelPool
 from deerflow.sandbox.network.policy import CallScope
 from fixtures.web_server import serve, text
@@ -305,3 +306,38 @@ def test_without_a_warm_pool_the_container_goes_when_its_kernel_stops(engine: An
             assert len(running) == 1 and _engine_containers(engine, sandbox) == []
     finally:
         sandbox.close()
+
+
+# -- the mounts are the folders the host checked --------------------------------------------
+
+
+def test_a_folder_swapped_and_back_during_the_create_is_caught_in_the_container(
+        provider: DockerSandboxProvider, paths: ThreadPaths, tmp_path: Path, engine: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine binds by path: the outputs folder is swapped for a link to a host folder while the
+    container is created and swapped back right after, so the host path names the checked folder
+    again; ``stat`` inside the container still shows the host folder mounted, and nothing runs."""
+    host = tmp_path / "host-secrets"
+    host.mkdir()
+    (host / "key").write_text("secret")
+    collection = type(provider.client.containers)  # the SDK makes a new collection at each access
+    create = collection.run
+
+    def racing_create(self: Any, **kwargs: Any) -> Any:
+        paths.outputs.rename(paths.outputs.with_name("outputs.aside"))
+        paths.outputs.symlink_to(host, target_is_directory=True)
+        try:
+            return create(self, **kwargs)
+        finally:
+            paths.outputs.unlink()
+            paths.outputs.with_name("outputs.aside").rename(paths.outputs)
+
+    monkeypatch.setattr(collection, "run", racing_create)
+    with pytest.raises(ToolFailure) as refused:
+        provider.execute(paths, "cat /mnt/user-data/outputs/key; echo pwned > /mnt/user-data/outputs/key")
+    assert refused.value.code == "unsafe_mount" and "/mnt/user-data/outputs" in refused.value.message
+    assert (host / "key").read_text() == "secret"
+    assert _engine_containers(engine, provider) == []  # the container was removed
+    monkeypatch.setattr(collection, "run", create)
+    result = provider.execute(paths, "echo ok > /mnt/user-data/outputs/r.txt; cat /mnt/user-data/outputs/r.txt")
+    assert result.output == "ok\n"

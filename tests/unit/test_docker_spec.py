@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,16 +18,21 @@ from deerflow.errors import ConfigError
 from deerflow.sandbox.docker import provider as docker_provider
 from deerflow.sandbox.docker.provider import DockerSandboxProvider
 from deerflow.sandbox.docker.spec import Limits
+from deerflow.sandbox.execution.mount_fds import STAT_FORMAT
 from deerflow.sandbox.execution.process import ExecResult
 from deerflow.sandbox.factory import make_provider
 
 
 class FakeContainer:
+    """A started container: its bind sources resolved by path at the create, as the engine does;
+    ``stat`` inside it reports those folders (the provider's mount check), other execs are recorded."""
+
     def __init__(self, number: int, kwargs: dict[str, Any]) -> None:
         self.id = f"container-{number}"
         self.kwargs = kwargs
         self.status = "running"
         self.exec_calls: list[list[str]] = []
+        self.mounted = {m["Target"]: os.stat(m["Source"]) for m in kwargs["mounts"]}
 
     def reload(self) -> None:
         if self.status == "removed":
@@ -36,8 +42,12 @@ class FakeContainer:
         assert force
         self.status = "removed"
 
-    def exec_run(self, cmd: list[str], user: str | None = None) -> None:
+    def exec_run(self, cmd: list[str], user: str | None = None) -> SimpleNamespace:
+        if cmd[:3] == ["stat", "-c", STAT_FORMAT]:
+            lines = [f"{t} {self.mounted[t].st_dev} {self.mounted[t].st_ino}" for t in cmd[3:]]
+            return SimpleNamespace(exit_code=0, output="\n".join(lines).encode())
         self.exec_calls.append(cmd)
+        return SimpleNamespace(exit_code=0, output=b"")
 
 
 class FakeContainers:

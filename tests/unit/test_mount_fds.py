@@ -1,12 +1,15 @@
 """Thread mount folders held by descriptor (mount_fds) and the Docker provider's check around create.
 
-The Docker engine cannot be reached here: a stand-in client plays it, and the race (a folder swapped
-for a link while the container is created) is played inside its ``containers.run``.
+A stand-in client plays the Docker engine (``test_docker_sandbox.py`` has the real one): the race (a
+folder swapped for a link while the container is created, and back) is played inside its
+``containers.run``, which binds by path as the engine does.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
 from deerflow.sandbox.docker.provider import DockerSandboxProvider
-from deerflow.sandbox.execution.mount_fds import open_mounts
+from deerflow.sandbox.execution.mount_fds import STAT_FORMAT, mounted_elsewhere, open_mounts
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 
 
@@ -40,36 +43,71 @@ def test_bwrap_args_bind_each_existing_mount_by_descriptor(paths: ThreadPaths) -
     ]  # fmt: skip  (no acp-workspace folder: left out, as before)
 
 
-def test_moved_names_a_folder_swapped_after_it_was_opened(paths: ThreadPaths, tmp_path: Path) -> None:
+def test_identities_are_the_held_folders_whatever_their_paths_name_later(paths: ThreadPaths, tmp_path: Path) -> None:
     host = tmp_path / "host"
     host.mkdir()
     with open_mounts(paths, VirtualFS(paths).mounts) as held:
-        assert held.moved(paths) is None
+        outputs = os.stat(paths.outputs)
         _swap_for_link(paths.outputs, host)
-        assert held.moved(paths) == "/mnt/user-data/outputs"
+        identities = held.identities()
+    assert identities["/mnt/user-data/outputs"] == (outputs.st_dev, outputs.st_ino)
+    assert sorted(identities) == ["/mnt/user-data/outputs", "/mnt/user-data/uploads", "/mnt/user-data/workspace"]
+
+
+@pytest.mark.parametrize(("report", "wrong"), [
+    ("/mnt/a 1 2\n/mnt/b 1 3\n", None),
+    ("/mnt/b 1 3\n/mnt/a 1 2", None),  # any order
+    ("/mnt/a 1 2\n/mnt/b 1 4\n", "/mnt/b"),  # another folder mounted there
+    ("/mnt/a 1 2\n", "/mnt/b"),  # not reported: not confirmed
+    ("/mnt/a 1 2\n/mnt/b 1 x\n", "/mnt/b"),  # unparsable
+    ("stat: cannot stat '/mnt/b': No such file or directory\n/mnt/a 1 2", "/mnt/b"),
+    ("", "/mnt/a"),
+])
+def test_mounted_elsewhere_confirms_each_mount_or_names_it(report: str, wrong: str | None) -> None:
+    assert mounted_elsewhere({"/mnt/a": (1, 2), "/mnt/b": (1, 3)}, report) == wrong
 
 
 class _Container:
-    def __init__(self) -> None:
+    """What the engine started: its mounts are the folders each source path named at the create."""
+
+    def __init__(self, mounted: dict[str, tuple[int, int]], stat_exit: int = 0) -> None:
+        self.mounted = mounted
+        self.stat_exit = stat_exit
         self.removed = False
         self.id = "c1"
+
+    def exec_run(self, cmd: list[str], **kwargs: Any) -> Any:
+        assert cmd[:3] == ["stat", "-c", STAT_FORMAT]
+        if self.stat_exit:
+            return SimpleNamespace(exit_code=self.stat_exit, output=b"sh: stat: not found\n")
+        lines = [f"{target} {dev} {ino}" for target, (dev, ino) in self.mounted.items() if target in cmd[3:]]
+        return SimpleNamespace(exit_code=0, output="\n".join(lines).encode())
 
     def remove(self, *, force: bool = False) -> None:
         self.removed = force
 
 
 class _Engine:
-    """Stands in for the Docker client: ``containers.run`` runs ``during_create`` (the race)."""
+    """Stands in for the Docker client: ``containers.run`` binds each source *by path* (links
+    followed, as the engine does) at the moment ``during_create`` (the race) has left them."""
 
-    def __init__(self, during_create: Any = None) -> None:
+    def __init__(self, during_create: Any = None, after_create: Any = None, stat_exit: int = 0) -> None:
         self.during_create = during_create
+        self.after_create = after_create
+        self.stat_exit = stat_exit
         self.created: list[_Container] = []
         self.containers = self
 
     def run(self, **kwargs: Any) -> _Container:
         if self.during_create is not None:
             self.during_create()
-        self.created.append(_Container())
+        mounted = {}
+        for mount in kwargs["mounts"]:
+            st = os.stat(mount["Source"])  # follows links, as the engine resolving a bind source
+            mounted[mount["Target"]] = (st.st_dev, st.st_ino)
+        if self.after_create is not None:
+            self.after_create()
+        self.created.append(_Container(mounted, self.stat_exit))
         return self.created[-1]
 
 
@@ -84,6 +122,46 @@ def test_docker_refuses_a_folder_swapped_during_the_create(paths: ThreadPaths, t
     assert refused.value.code == "unsafe_mount" and "/mnt/user-data/workspace" in refused.value.message
     assert engine.created[0].removed
     assert list(host.iterdir()) == []
+
+
+def test_docker_refuses_a_folder_swapped_and_swapped_back_during_the_create(paths: ThreadPaths,
+                                                                           tmp_path: Path) -> None:
+    """The gap a check of the host path after the create left open: by then the path names the
+    held folder again, but the container has the host folder mounted."""
+    host = tmp_path / "host"
+    host.mkdir()
+
+    def swap_back() -> None:
+        paths.outputs.unlink()
+        paths.outputs.with_name("outputs.aside").rename(paths.outputs)
+
+    engine = _Engine(lambda: _swap_for_link(paths.outputs, host), after_create=swap_back)
+    provider = DockerSandboxProvider(client=engine, python_mode="image")
+    with pytest.raises(ToolFailure) as refused:
+        provider.acquire(paths, lease=False)
+    provider.close()
+    assert refused.value.code == "unsafe_mount" and "/mnt/user-data/outputs" in refused.value.message
+    assert engine.created[0].removed and paths.outputs.is_dir() and not paths.outputs.is_symlink()
+
+
+def test_docker_starts_a_container_whose_mounts_are_the_held_folders(paths: ThreadPaths) -> None:
+    engine = _Engine()
+    provider = DockerSandboxProvider(client=engine, python_mode="image")
+    try:
+        provider.acquire(paths, lease=False)
+        assert not engine.created[0].removed
+    finally:
+        provider.close()
+
+
+def test_docker_refuses_what_it_cannot_check(paths: ThreadPaths) -> None:
+    engine = _Engine(stat_exit=127)
+    provider = DockerSandboxProvider(client=engine, python_mode="image")
+    with pytest.raises(ToolFailure) as refused:
+        provider.acquire(paths, lease=False)
+    provider.close()
+    assert refused.value.code == "unsafe_mount" and "needs `stat`" in refused.value.message
+    assert engine.created[0].removed
 
 
 def test_docker_refuses_a_link_before_creating_anything(paths: ThreadPaths, tmp_path: Path) -> None:

@@ -65,7 +65,13 @@ from deerflow.sandbox.docker.spec import (
 )
 from deerflow.sandbox.execution.egress_bridge import supervised, supervisor_source
 from deerflow.sandbox.execution.env import check_environment, scrub_env
-from deerflow.sandbox.execution.mount_fds import UnsafeMount, ensure_thread, open_mounts
+from deerflow.sandbox.execution.mount_fds import (
+    STAT_FORMAT,
+    UnsafeMount,
+    ensure_thread,
+    mounted_elsewhere,
+    open_mounts,
+)
 from deerflow.sandbox.execution.process import ExecResult, run_command
 from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
@@ -234,26 +240,44 @@ class DockerSandboxProvider(SandboxProvider):
             return slot
 
     def _start(self, paths: ThreadPaths, spec: ContainerSpec) -> Any:
-        """Create and start the thread's container, its thread folders checked around the create.
+        """Create and start the thread's container, then check what it mounted.
 
-        The Engine binds by path and resolves the source itself (it may not even share this
-        process's /proc), so the folders cannot be bound by descriptor as bwrap does.  The
-        nearest: each folder is opened through SafeDir before the create (a link, FIFO or
-        file refuses: :class:`UnsafeMount`) and held open; after it, each path must still
-        name the folder held, else the container is removed and the launch refused.  A
-        folder swapped away *and back* within the create is not caught (see
-        docs/ARCHITECTURE.md, isolation).
+        The Engine binds by path and resolves the source itself, so the folders cannot be bound
+        by descriptor as bwrap does.  Instead each folder is opened through SafeDir before the
+        create (a link, FIFO or file refuses: :class:`UnsafeMount`) and held open; once the
+        container runs (only its idle keep-alive: nothing of the agent's has run in it yet),
+        ``stat`` inside it must report, at each mount point, the device and inode of the folder
+        held for it.  A folder swapped for a link during the create, even if swapped back
+        since, shows up as another folder: the container is removed and the launch refused.
         """
         with open_mounts(paths, self.vfs(paths).mounts) as held:
+            expected = held.identities()
             container = self.client.containers.run(**spec.run_kwargs())
-            moved = held.moved(paths)
-            if moved is not None:
+            refused = self._unconfirmed_mount(container, expected)
+            if refused is not None:
                 try:
                     container.remove(force=True)
                 except _docker_errors() as exc:
                     logger.warning("could not remove sandbox container %s: %s", getattr(container, "id", "?"), exc)
-                raise UnsafeMount(moved, "was replaced while the container was created")
+                raise UnsafeMount(*refused)
         return container
+
+    def _unconfirmed_mount(self, container: Any, expected: dict[str, tuple[int, int]]) -> tuple[str, str] | None:
+        """(virtual path, reason) of the first mount the started container does not show to be
+        the held folder; None when all are.  What cannot be checked is refused."""
+        first = next(iter(expected), "/mnt/user-data")
+        try:
+            result = container.exec_run(["stat", "-c", STAT_FORMAT, *expected], user=self.user)
+        except _docker_errors() as exc:
+            logger.warning("could not check the mounts of sandbox container %s: %s", getattr(container, "id", "?"), exc)
+            return first, "could not be checked inside the container"
+        output = result.output.decode("utf-8", "replace") if isinstance(result.output, bytes) else ""
+        if result.exit_code != 0:
+            logger.warning("could not check the mounts of sandbox container %s (its image needs `stat`): %s",
+                           getattr(container, "id", "?"), output.strip()[:300])
+            return first, "could not be checked inside the container (its image needs `stat`)"
+        wrong = mounted_elsewhere(expected, output)
+        return None if wrong is None else (wrong, "was not the folder the container mounted (replaced while it was created)")
 
     def release(self, slot: _Slot) -> None:
         """End a lease; idle containers beyond the warm pool are removed."""

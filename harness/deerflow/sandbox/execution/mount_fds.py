@@ -14,6 +14,11 @@ FIFO or file where a mount folder should be is refused with
 :class:`UnsafeMount` (a :class:`~deerflow.errors.ToolFailure`: the model sees a
 one-line reason) and nothing starts.
 
+An engine that binds by path (Docker) cannot be handed a descriptor: there the
+held folders' device and inode (:meth:`MountFds.identities`) are compared with
+what the started container reports at each mount point (:func:`mounted_elsewhere`),
+before anything of the agent's runs in it.
+
 The caller passes :attr:`MountFds.fds` to the spawned process (``pass_fds``)
 and closes them right after the spawn, on every path (:meth:`MountFds.close`).
 bubblewrap closes them itself once mounted, so the sandboxed program never
@@ -23,7 +28,7 @@ holds a descriptor of a host directory (whose ``..`` would lead out).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from deerflow.config.paths import ThreadPaths
@@ -71,25 +76,10 @@ class MountFds:
             args += ["--bind-fd" if mount.writable else "--ro-bind-fd", str(d.fd), str(mount.virtual)]
         return args
 
-    def moved(self, paths: ThreadPaths) -> str | None:
-        """The virtual path of the first mount whose host path no longer names the held folder.
-
-        For engines that bind by path (Docker): checked after the container was created, it
-        catches a folder swapped during the create, unless it was swapped back before this check.
-        """
-        try:
-            with SafeDir.open(paths.root) as root:
-                for mount, d in self._held:
-                    try:
-                        rel = mount.host.relative_to(paths.root).as_posix()
-                    except ValueError:  # outside the thread: the operator's folder
-                        continue
-                    now, held = root.lstat(rel), os.fstat(d.fd)
-                    if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
-                        return str(mount.virtual)
-        except UnsafePath:
-            return "/mnt/user-data"
-        return None
+    def identities(self) -> dict[str, tuple[int, int]]:
+        """Each held folder's device and inode by virtual path: what an engine that binds by
+        path (Docker) must be found to have mounted there (:func:`mounted_elsewhere`)."""
+        return {str(m.virtual): _identity(os.fstat(d.fd)) for m, d in self._held}
 
     def close(self) -> None:
         """Close every descriptor (idempotent)."""
@@ -102,6 +92,29 @@ class MountFds:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+STAT_FORMAT = "%n %d %i"
+"""``stat -c`` format (GNU coreutils and busybox alike) of a mounted folder: name, device, inode."""
+
+
+def mounted_elsewhere(expected: Mapping[str, tuple[int, int]], reported: str) -> str | None:
+    """The first virtual path whose folder, as ``stat -c STAT_FORMAT`` reported it from inside the
+    sandbox, is not the folder held for it; None when each one is.
+
+    A path missing from the report, or a report that does not parse, counts as elsewhere: what
+    cannot be confirmed is refused.
+    """
+    seen: dict[str, tuple[int, int]] = {}
+    for line in reported.splitlines():
+        parts = line.rsplit(" ", 2)
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            seen[parts[0]] = (int(parts[1]), int(parts[2]))
+    return next((virtual for virtual, held in expected.items() if seen.get(virtual) != held), None)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def ensure_thread(paths: ThreadPaths) -> None:
