@@ -32,8 +32,9 @@ from itertools import islice
 from typing import Literal
 
 from deerflow.errors import ToolFailure
+from deerflow.sandbox.files.failures import tool_failure
 from deerflow.sandbox.files.read_marks import ReadMarks, content_hash, exclusive_lock
-from deerflow.sandbox.files.virtual_paths import ResolvedPath, VirtualFS, tool_failure
+from deerflow.sandbox.files.virtual_paths import ResolvedPath, VirtualFS
 from deerflow.threadfs import SafeDir, UnsafePath
 
 DEFAULT_READ_MAX_CHARS = 50_000
