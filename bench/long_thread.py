@@ -43,7 +43,8 @@ from deerflow.config.paths import HomePaths  # noqa: E402
 from deerflow.models.script_format import load_script  # noqa: E402
 from deerflow.models.scripted import TURN_STAMP, ScriptedChatModel  # noqa: E402
 from deerflow.run_options import RunOptions  # noqa: E402
-from deerflow.runs.manager import RunManager, RunRequest, state_reader  # noqa: E402
+from deerflow.runs.manager import RunManager, RunRequest  # noqa: E402
+from deerflow.runs.thread_ops import state_reader  # noqa: E402
 
 Key = tuple[str, int, int]  # (side, history, steps)
 

@@ -30,7 +30,8 @@ from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 
 from deerflow.config.loader import load_config  # noqa: E402
 from deerflow.config.paths import HomePaths  # noqa: E402
-from deerflow.runs.manager import RunManager, RunRequest, state_reader  # noqa: E402
+from deerflow.runs.manager import RunManager, RunRequest  # noqa: E402
+from deerflow.runs.thread_ops import state_reader  # noqa: E402
 
 
 def rss_mb() -> float:

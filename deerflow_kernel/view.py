@@ -12,7 +12,7 @@ The view follows a *thread*: when its clarification form is submitted, the
 next run streams into the same view.  While a run streams, the header has a
 **Stop** button; when a run ends without finishing (the server stopped, a
 cancel, a guard), a **Continue** button resumes it into the same view, like
-``%deerflow continue``.
+``%deerflow continue`` (both, and the running clock, in :mod:`deerflow_kernel.controls`).
 
 Widgets only live as long as the kernel, so live widgets are shown only while
 a run is live or waiting for an answer.  When it settles, :meth:`RunView.finish`
@@ -39,7 +39,7 @@ from deerflow.runtime.events import short_id
 from deerflow.subagents.board import SubagentBoard
 from deerflow_kernel.artifacts import artifact_card
 from deerflow_kernel.cells import PYTHON_TOOL, code_html, numbered, python_call_widget
-from deerflow_kernel.controls import clock_text, stop_button_html
+from deerflow_kernel.controls import RunControls, stop_button_html
 from deerflow_kernel.form import Answer, ClarificationForm
 from deerflow_kernel.markup import (
     RECEIPT_KINDS,
@@ -101,7 +101,7 @@ class _TextBlock:
         self._pushed = time.monotonic()
 
 
-class RunView(widgets.VBox):
+class RunView(RunControls, widgets.VBox):
     """The live view (see the module docstring).
 
     Args:
@@ -189,10 +189,6 @@ class RunView(widgets.VBox):
         """True when the view's last run ended unfinished and the Continue button can resume it."""
         return self._on_continue is not None and self.thread_id is not None and self.status in UNFINISHED
 
-    @property
-    def live(self) -> bool:
-        return self._cancel is not None
-
     def static(self) -> StaticRun:
         """The view as static HTML / markdown (what a saved notebook keeps)."""
         return StaticRun(static_html(self.snapshot()), self.summary_markdown())
@@ -214,80 +210,6 @@ class RunView(widgets.VBox):
         """Where the browser's "insert as a new cell below" posts a call's code (None: not possible here)."""
         target = getattr(self._on_insert, "target", None)
         return target(thread_id, run_id) if target is not None else None
-
-    def attach(self, cancel: Callable[[], Any], *, background: bool = False) -> None:
-        """A run is streaming into this view: show Stop (``cancel`` cancels the run)."""
-        self._cancel = cancel
-        hidden(self.stop, False)
-        self.stop.disabled = False
-        if background:
-            self.note("Running in the background: Stop (or Kernel → Interrupt) cancels it.")
-        self._start_clock(background)
-
-    def detach(self) -> None:
-        self._cancel = None
-        hidden(self.stop, True)
-        self._use_stop(self.stop)
-        self.browser_stop.value = ""
-        with self._clock_lock:
-            if self._ticking is not None:
-                self._ticking.set()
-                self._ticking = None
-            self.clock.value = ""
-
-    def _use_stop(self, control: widgets.Widget) -> None:
-        """Put ``control`` (the widget Stop or the browser-posted one) in the header; only one is there."""
-        self._top.children = (self.header, self.clock, control, self.resume)
-
-    def _start_clock(self, background: bool) -> None:
-        """Elapsed time beside Stop while a run streams; a background run says so and how to stop it.
-
-        A background run leaves the kernel idle (its cells run meanwhile), so the
-        header must tell the user the run is still going and what stops it.
-        """
-        if self._ticking is not None:
-            self._ticking.set()
-        stop = self._ticking = threading.Event()
-        started = time.monotonic()
-
-        def tick() -> None:
-            while True:
-                with self._clock_lock:  # never overwrite the cleared clock after detach
-                    if stop.is_set():
-                        return
-                    self.clock.value = clock_text(time.monotonic() - started, background=background)
-                if stop.wait(1.0):
-                    return
-
-        threading.Thread(target=tick, name="deerflow-view-clock", daemon=True).start()
-
-    def request_stop(self) -> None:
-        """Cancel the run streaming into this view (Stop button, kernel interrupt)."""
-        cancel = self._cancel
-        if cancel is None:
-            return
-        self.stop.disabled = True
-        self.note("Stopping the run…")
-        cancel()
-
-    def _stop_clicked(self, _button: Any = None) -> None:
-        self.request_stop()
-
-    def _continue_clicked(self, _button: Any = None) -> None:
-        if self._on_continue is None or self.live:
-            return
-        self.resume.disabled = True
-        self._on_continue(self)
-
-    def begin_continue(self) -> None:
-        """Mark, in the transcript, where the continued run starts (Continue button)."""
-        hidden(self.resume, True)
-        self._append(widgets.HTML("<div style='margin:6px 0;color:#2a6'>↳ <b>Continued</b> from where it stopped</div>"))
-
-    def continue_failed(self, message: str) -> None:
-        """The Continue button could not start a run: say why, and let the user try again."""
-        self.resume.disabled = False
-        self._notice(message)
 
     def mark_answered(self, request_id: str, answer: Any, *, where: str = "", refresh: bool = True) -> None:
         """The question was answered (here or anywhere else): the form turns read-only with the answer.
@@ -335,6 +257,11 @@ class RunView(widgets.VBox):
                 self._on_error(event)
             case ev.RunFinished():
                 self._on_run_finished(event)
+
+    def begin_continue(self) -> None:
+        """Mark, in the transcript, where the continued run starts (Continue button)."""
+        hidden(self.resume, True)
+        self._append(widgets.HTML("<div style='margin:6px 0;color:#2a6'>↳ <b>Continued</b> from where it stopped</div>"))
 
     def begin_reply(self, answer: Answer, request_id: str = "") -> None:
         """Mark, in the transcript, the answer that starts the next run."""

@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths
-from deerflow.config.schema import AppConfig, StorageConfig
+from deerflow.config.schema import AppConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.persistence.checkpointer import sqlite_checkpoint_path
 from deerflow.persistence.sqlite import check_database, ensure_wal_file

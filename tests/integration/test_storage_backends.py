@@ -26,7 +26,7 @@ from test_state_checkpoint import make_agent
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.loader import load_config
 from deerflow.config.paths import HomePaths
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.memory.store import open_store
 from deerflow.persistence.checkpointer import open_checkpointer

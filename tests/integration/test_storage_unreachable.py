@@ -21,7 +21,7 @@ import pytest
 import yaml
 from tornado.httpclient import HTTPClientError
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.persistence import pgsql
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.postgres import DatabaseUnavailable

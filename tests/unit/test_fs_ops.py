@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths, ThreadPaths
-from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files import fs_ops, search
 from deerflow.sandbox.files.read_marks import ReadMarks
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
@@ -254,13 +254,13 @@ def project(thread: ThreadPaths, outside: Path) -> Path:
 
 
 def test_glob_recursive_and_top_level(vfs: VirtualFS, project: Path) -> None:
-    assert fs_ops.glob(vfs, "**/*.py").matches == (f"{WS}/src/main.py", f"{WS}/src/pkg/util.py")
-    assert fs_ops.glob(vfs, "*.md").matches == (f"{WS}/README.md",)
-    assert fs_ops.glob(vfs, f"{WS}/src/*.py").matches == (f"{WS}/src/main.py",)
+    assert search.glob(vfs, "**/*.py").matches == (f"{WS}/src/main.py", f"{WS}/src/pkg/util.py")
+    assert search.glob(vfs, "*.md").matches == (f"{WS}/README.md",)
+    assert search.glob(vfs, f"{WS}/src/*.py").matches == (f"{WS}/src/main.py",)
 
 
 def test_glob_skips_symlinks_leaving_the_sandbox(vfs: VirtualFS, project: Path) -> None:
-    result = fs_ops.glob(vfs, "**/*")
+    result = search.glob(vfs, "**/*")
     assert not any("escape" in m or "secret" in m for m in result.matches)
     assert result.skipped_links == 2
 
@@ -268,7 +268,7 @@ def test_glob_skips_symlinks_leaving_the_sandbox(vfs: VirtualFS, project: Path) 
 def test_glob_caps_results(vfs: VirtualFS, thread: ThreadPaths) -> None:
     for i in range(8):
         (thread.workspace / f"{i}.txt").write_text("")
-    result = fs_ops.glob(vfs, "*.txt", max_results=5)
+    result = search.glob(vfs, "*.txt", max_results=5)
     assert len(result.matches) == 5
     assert result.truncated
 
@@ -276,24 +276,24 @@ def test_glob_caps_results(vfs: VirtualFS, thread: ThreadPaths) -> None:
 def test_grep_finds_lines_and_skips_binary_and_escaping_links(
     vfs: VirtualFS, project: Path
 ) -> None:
-    result = fs_ops.grep(vfs, "TOKEN")
+    result = search.grep(vfs, "TOKEN")
     assert [(m.path, m.line_number) for m in result.matches] == [(f"{WS}/src/main.py", 2)]
     assert result.skipped_binary == 1
     assert result.skipped_links == 2
 
 
 def test_grep_options(vfs: VirtualFS, project: Path) -> None:
-    insensitive = fs_ops.grep(vfs, "token", case_sensitive=False)
+    insensitive = search.grep(vfs, "token", case_sensitive=False)
     assert {m.path for m in insensitive.matches} == {f"{WS}/src/main.py", f"{WS}/README.md"}
-    assert fs_ops.grep(vfs, "token", case_sensitive=False, glob="*.md").matches[0].path == (
+    assert search.grep(vfs, "token", case_sensitive=False, glob="*.md").matches[0].path == (
         f"{WS}/README.md"
     )
-    assert len(fs_ops.grep(vfs, "helper()", literal=True).matches) == 1
-    assert failure(fs_ops.grep, vfs, "helper(").code == "bad_pattern"
+    assert len(search.grep(vfs, "helper()", literal=True).matches) == 1
+    assert failure(search.grep, vfs, "helper(").code == "bad_pattern"
 
 
 def test_grep_caps_matches(vfs: VirtualFS, thread: ThreadPaths) -> None:
     (thread.workspace / "many.txt").write_text("hit\n" * 50)
-    result = fs_ops.grep(vfs, "hit", max_matches=10)
+    result = search.grep(vfs, "hit", max_matches=10)
     assert len(result.matches) == 10
     assert result.truncated

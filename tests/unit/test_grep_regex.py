@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths
-from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files import search
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
 
@@ -30,26 +30,26 @@ def _finishes(fn) -> bool:
 
 
 def test_catastrophic_pattern_finishes_and_matches_like_re(vfs: VirtualFS) -> None:
-    assert _finishes(lambda: fs_ops.grep(vfs, "(a+)+$"))
-    assert fs_ops.grep(vfs, "(a+)+$").matches == ()
-    assert [m.line_number for m in fs_ops.grep(vfs, "(a+)+!$").matches] == [1, 2]
+    assert _finishes(lambda: search.grep(vfs, "(a+)+$"))
+    assert search.grep(vfs, "(a+)+$").matches == ()
+    assert [m.line_number for m in search.grep(vfs, "(a+)+!$").matches] == [1, 2]
 
 
 def test_glob_with_many_stars_finishes(vfs: VirtualFS) -> None:
     pattern = "*x" * 40 + "y"
-    assert _finishes(lambda: fs_ops.glob(vfs, pattern))
-    assert fs_ops.glob(vfs, pattern).matches == ()
-    assert fs_ops.glob(vfs, "*x*x*.txt").matches
+    assert _finishes(lambda: search.glob(vfs, pattern))
+    assert search.glob(vfs, pattern).matches == ()
+    assert search.glob(vfs, "*x*x*.txt").matches
 
 
 def test_backreference_is_refused_with_a_way_forward(vfs: VirtualFS) -> None:
     with pytest.raises(ToolFailure) as caught:
-        fs_ops.grep(vfs, r"(abc)\1")
+        search.grep(vfs, r"(abc)\1")
     assert caught.value.code == "bad_pattern"
     assert "backreferences" in caught.value.message and "literal=true" in caught.value.message
 
 
 def test_case_insensitive_and_literal_still_work(vfs: VirtualFS) -> None:
-    assert fs_ops.grep(vfs, "ABCABC", case_sensitive=False).matches
-    assert fs_ops.grep(vfs, "a!", literal=True).matches
-    assert not fs_ops.grep(vfs, "a.!", literal=True).matches
+    assert search.grep(vfs, "ABCABC", case_sensitive=False).matches
+    assert search.grep(vfs, "a!", literal=True).matches
+    assert not search.grep(vfs, "a.!", literal=True).matches

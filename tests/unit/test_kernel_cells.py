@@ -16,7 +16,8 @@ import pytest
 from deerflow.errors import UserError
 from deerflow.runtime import events as ev
 from deerflow_kernel.cells import CellInserter, agent_code, cells_command, code_html
-from deerflow_kernel.view import RunView, clock_text
+from deerflow_kernel.controls import clock_text
+from deerflow_kernel.view import RunView
 
 BASE = {"run_id": "run-abcdef123456", "thread_id": "t1"}
 HOSTILE = "print('</code></pre><script>alert(1)</script>')"

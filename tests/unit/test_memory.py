@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.errors import NotFoundError, UserError
 from deerflow.memory.book import Fact, MemoryBook, fit_budget, rank, words
 from deerflow.memory.commands import memory_action, split_verb

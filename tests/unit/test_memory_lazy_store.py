@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.memory.book import MemoryBook
 from deerflow.memory.lazy_store import StoreOnFirstUse
 from deerflow.memory.store import open_store

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths, with_connect_timeout
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.persistence import pgsql
 
 URL = "postgresql://ann:pw-1@db.lab.example:6432/deerflow"

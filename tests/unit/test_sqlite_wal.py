@@ -16,7 +16,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import is_locked_error, switch_to_wal
 

@@ -60,8 +60,8 @@ ALLOWED = {
     "deerflow/persistence/files.py": _HOST_ONLY,
     "deerflow/persistence/sqlite.py": _HOST_ONLY,
     "deerflow/plugins/loader.py": _HOST_ONLY,
-    "deerflow/runs/manager.py": "deletes a whole thread folder with shutil.rmtree, which uses "
-                                   "descriptors and never follows links on Linux",
+    "deerflow/runs/thread_ops.py": "deletes a whole thread folder with shutil.rmtree, which uses "
+                                      "descriptors and never follows links on Linux",
     "deerflow/sandbox/execution/bwrap.py": "the sandbox's private skeleton under a mkdtemp directory",
     "deerflow/sandbox/docker/provider.py": "the provider's private run directories (mkdtemp)",
     "deerflow/sandbox/network/egress_proxy.py": "the proxy's private socket directory (mkdtemp)",

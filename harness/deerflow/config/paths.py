@@ -30,7 +30,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from deerflow.threadfs import SafeDir
 
 if TYPE_CHECKING:
-    from deerflow.config.schema import StorageConfig
+    from deerflow.config.storage import StorageConfig
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$")
 

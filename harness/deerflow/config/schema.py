@@ -4,7 +4,8 @@ Every section is a pydantic model that forbids unknown keys, so a typo is an
 error naming the key instead of a silently ignored setting.  Model entries are
 the one exception: extra keys there are keyword arguments for the model class
 (``temperature``, ``max_tokens``, ``script``...), because any ``BaseChatModel``
-may be plugged in.
+may be plugged in.  The ``storage`` section, which resolves one URL into the
+keys its consumers read, is in :mod:`deerflow.config.storage`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from deerflow.config.section import Section
+from deerflow.config.storage import StorageConfig
 from deerflow.config.values import check_environment, parse_size
 
 
@@ -27,11 +30,7 @@ ImportPath = Annotated[str, AfterValidator(_import_path)]
 """A ``use:`` value: ``module:attribute`` (imported only when the thing is built)."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-class ModelTimeouts(_Section):
+class ModelTimeouts(Section):
     """Deadlines of one model call, in seconds (see :mod:`deerflow.models.guard`)."""
 
     first_token: float | None = Field(default=300.0, gt=0, description="Until the first token (prompt "
@@ -40,7 +39,7 @@ class ModelTimeouts(_Section):
     total: float | None = Field(default=1200.0, gt=0, description="For the whole call.")
 
 
-class ModelCompat(_Section):
+class ModelCompat(Section):
     """Settings for OpenAI-compatible servers that differ from OpenAI (README: 'Local servers')."""
 
     tool_choice: Literal["auto", "required"] | None = Field(default=None, description="Sent whenever tools "
@@ -76,7 +75,7 @@ class ModelConfig(BaseModel):
         return {k: v for k, v in data.items() if k not in ours}
 
 
-class ToolGroupConfig(_Section):
+class ToolGroupConfig(Section):
     name: str = Field(min_length=1)
     description: str | None = None
 
@@ -94,7 +93,7 @@ class ToolConfig(BaseModel):
         return {k: v for k, v in self.model_dump().items() if k not in {"name", "group", "use"}}
 
 
-class AuthorizationRule(_Section):
+class AuthorizationRule(Section):
     """Allow/deny lists for the users it names ('*' = everyone)."""
 
     users: list[str] = Field(default_factory=lambda: ["*"])
@@ -102,12 +101,12 @@ class AuthorizationRule(_Section):
     deny: list[str] = Field(default_factory=list)
 
 
-class AuthorizationConfig(_Section):
+class AuthorizationConfig(Section):
     enabled: bool = False
     rules: list[AuthorizationRule] = Field(default_factory=list)
 
 
-class SandboxConfig(_Section):
+class SandboxConfig(Section):
     use: Literal["local", "bwrap", "docker"] = "local"
     allow_host_bash: bool = False
     network: Literal["isolated", "open", "allowlist"] = "isolated"
@@ -146,7 +145,7 @@ class SandboxConfig(_Section):
         return check_environment(value)
 
 
-class SkillsConfig(_Section):
+class SkillsConfig(Section):
     """Skills (:mod:`deerflow.skills`): where public skills are and how the model discovers them.
 
     ``path`` replaces the repository's ``skills/public`` (its ``public/`` subfolder
@@ -160,7 +159,7 @@ class SkillsConfig(_Section):
     deferred_discovery: bool = False
 
 
-class SubagentTypeConfig(_Section):
+class SubagentTypeConfig(Section):
     """A custom subagent type: its own prompt, tools, model and limits."""
 
     description: str = Field(min_length=1, description="What the lead is told this type is for.")
@@ -173,7 +172,7 @@ class SubagentTypeConfig(_Section):
     timeout_seconds: float | None = Field(default=None, gt=0)
 
 
-class BatchesConfig(_Section):
+class BatchesConfig(Section):
     """Durable batches: items in SQL, run by a bounded worker pool."""
 
     enabled: bool = False
@@ -185,7 +184,7 @@ class BatchesConfig(_Section):
     max_items: int = Field(default=500, ge=1, le=10_000)
 
 
-class SubagentsConfig(_Section):
+class SubagentsConfig(Section):
     enabled: bool = False
     max_concurrent: int = Field(default=3, ge=1, le=16)
     max_total_per_run: int = Field(default=10, ge=1, le=50)
@@ -198,7 +197,7 @@ class SubagentsConfig(_Section):
     batches: BatchesConfig = Field(default_factory=BatchesConfig)
 
 
-class SummarizationConfig(_Section):
+class SummarizationConfig(Section):
     """When a long conversation is folded into a summary (:mod:`deerflow.agents.summary`).
 
     On by default: with no trigger configured, a real model whose context window
@@ -227,22 +226,22 @@ class SummarizationConfig(_Section):
         return self
 
 
-class TitleConfig(_Section):
+class TitleConfig(Section):
     enabled: bool = True
     max_chars: int = Field(default=60, ge=8, le=200)
     use_model: bool = False
 
 
-class ToolOutputConfig(_Section):
+class ToolOutputConfig(Section):
     max_chars: int = Field(default=20_000, ge=500)
     synopsis_chars: int = Field(default=2_000, ge=100)
 
 
-class ReadBeforeWriteConfig(_Section):
+class ReadBeforeWriteConfig(Section):
     enabled: bool = True
 
 
-class LoopDetectionConfig(_Section):
+class LoopDetectionConfig(Section):
     enabled: bool = True
     warn_after: int = Field(default=3, ge=2)
     stop_after: int = Field(default=5, ge=2)
@@ -255,7 +254,7 @@ class LoopDetectionConfig(_Section):
         return self
 
 
-class BrowserConfig(_Section):
+class BrowserConfig(Section):
     enabled: bool = False
     executable_path: str | None = None
     headless: bool = True
@@ -267,7 +266,7 @@ class BrowserConfig(_Section):
     navigation_timeout: float = Field(default=30.0, gt=0)
 
 
-class WebConfig(_Section):
+class WebConfig(Section):
     enabled: bool = True
     search_provider: str = "duckduckgo"
     max_fetch_bytes: int = Field(default=2_000_000, ge=1_000)
@@ -277,7 +276,7 @@ class WebConfig(_Section):
     base_url: str | None = None
 
 
-class AcpAgentConfig(_Section):
+class AcpAgentConfig(Section):
     """An external agent spoken to over ACP (stdio); see :mod:`deerflow.acp`."""
 
     command: str = Field(min_length=1, description="The ACP adapter executable (a name on PATH or a path).")
@@ -290,111 +289,26 @@ class AcpAgentConfig(_Section):
     timeout_seconds: float = Field(default=600.0, gt=0, description="Deadline of one invoke_acp_agent call.")
 
 
-class McpConfig(_Section):
+class McpConfig(Section):
     """Host settings of MCP (the servers themselves live in extensions_config.json)."""
 
     session_idle_timeout: float = Field(default=600.0, gt=0, description="Close unused sessions after this.")
     retry_failed_after: float = Field(default=60.0, ge=0, description="Try a failed server again after this.")
 
 
-class ToolSearchConfig(_Section):
+class ToolSearchConfig(Section):
     """Deferred MCP schemas: names only until ``tool_search`` promotes them."""
 
     enabled: bool = False
     max_results: int = Field(default=5, ge=1, le=20)
 
 
-_SQLITE_SCHEME = "sqlite://"
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
-class StorageConfig(_Section):
-    """Where shared state lives: one ``url`` for the whole installation.
-
-    ``url`` is the setting operators write (``sqlite:///path/checkpoints.db``, or
-    ``postgresql://user@host/db`` for a team).  It is resolved here, at load, into the
-    older keys every consumer reads (``checkpointer``, ``sqlite_path``, ``postgres_url``),
-    which stay accepted so existing configs keep working; a ``url`` that contradicts
-    them is an error rather than a silent choice between the two.
-    """
-
-    url: str | None = Field(
-        default=None,
-        description="sqlite:///PATH (the checkpoint file; default $DEERFLOW_HOME/checkpoints.db) or "
-        "postgresql://USER@HOST/DB (checkpoints and memory in PostgreSQL, for a team).")
-    checkpointer: Literal["sqlite", "memory", "postgres"] = "sqlite"
-    sqlite_path: str | None = None
-    postgres_url: str | None = None
-    pool_max_size: int = Field(default=10, ge=1, le=200,
-                               description="PostgreSQL connections this process may hold (checkpoints).")
-    connect_timeout: float = Field(default=10.0, gt=0, le=600,
-                                   description="Seconds to wait for a PostgreSQL connection before failing.")
-    thread_files_root: str | None = Field(
-        default=None,
-        description="Root of the per-user folders (threads' uploads, workspace, outputs; custom skills); "
-        "default $DEERFLOW_HOME/users.  Point it at a shared volume when servers run on several machines.")
-    run_lease_seconds: float = Field(
-        default=30.0, gt=0, le=3600,
-        description="A run's lease on its thread lasts this long unless renewed (every third of it); "
-        "after a crash, the thread is free again once it expires.")
-
-    @field_validator("url")
-    @classmethod
-    def _check_url(cls, value: str | None) -> str | None:
-        """Only the two backends the project ships; the message never repeats the URL (it may hold a password)."""
-        if value is None:
-            return None
-        value = value.strip()
-        if value.startswith(_SQLITE_SCHEME) or value.startswith(_POSTGRES_SCHEMES):
-            if value.startswith(_POSTGRES_SCHEMES) and value.split("://", 1)[1] in ("", "/"):
-                raise ValueError("a postgresql:// URL needs a host or a database (postgresql://USER@HOST/DB)")
-            return value
-        scheme = value.split("://", 1)[0] + "://" if "://" in value else "no scheme"
-        raise ValueError(f"unsupported storage URL ({scheme}): use sqlite:///PATH or postgresql://USER@HOST/DB")
-
-    @model_validator(mode="after")
-    def _resolve_url(self) -> StorageConfig:
-        """Fill the per-part keys from ``url``; refuse a combination that says two things."""
-        if self.url is None:
-            return self
-        if self.url.startswith(_POSTGRES_SCHEMES):
-            if "checkpointer" in self.model_fields_set and self.checkpointer != "postgres":
-                raise ValueError(f"storage.url is PostgreSQL but storage.checkpointer is {self.checkpointer}: "
-                                 "drop storage.checkpointer")
-            if self.postgres_url is not None and self.postgres_url != self.url:
-                raise ValueError("storage.url and storage.postgres_url differ: keep only storage.url")
-            self.checkpointer, self.postgres_url = "postgres", self.url
-            return self
-        path = sqlite_url_path(self.url)
-        if "checkpointer" in self.model_fields_set and self.checkpointer != "sqlite":
-            raise ValueError(f"storage.url is SQLite but storage.checkpointer is {self.checkpointer}: "
-                             "drop storage.checkpointer")
-        if self.sqlite_path is not None and path is not None and self.sqlite_path != path:
-            raise ValueError("storage.url and storage.sqlite_path name different files: keep only storage.url")
-        self.checkpointer = "sqlite"
-        self.sqlite_path = path if path is not None else self.sqlite_path
-        return self
-
-    @property
-    def is_postgres(self) -> bool:
-        """Shared state (checkpoints, memory) is in PostgreSQL."""
-        return self.checkpointer == "postgres"
-
-
-def sqlite_url_path(url: str) -> str | None:
-    """The file a ``sqlite://`` URL names (``sqlite:///rel``, ``sqlite:////abs``); None for the default."""
-    rest = url[len(_SQLITE_SCHEME):]
-    if rest.startswith("/"):
-        rest = rest[1:]
-    return rest or None
-
-
-class UploadsConfig(_Section):
+class UploadsConfig(Section):
     max_file_bytes: int = Field(default=100 * 1024 * 1024, ge=1)
     max_files: int = Field(default=200, ge=1)
 
 
-class MemoryEmbeddingConfig(_Section):
+class MemoryEmbeddingConfig(Section):
     """An embedding model for semantic search over facts (LangGraph's store index)."""
 
     use: ImportPath = Field(description="'module:Class' of a langchain Embeddings class (e.g. "
@@ -404,7 +318,7 @@ class MemoryEmbeddingConfig(_Section):
                                    "(model, base_url, api_key...).")
 
 
-class MemoryConfig(_Section):
+class MemoryConfig(Section):
     """Long-term memory per user (:mod:`deerflow.memory`): what is remembered across threads."""
 
     enabled: bool = Field(default=True, description="Extract facts after runs and keep them.")
@@ -423,7 +337,7 @@ class MemoryConfig(_Section):
         "without it, facts are ranked by shared words.")
 
 
-class PluginConfig(_Section):
+class PluginConfig(Section):
     """A Python extension loaded once at startup (see :mod:`deerflow.plugins`).
 
     Exactly one of ``entry_point`` (a name in the ``deerflow.plugins`` entry-point
@@ -445,7 +359,7 @@ class PluginConfig(_Section):
         return self
 
 
-class LimitsConfig(_Section):
+class LimitsConfig(Section):
     """Per-run limits an operator sets for everyone (a lab paying for a hosted model)."""
 
     max_tokens_per_run: int | None = Field(
@@ -454,7 +368,7 @@ class LimitsConfig(_Section):
                     "model calls, subagents included, have used this many tokens.")
 
 
-class UsageConfig(_Section):
+class UsageConfig(Section):
     """Token accounting per user (``deerflow usage``, the usage route)."""
 
     daily_token_budget: int | None = Field(
@@ -464,7 +378,7 @@ class UsageConfig(_Section):
                     "calls whose model reports no usage cannot be counted.")
 
 
-class LoggingConfig(_Section):
+class LoggingConfig(Section):
     """How the server and the CLI write their logs (docs/OPERATIONS.md)."""
 
     format: Literal["text", "json"] = Field(
@@ -476,7 +390,7 @@ class LoggingConfig(_Section):
         "unless --debug).")
 
 
-class AppConfig(_Section):
+class AppConfig(Section):
     """The whole of ``config.yaml``."""
 
     models: list[ModelConfig] = Field(default_factory=list)

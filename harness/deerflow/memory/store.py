@@ -20,7 +20,8 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, IndexConfig
 
-from deerflow.config.schema import MemoryEmbeddingConfig, StorageConfig
+from deerflow.config.schema import MemoryEmbeddingConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.persistence.sqlite import StorageError, as_storage_error, file_problem, switch_to_wal
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.persistence.sqlite import (
     StorageError,
     as_storage_error,

@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from deerflow.config.schema import StorageConfig
+from deerflow.config.storage import StorageConfig
 from deerflow.errors import ConfigError
 from deerflow.persistence import pgsql
 from deerflow.persistence.aio import StoreUnavailable

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import socket
 import sqlite3
 import time
@@ -28,14 +27,11 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
 
 from deerflow.acp.mcp_servers import extensions_mcp_servers
 from deerflow.agents.graph_cache import GraphCache
 from deerflow.agents.middlewares.summarization import summarization_setup
-from deerflow.agents.thread_state import ThreadState
 from deerflow.browser.service import open_browsing_services
 from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths, check_id
@@ -52,19 +48,14 @@ from deerflow.memory.service import MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
 from deerflow.persistence.sqlite import StorageError
-from deerflow.persistence.store import (
-    LeaseTerms,
-    MetadataStore,
-    RunRecord,
-    ThreadIdUnavailable,
-    ThreadRecord,
-)
+from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord
 from deerflow.plugins import PluginSet, load_plugins
 from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult, compact_thread
 from deerflow.runs.execution import execute_run
 from deerflow.runs.host_queries import HostQueries
 from deerflow.runs.thread_files import ThreadFiles
+from deerflow.runs.thread_ops import ThreadOps
 from deerflow.runs.wiring import wire_lead_agent, wire_run_context
 from deerflow.runtime import events as ev
 from deerflow.runtime import metrics
@@ -101,10 +92,11 @@ class RunRequest:
     trusted: bool = False
 
 
-class RunManager(HostQueries):
+class RunManager(ThreadOps, HostQueries):
     """Executes runs on threads; create with :meth:`open`, finish with :meth:`close`.
 
-    What hosts may ask of it beyond runs and threads is in :class:`HostQueries`."""
+    Its thread methods (create, look up, state, delete) are in :class:`ThreadOps`; what hosts
+    may ask of it beyond runs and threads is in :class:`HostQueries`."""
 
     finished_runs_kept = 256
     """Finished runs joinable from memory (older ones: their events from the store)."""
@@ -126,7 +118,7 @@ class RunManager(HostQueries):
         self.graph_cache = GraphCache()  # compiled lead-agent graphs, shared by runs that build the same
         self.services = HostServices(tool_cache=self.tool_cache)
         self.files = ThreadFiles(home, self, lambda: self.loaded.config.uploads)  # uploads in, artifacts out
-        self._reader: Any = None
+        self._reader: Any = None  # ThreadOps' state reader, compiled on first use
         self.plugins = PluginSet()  # startup plugins (deerflow.plugins), set by open()
         self._stop_reason: str | None = None  # set by close(reason=...): runs it cancels end "interrupted: ..."
 
@@ -184,68 +176,7 @@ class RunManager(HostQueries):
         await asyncio.gather(*(lv.task for lv in self._live.values() if lv.task), return_exceptions=True)
         await self._stack.aclose()
 
-    # -- threads -----------------------------------------------------------------
-    def create_thread(self, user_id: str, *, thread_id: str | None = None,
-                      metadata: dict[str, Any] | None = None) -> ThreadRecord:
-        thread_id = check_id(thread_id or uuid.uuid4().hex, kind="thread")
-        try:  # one statement claims the id; only a refusal asks whose it is
-            record = self.store.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
-        except ThreadIdUnavailable:
-            if self.store.get_thread(thread_id, user_id) is not None:
-                raise UserError(f"thread {thread_id} already exists") from None
-            raise
-        self.home.thread(user_id, thread_id).ensure()
-        return record
-
-    async def acreate_thread(self, user_id: str, *, thread_id: str | None = None,
-                             metadata: dict[str, Any] | None = None) -> ThreadRecord:
-        """:meth:`create_thread` for async callers: off the event loop, in one hop to the store's executor."""
-        return await self.store.aio.run(self.create_thread, user_id, thread_id=thread_id, metadata=metadata)
-
-    def thread(self, thread_id: str, user_id: str) -> ThreadRecord:
-        return _known_thread(self.store.get_thread(thread_id, user_id), thread_id)
-
-    async def athread(self, thread_id: str, user_id: str) -> ThreadRecord:
-        """:meth:`thread` for async callers: the store is read off the event loop."""
-        return _known_thread(await self.store.aio.get_thread(thread_id, user_id), thread_id)
-
-    async def thread_values(self, thread_id: str, user_id: str) -> dict[str, Any]:
-        """The thread's current state values (messages, artifacts, title…)."""
-        snapshot = await self.state_snapshot(thread_id, user_id)
-        return dict(snapshot.values) if snapshot is not None else {}
-
-    async def state_snapshot(self, thread_id: str, user_id: str) -> Any:
-        """The thread's latest LangGraph ``StateSnapshot`` (None before its first run)."""
-        await self.athread(thread_id, user_id)
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-        if await self.checkpointer.aget_tuple(config) is None:
-            return None
-        return await self._state_reader().aget_state(config)
-
-    async def state_history(self, thread_id: str, user_id: str, *, limit: int = 10) -> list[Any]:
-        """Past snapshots of the thread, newest first."""
-        await self.athread(thread_id, user_id)
-        config = {"configurable": {"thread_id": thread_id}}
-        return [snap async for snap in self._state_reader().aget_state_history(config, limit=limit)]
-
-    async def delete_thread(self, thread_id: str, user_id: str) -> None:
-        """Delete a thread: its record, runs, checkpoints and files.
-
-        Raises:
-            NotFoundError: unknown thread (or another user's).
-            ThreadBusy: the thread has an active run (here or in another process).
-        """
-        await self.athread(thread_id, user_id)
-        await self._check_idle(thread_id)
-        await self.checkpointer.adelete_thread(thread_id)
-        await self.store.aio.delete_thread(thread_id, user_id)
-        shutil.rmtree(self.home.thread(user_id, thread_id).root, ignore_errors=True)
-
-    def _state_reader(self) -> Any:
-        if self._reader is None:
-            self._reader = state_reader(self.checkpointer)
-        return self._reader
-
+    # -- compaction, and the thread's lease (runs and compaction hold it) ------
     async def compact(self, thread_id: str, user_id: str, *, model_name: str | None = None,
                       keep_messages: int | None = None) -> CompactResult:
         """Fold the thread's older messages into its summary now (:mod:`deerflow.runs.compaction`).
@@ -272,14 +203,6 @@ class RunManager(HostQueries):
                                             keep_messages=keep_messages or policy.keep_messages)
         finally:
             self._active_by_thread.pop(thread_id, None)
-
-    async def _check_idle(self, thread_id: str) -> None:
-        """Raise ThreadBusy when a run holds the thread, in this process or another."""
-        if thread_id in self._active_by_thread:
-            raise ThreadBusy(thread_id, run_id=self._active_by_thread[thread_id])
-        lease = await self.store.aio.thread_lease(thread_id)
-        if lease is not None:
-            raise ThreadBusy(thread_id, run_id=lease.run_id, holder=lease.holder)
 
     def _lease_terms(self) -> LeaseTerms:
         return LeaseTerms(owner=uuid.uuid4().hex, holder=self._holder,
@@ -486,16 +409,6 @@ class RunManager(HostQueries):
         while len(finished) > 1 and (len(finished) > self.finished_runs_kept or frames > self.finished_frames_kept):
             frames -= len(self._live.pop(finished.pop(0)).frames)  # the newest finished run always stays
 
-    def thread_status(self, thread_id: str) -> str:
-        """``busy`` while a run is active on the thread (in any process sharing the store), else ``idle``."""
-        busy = thread_id in self._active_by_thread or self.store.thread_lease(thread_id) is not None
-        return "busy" if busy else "idle"
-
-    async def athread_status(self, thread_id: str) -> str:
-        """:meth:`thread_status` for async callers: the store is read off the event loop."""
-        busy = thread_id in self._active_by_thread or await self.store.aio.thread_lease(thread_id) is not None
-        return "busy" if busy else "idle"
-
     def run_record(self, run_id: str, user_id: str, *, thread_id: str | None = None) -> RunRecord:
         """A run's record (live or stored); NotFoundError for unknown/foreign runs."""
         live = self.live(run_id, user_id)
@@ -540,28 +453,10 @@ class RunManager(HostQueries):
         return [ev.parse_event(e) for e in await self.store.aio.events(run_id)]
 
 
-def _known_thread(record: ThreadRecord | None, thread_id: str) -> ThreadRecord:
-    if record is None:
-        raise NotFoundError(f"unknown thread {thread_id!r}")
-    return record
-
-
 def _known_run(record: RunRecord | None, run_id: str, thread_id: str | None) -> RunRecord:
     if record is None or (thread_id is not None and record.thread_id != thread_id):
         raise NotFoundError(f"unknown run {run_id!r}")
     return record
-
-
-def state_reader(checkpointer: BaseCheckpointSaver) -> Any:
-    """A graph with the thread's channels only, to read state without building an agent."""
-    graph = StateGraph(ThreadState)
-    # Same node names as the agent graph, so pending sends in checkpoints resolve.
-    graph.add_node("model", lambda state: {})
-    graph.add_node("tools", lambda state: {})
-    graph.add_edge(START, "model")
-    graph.add_edge("model", END)
-    graph.add_edge("tools", END)
-    return graph.compile(checkpointer=checkpointer)
 
 
 def _usage_meter(config: AppConfig, model_name: str) -> UsageMeter:

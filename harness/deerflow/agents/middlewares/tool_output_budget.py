@@ -36,7 +36,8 @@ from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.projection import message_text
 from deerflow.sandbox.files.changes import TOOL_RESULTS
-from deerflow.sandbox.files.virtual_paths import VirtualFS, tool_failure
+from deerflow.sandbox.files.failures import tool_failure
+from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.threadfs import UnsafePath
 
 Result = ToolMessage | Command[Any]

@@ -41,7 +41,8 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from deerflow.config.paths import ThreadPaths
-from deerflow.sandbox.files.virtual_paths import NOISE_DIRS, OUTPUTS, WORKSPACE
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, WORKSPACE
+from deerflow.sandbox.files.walk import NOISE_DIRS
 from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 
 TOOL_RESULTS_DIR = ".tool-results"

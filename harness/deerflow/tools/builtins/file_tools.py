@@ -1,7 +1,8 @@
 """The file tools the model calls: ``ls``, ``read_file``, ``write_file``,
 ``str_replace``, ``glob``, ``grep``.
 
-Each tool is a thin boundary over :mod:`deerflow.sandbox.files.fs_ops`:
+Each tool is a thin boundary over :mod:`deerflow.sandbox.files.fs_ops` (``glob`` and
+``grep``: :mod:`deerflow.sandbox.files.search`):
 
 1. build the thread's :class:`VirtualFS` from ``runtime.context`` (a
    :class:`RunContext`: ``paths``, and ``services.skills_root`` when skills
@@ -37,7 +38,7 @@ from langchain_core.tools import BaseTool
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
-from deerflow.sandbox.files import fs_ops
+from deerflow.sandbox.files import fs_ops, search
 from deerflow.sandbox.files.read_marks import ReadMarks
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.offload import OFFLOADER, Offloader
@@ -158,7 +159,7 @@ def render_file_text(ft: fs_ops.FileText) -> str:
     return ft.text.rstrip("\n") + "\n\n" + note + ".]"
 
 
-def render_glob(result: fs_ops.GlobResult) -> str:
+def render_glob(result: search.GlobResult) -> str:
     """One path per line."""
     if not result.matches:
         text = f"No paths under {result.path} match {result.pattern!r}."
@@ -171,7 +172,7 @@ def render_glob(result: fs_ops.GlobResult) -> str:
     return text
 
 
-def render_grep(result: fs_ops.GrepResult) -> str:
+def render_grep(result: search.GrepResult) -> str:
     """``path:line: text`` per match, then notes on what was skipped."""
     if result.matches:
         text = "\n".join(f"{m.path}:{m.line_number}: {m.line}" for m in result.matches)
@@ -184,7 +185,7 @@ def render_grep(result: fs_ops.GrepResult) -> str:
         notes.append(f"{result.skipped_binary} binary file(s) skipped")
     if result.skipped_large:
         notes.append(
-            f"{result.skipped_large} file(s) over {fs_ops.GREP_MAX_FILE_BYTES:,} bytes skipped"
+            f"{result.skipped_large} file(s) over {search.GREP_MAX_FILE_BYTES:,} bytes skipped"
         )
     if result.skipped_links:
         notes.append(f"{result.skipped_links} symlink(s) pointing outside the sandbox skipped")
@@ -264,7 +265,7 @@ def glob_tool(pattern: str, runtime: ToolRuntime[RunContext], path: str = _WORKS
     """
     vfs = thread_fs(runtime)
     with model_errors(vfs):
-        return vfs.mask(render_glob(fs_ops.glob(vfs, pattern, path)))
+        return vfs.mask(render_glob(search.glob(vfs, pattern, path)))
 
 
 def grep_tool(
@@ -286,7 +287,7 @@ def grep_tool(
     """
     vfs = thread_fs(runtime)
     with model_errors(vfs):
-        result = fs_ops.grep(
+        result = search.grep(
             vfs, pattern, path, literal=literal, case_sensitive=case_sensitive, glob=glob
         )
         return vfs.mask(render_grep(result))

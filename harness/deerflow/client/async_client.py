@@ -1,22 +1,15 @@
-"""The embedded client: DeerFlow in your own Python process.
-
-:class:`AsyncDeerFlowClient` is the async-native API over a
-:class:`~deerflow.runs.manager.RunManager`.  :class:`DeerFlowClient` offers
-the same methods synchronously by running the async client on a private
-event-loop thread, so it works in scripts, the CLI and inside a Jupyter
-kernel (whose own loop is busy) alike.
-"""
+"""The async-native embedded client: DeerFlow's runs, threads, skills, MCP and schedules as
+coroutines over a :class:`~deerflow.runs.manager.RunManager` it opens on first use."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncGenerator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Self, TypeVar
+from typing import IO, TYPE_CHECKING, Any
 
 from deerflow.agents.clarification_reply import Answer, pending_request, prepare_reply
+from deerflow.client.results import RunResult, ThreadView
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home, default_user
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
@@ -37,63 +30,6 @@ if TYPE_CHECKING:
     from deerflow.mcp.manager import McpManager
     from deerflow.memory.changes import ChangeRecord
     from deerflow.runs.thread_files import ExportFolder, ThreadExport
-
-T = TypeVar("T")
-
-
-@dataclass
-class RunResult:
-    """What a finished run produced."""
-
-    run_id: str
-    thread_id: str
-    status: str
-    text: str
-    artifacts: list[str]
-    events: list[ev.Event] = field(default_factory=list)
-    receipt: dict[str, Any] | None = None
-    error: str | None = None
-    clarification: dict[str, Any] | None = None
-
-    @classmethod
-    def from_events(cls, events: list[ev.Event]) -> Self:
-        finished = next(e for e in reversed(events) if isinstance(e, ev.RunFinished))
-        clar = next((e.request for e in events if isinstance(e, ev.Clarification)), None)
-        return cls(finished.run_id, finished.thread_id, finished.status, finished.text, list(finished.artifacts),
-                   events, finished.receipt, finished.error, clar)
-
-    @property
-    def stopped_by(self) -> str | None:
-        """The guard that ended the run (status ``stopped``), e.g. ``loop_detection``."""
-        finished = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)
-        return finished.stopped_by if finished is not None else None
-
-    @property
-    def usage(self) -> dict[str, Any] | None:
-        """The run's provider-reported token usage (totals, ``by_model``, ``by_source``); None without model calls."""
-        finished = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)
-        return finished.usage if finished is not None else None
-
-    @property
-    def notices(self) -> list[ev.Notice]:
-        """The run's ``notice`` events (loop detected, unfinished todos, summarization...)."""
-        return [e for e in self.events if isinstance(e, ev.Notice)]
-
-
-@dataclass
-class ThreadView:
-    """A thread's record and its current state."""
-
-    record: ThreadRecord
-    values: dict[str, Any]
-
-    @property
-    def messages(self) -> list[Any]:
-        return list(self.values.get("messages", []))
-
-    @property
-    def artifacts(self) -> list[str]:
-        return list(self.values.get("artifacts", []))
 
 
 class AsyncDeerFlowClient:
@@ -410,156 +346,3 @@ class AsyncDeerFlowClient:
             raise UserError("name is required when uploading bytes or a stream")
         manager = await self.manager()
         return await manager.files.upload(self.user_id, thread_id, name, data)
-
-
-class DeerFlowClient:
-    """Synchronous embedded client (same methods as :class:`AsyncDeerFlowClient`)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._async = AsyncDeerFlowClient(**kwargs)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="deerflow-client", daemon=True)
-        self._thread.start()
-
-    @property
-    def config(self) -> Any:
-        return self._async.config
-
-    @property
-    def loaded(self) -> LoadedConfig:
-        return self._async.loaded
-
-    @property
-    def user_id(self) -> str:
-        return self._async.user_id
-
-    @property
-    def home(self) -> HomePaths:
-        return self._async.home
-
-    def _call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def close(self) -> None:
-        if self._loop.is_running():
-            self._call(self._async.aclose())
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
-
-    def __enter__(self) -> DeerFlowClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def stream(self, prompt: str, thread_id: str | None = None, **options: Any) -> Iterator[ev.Event]:
-        return self._iterate(self._async.stream(prompt, thread_id, **options))
-
-    def _iterate(self, agen: AsyncGenerator[T, None]) -> Iterator[T]:
-        """Drive an async iterator of the async client from this thread."""
-        try:
-            while True:
-                try:
-                    yield self._call(agen.__anext__())
-                except StopAsyncIteration:
-                    return
-        finally:
-            self._call(agen.aclose())
-
-    def chat(self, prompt: str, thread_id: str | None = None, **options: Any) -> RunResult:
-        return self._call(self._async.chat(prompt, thread_id, **options))
-
-    def reply(self, thread_id: str, answer: Answer, **options: Any) -> RunResult:
-        return self._call(self._async.reply(thread_id, answer, **options))
-
-    def stream_reply(self, thread_id: str, answer: Answer, **options: Any) -> Iterator[ev.Event]:
-        return self._iterate(self._async.stream_reply(thread_id, answer, **options))
-
-    def pending_clarification(self, thread_id: str) -> dict[str, Any] | None:
-        return self._call(self._async.pending_clarification(thread_id))
-
-    def cancel(self, run_id: str) -> bool:
-        return self._call(self._async.cancel(run_id))
-
-    def learned_from_run(self, run_id: str, *, agent: str | None = None, now: bool = False,
-                         wait: float | None = None) -> ChangeRecord | None:
-        return self._call(self._async.learned_from_run(run_id, agent=agent, now=now, wait=wait))
-
-    def notebook_action(self, thread_id: str, action: str, target: str | None = None,
-                        **payload: Any) -> dict[str, Any]:
-        return self._call(self._async.notebook_action(thread_id, action, target, **payload))
-
-    def compact(self, thread_id: str, *, model_name: str | None = None,
-                keep_messages: int | None = None) -> CompactResult:
-        return self._call(self._async.compact(thread_id, model_name=model_name, keep_messages=keep_messages))
-
-    def create_thread(self, **metadata: Any) -> str:
-        return self._call(self._async.create_thread(**metadata))
-
-    def agent_store(self) -> AgentStore:
-        return self._async.agent_store()
-
-    def update_agent(self, name: str, **changes: Any) -> CustomAgent:
-        return self._call(self._async.update_agent(name, **changes))
-
-    def schedule_book(self) -> ScheduleBook:
-        return self._async.schedule_book()
-
-    def run_due_schedules(self) -> list[ScheduleRun]:
-        return self._call(self._async.run_due_schedules())
-
-    def run_schedule_now(self, schedule_id: str) -> ScheduleRun:
-        return self._call(self._async.run_schedule_now(schedule_id))
-
-    def skills(self) -> list[SkillInfo]:
-        return self._async.skills()
-
-    def skill_listing(self) -> SkillListing:
-        return self._async.skill_listing()
-
-    def skill(self, name: str) -> Skill:
-        return self._async.skill(name)
-
-    def install_skill(self, path: str | Path, *, replace: bool = False) -> InstallResult:
-        return self._async.install_skill(path, replace=replace)
-
-    def enable_skill(self, name: str) -> SkillInfo:
-        return self._async.enable_skill(name)
-
-    def disable_skill(self, name: str) -> SkillInfo:
-        return self._async.disable_skill(name)
-
-    def mcp_servers(self) -> list[dict[str, Any]]:
-        return self._call(self._async.mcp_servers())
-
-    def mcp_tools(self) -> list[dict[str, str]]:
-        return self._call(self._async.mcp_tools())
-
-    def reset_mcp(self) -> None:
-        self._call(self._async.reset_mcp())
-
-    def set_mcp_credential(self, server: str, **values: Any) -> None:
-        self._call(self._async.set_mcp_credential(server, **values))
-
-    def threads(self) -> list[ThreadRecord]:
-        return self._call(self._async.threads())
-
-    def thread(self, thread_id: str) -> ThreadView:
-        return self._call(self._async.thread(thread_id))
-
-    def artifacts(self, thread_id: str) -> list[str]:
-        return self._call(self._async.artifacts(thread_id))
-
-    def read_artifact(self, thread_id: str, path: str) -> bytes:
-        return self._call(self._async.read_artifact(thread_id, path))
-
-    def export(self, thread_id: str, dest: str | Path | IO[bytes], *,
-               folders: Sequence[ExportFolder] = ("outputs",)) -> ThreadExport:
-        return self._call(self._async.export(thread_id, dest, folders=folders))
-
-    def browser_frames(self, thread_id: str, *, interval: float = 0.5,
-                       max_frames: int | None = None) -> Iterator[bytes]:
-        return self._iterate(self._async.browser_frames(thread_id, interval=interval, max_frames=max_frames))
-
-    def upload(self, thread_id: str, data: str | Path | bytes | IO[bytes], name: str | None = None) -> UploadInfo:
-        return self._call(self._async.upload(thread_id, data, name))
