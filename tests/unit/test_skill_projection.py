@@ -88,6 +88,17 @@ def test_links_inside_a_skill_are_copied_and_escaping_links_rejected(setup, tmp_
     assert alias.is_file() and not alias.is_symlink() and alias.read_text() == "print('alpha')\n"
 
 
+def test_special_files_and_directory_links_are_not_projected(setup, tmp_path):
+    library, paths, public = setup
+    os.mkfifo(public / "alpha" / "pipe")  # opening it for reading would block the run
+    (public / "alpha" / "scripts-link").symlink_to(public / "alpha" / "scripts")
+    (public / "alpha" / "empty.txt").write_text("")
+    view = project_skills(enabled(library), paths)
+    assert not (view / "alpha" / "pipe").exists() and not (view / "alpha" / "scripts-link").exists()
+    assert (view / "alpha" / "empty.txt").read_text() == ""
+    assert (view / "alpha" / "scripts" / "run.py").read_text() == "print('alpha')\n"
+
+
 def test_the_sandbox_mounts_the_thread_view(setup):
     library, paths, _ = setup
     provider = LocalSandboxProvider()
