@@ -134,3 +134,15 @@ def test_a_slash_skill_body_cannot_close_its_own_block():
     section = active_skill_section(slash=skill, read=[], allowed=None, missing=[])
     assert "if a < b: pass" in section  # code stays readable
     assert section.count("</active_skill>") == 1
+
+
+def test_a_runs_skills_know_every_skill_name_from_the_same_listing(setup):
+    from deerflow.config.schema import AppConfig
+    from deerflow.custom_agents.profile import known_skills
+
+    library, _, _ = setup
+    library.set_enabled("local", "beta", False)
+    run = library.for_run("local", "hi", allow=["alpha"])
+    assert [s.name for s in run.skills] == ["alpha"]
+    assert run.known == {"alpha", "beta"}  # disabled and not allowed: still a name an agent may use
+    assert run.known == known_skills(AppConfig(), library.home, "local", library=library)
