@@ -146,3 +146,35 @@ def test_a_runs_skills_know_every_skill_name_from_the_same_listing(setup):
     assert [s.name for s in run.skills] == ["alpha"]
     assert run.known == {"alpha", "beta"}  # disabled and not allowed: still a name an agent may use
     assert run.known == known_skills(AppConfig(), library.home, "local", library=library)
+
+
+def test_a_file_swapped_for_a_link_after_the_listing_is_refused_not_followed(setup, tmp_path, monkeypatch):
+    from deerflow.skills import projection
+
+    library, paths, public = setup
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    target = public / "alpha" / "scripts" / "run.py"
+    listed = os.scandir
+
+    def scandir_then_swap(fd):  # the attacker wins the race: the entry was a file when listed
+        if not isinstance(fd, int):  # (os.walk's listings, by path)
+            return listed(fd)
+        entries = list(listed(fd))
+        if any(e.name == "run.py" for e in entries):
+            target.unlink()
+            target.symlink_to(secret)
+
+        class Listing(list):
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        return Listing(entries)
+
+    monkeypatch.setattr(projection.os, "scandir", scandir_then_swap)
+    view = project_skills(enabled(library), paths)
+    assert not (view / "alpha" / "scripts" / "run.py").exists()
+    assert "host secret" not in "".join(p.read_text() for p in view.rglob("*") if p.is_file())
