@@ -74,9 +74,12 @@ def side(harness: Path, runs: int) -> list[float]:
 
 
 def extract(rev: str, into: Path) -> Path:
+    """``rev``'s ``harness/`` and ``skills/`` under ``into``: the harness finds its public skills next to
+    itself (``skills/public``), so without them the base side would run with no skills at all (no
+    skills view, no skills in the prompt) and look cheaper than it is."""
     archive = into / "base.tar"
     with archive.open("wb") as out:
-        subprocess.run(["git", "archive", rev, "harness"], cwd=REPO, stdout=out, check=True)
+        subprocess.run(["git", "archive", rev, "harness", "skills"], cwd=REPO, stdout=out, check=True)
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
     return into / "harness"

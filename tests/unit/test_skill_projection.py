@@ -88,6 +88,17 @@ def test_links_inside_a_skill_are_copied_and_escaping_links_rejected(setup, tmp_
     assert alias.is_file() and not alias.is_symlink() and alias.read_text() == "print('alpha')\n"
 
 
+def test_special_files_and_directory_links_are_not_projected(setup, tmp_path):
+    library, paths, public = setup
+    os.mkfifo(public / "alpha" / "pipe")  # opening it for reading would block the run
+    (public / "alpha" / "scripts-link").symlink_to(public / "alpha" / "scripts")
+    (public / "alpha" / "empty.txt").write_text("")
+    view = project_skills(enabled(library), paths)
+    assert not (view / "alpha" / "pipe").exists() and not (view / "alpha" / "scripts-link").exists()
+    assert (view / "alpha" / "empty.txt").read_text() == ""
+    assert (view / "alpha" / "scripts" / "run.py").read_text() == "print('alpha')\n"
+
+
 def test_the_sandbox_mounts_the_thread_view(setup):
     library, paths, _ = setup
     provider = LocalSandboxProvider()
@@ -123,3 +134,47 @@ def test_a_slash_skill_body_cannot_close_its_own_block():
     section = active_skill_section(slash=skill, read=[], allowed=None, missing=[])
     assert "if a < b: pass" in section  # code stays readable
     assert section.count("</active_skill>") == 1
+
+
+def test_a_runs_skills_know_every_skill_name_from_the_same_listing(setup):
+    from deerflow.config.schema import AppConfig
+    from deerflow.custom_agents.profile import known_skills
+
+    library, _, _ = setup
+    library.set_enabled("local", "beta", False)
+    run = library.for_run("local", "hi", allow=["alpha"])
+    assert [s.name for s in run.skills] == ["alpha"]
+    assert run.known == {"alpha", "beta"}  # disabled and not allowed: still a name an agent may use
+    assert run.known == known_skills(AppConfig(), library.home, "local", library=library)
+
+
+def test_a_file_swapped_for_a_link_after_the_listing_is_refused_not_followed(setup, tmp_path, monkeypatch):
+    from deerflow.skills import projection
+
+    library, paths, public = setup
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret")
+    target = public / "alpha" / "scripts" / "run.py"
+    listed = os.scandir
+
+    def scandir_then_swap(fd):  # the attacker wins the race: the entry was a file when listed
+        if not isinstance(fd, int):  # (os.walk's listings, by path)
+            return listed(fd)
+        entries = list(listed(fd))
+        if any(e.name == "run.py" for e in entries):
+            target.unlink()
+            target.symlink_to(secret)
+
+        class Listing(list):
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        return Listing(entries)
+
+    monkeypatch.setattr(projection.os, "scandir", scandir_then_swap)
+    view = project_skills(enabled(library), paths)
+    assert not (view / "alpha" / "scripts" / "run.py").exists()
+    assert "host secret" not in "".join(p.read_text() for p in view.rglob("*") if p.is_file())

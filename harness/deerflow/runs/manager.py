@@ -284,8 +284,8 @@ class RunManager(ThreadOps, HostQueries):
                                services=self.services, checkpointer=self.checkpointer, skills=skills, mcp=mcp_run,
                                tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
                                agents=agents, conversation_reader=reader, plugins=self.plugins, graphs=self.graph_cache,
-                               skill_names=known_skills(self.loaded.config, self.home, user_id,
-                                                        library=self.services.skills))
+                               skill_names=skills.known if skills is not None and skills.known is not None
+                               else known_skills(self.loaded.config, self.home, user_id, library=self.services.skills))
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run

@@ -123,10 +123,10 @@ class SkillLibrary:
         Raises:
             UserError: the prompt starts with a reserved or unknown ``/name``.
         """
-        enabled = tuple(s for s in self.listing(user_id).skills
-                        if s.enabled and (allow is None or s.name in allow))
+        listed = self.listing(user_id).skills
+        enabled = tuple(s for s in listed if s.enabled and (allow is None or s.name in allow))
         return RunSkills.create(user_id, enabled, prompt=prompt, deferred=self.config.deferred_discovery,
-                                library=self)
+                                library=self, known=frozenset(s.name for s in listed))
 
 
 def _with_enabled(skill: Skill, enabled: bool) -> Skill:

@@ -40,6 +40,8 @@ class RunSkills:
         deferred: Deferred discovery (names-only index + ``describe_skill``).
         slash: The skill the prompt activates with ``/name``, if any.
         library: The host library (for the ``install_skill`` tool), if any.
+        known: Every skill name of the user, enabled or not, from the same listing (what a
+            custom agent may name; None when not listed here).
     """
 
     user_id: str
@@ -47,14 +49,15 @@ class RunSkills:
     deferred: bool = False
     slash: Skill | None = None
     library: SkillLibrary | None = None
+    known: frozenset[str] | None = None
 
     @classmethod
     def create(cls, user_id: str, skills: Sequence[Skill], *, prompt: str = "", deferred: bool = False,
-               library: SkillLibrary | None = None) -> RunSkills:
+               library: SkillLibrary | None = None, known: frozenset[str] | None = None) -> RunSkills:
         """Build and check: a leading ``/name`` must be an enabled skill (UserError otherwise)."""
         ordered = tuple(sorted(skills, key=lambda s: s.name))
         slash = check_slash(prompt, {s.name: s for s in ordered})
-        return cls(user_id, ordered, deferred, slash, library)
+        return cls(user_id, ordered, deferred, slash, library, known)
 
     @property
     def by_name(self) -> Mapping[str, Skill]:

@@ -16,11 +16,12 @@ from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.consent import ConsentMiddleware
 from deerflow.agents.middlewares.cut_off_tool_calls import CutOffToolCallsMiddleware
 from deerflow.agents.middlewares.dangling_tool_calls import DanglingToolCallsMiddleware
-from deerflow.agents.middlewares.fusion import fuse_before_agent, fuse_before_model
+from deerflow.agents.middlewares.fusion import fuse_before_agent
 from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.mcp_notices import mcp_middlewares
 from deerflow.agents.middlewares.memory import MemoryMiddleware
 from deerflow.agents.middlewares.network_approval import NetworkApprovalMiddleware
+from deerflow.agents.middlewares.pre_model_call import fold_before_model
 from deerflow.agents.middlewares.run_model import RunModelMiddleware
 from deerflow.agents.middlewares.skill_activation import SkillActivationMiddleware
 from deerflow.agents.middlewares.skill_policy import SkillToolPolicyMiddleware
@@ -72,7 +73,7 @@ def build_middlewares(
     its context window, and images are shown only to a vision model.
     """
     chain: list[AgentMiddleware[Any, Any]] = [
-        RunModelMiddleware(),  # the outermost model hook: a cached graph calls this run's model
+        RunModelMiddleware(),  # the outermost model hook after the pre-model ones: this run's model
         ThreadDataMiddleware(),
         UploadsMiddleware(),
         *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),
@@ -103,7 +104,8 @@ def build_middlewares(
     chain.extend(options.plugin_middlewares)  # operator plugins: inside everything but clarification
     chain.append(ConsentMiddleware())  # the last before_agent hook: a yes jumps to the tools node
     chain.append(ClarificationMiddleware(options.interaction))  # always last
-    chain = fuse_before_agent(fuse_before_model(chain))  # one graph node for each kind of hook (see fusion.py)
+    # the pre-model hooks run inside the model call (pre_model_call.py), the run-start hooks in one node (fusion.py)
+    chain = fuse_before_agent(fold_before_model(chain))
     return chain if tracing_enabled() else fuse_wrap_hooks(chain)  # one traceable wrapper per call
 
 

@@ -57,6 +57,8 @@ class ClarificationMiddleware(AgentMiddleware):
         policy: The run's interaction policy (resolved once per run).
     """
 
+    folds_into_model_call = True  # its check only jumps to the end (pre_model_call.py)
+
     def __init__(self, policy: RunInteractionPolicy) -> None:
         super().__init__()
         self.policy = policy

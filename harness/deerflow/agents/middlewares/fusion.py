@@ -12,7 +12,9 @@ changes only the graph: the hooks run in list order inside one node
 it, and the node returns their updates as a list of commands so every key
 still goes through its reducer.  The first hook that jumps ends the sequence.
 The original middlewares stay in the chain for their other hooks, with their
-``before_model`` turned off.
+``before_model`` turned off.  (The lead agent's own pre-model hooks now run inside
+the model call, :mod:`~deerflow.agents.middlewares.pre_model_call`: this node is
+what a chain keeps when they cannot, e.g. with a plugin's hook or in plan mode.)
 
 :func:`fuse_before_agent` does the same for the ``before_agent`` hooks (the
 thread's directories, MCP notices, a consent replay): one node, hence one

@@ -9,7 +9,8 @@ back (``wrap_model_call``), before it is stored or any tool runs:
   so every run starts from zero);
 * at ``warn_after`` identical calls the calls still run, and a warning is
   added to the conversation right before the next model call (``before_model``
-  — after the tool results, where providers accept a user message);
+  — after the tool results, where providers accept a user message); that
+  call's review clears it, so it is shown once;
 * at ``stop_after`` the response's tool calls are removed: the AIMessage keeps
   its text plus a note saying why, and without tool calls the run ends;
 * independently, ``max_calls_per_tool`` caps how often one tool name may be
@@ -143,11 +144,15 @@ class LoopDetectionMiddleware(ResponseReviewMiddleware):
         super().__init__()
         self.limits = limits
 
+    # shows the warning and writes nothing else: the review of the same model call clears it (so the
+    # hook can run inside the model call, pre_model_call.py, where a second write of the key would clash)
+    folds_into_model_call = True
+
     def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         warning = state.get("loop_warning")
         if not warning:
             return None
-        return {"messages": [harness_note(warning, "loop_warning")], "loop_warning": None}
+        return {"messages": [harness_note(warning, "loop_warning")]}
 
     async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
@@ -156,12 +161,15 @@ class LoopDetectionMiddleware(ResponseReviewMiddleware):
         index = next((i for i in range(len(response.result) - 1, -1, -1)
                       if isinstance(response.result[i], AIMessage)), None)
         message = response.result[index] if index is not None else None
-        if index is None or not isinstance(message, AIMessage) or not message.tool_calls:
-            return response
         state = request.state
+        if index is None or not isinstance(message, AIMessage) or not message.tool_calls:
+            shown = state.get("loop_warning")  # before this call: cleared, so it is shown once
+            return ExtendedModelResponse(model_response=response, command=Command(update={"loop_warning": None})) \
+                if shown else response
         verdict = assess(message.tool_calls, state.get("loop_call_counts") or {},
                          state.get("loop_tool_counts") or {}, self.limits)
-        update: dict[str, Any] = {"loop_call_counts": verdict.call_counts, "loop_tool_counts": verdict.tool_counts}
+        update: dict[str, Any] = {"loop_call_counts": verdict.call_counts, "loop_tool_counts": verdict.tool_counts,
+                                  "loop_warning": None}  # the one shown before this call, if any
         result = list(response.result)
         if verdict.stop:
             note = stop_note(verdict.stop)

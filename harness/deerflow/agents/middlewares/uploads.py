@@ -120,6 +120,8 @@ def _escape_char(char: str) -> str:
 class UploadsMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
     """Before each model call: announce uploads the agent has not been told about."""
 
+    folds_into_model_call = True  # appends a note, writes only ``uploaded_files`` (pre_model_call.py)
+
     def before_model(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
         context = runtime.context
         if not isinstance(context, RunContext):
