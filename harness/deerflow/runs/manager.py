@@ -25,6 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -268,7 +269,8 @@ class RunManager(ThreadOps, HostQueries):
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
         profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written
-        skills = prepare_run_skills(self.services, user_id, prompt, allow=profile.skills)  # bad /skill: refused
+        # the skills' files (listing, a changed SKILL.md) are read off the loop; a bad /skill is refused
+        skills = await asyncio.to_thread(prepare_run_skills, self.services, user_id, prompt, allow=profile.skills)
         reader = await grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
                                            page_chars=self.loaded.config.tool_output.max_chars,
                                            bootstrap=profile.bootstrap)
@@ -298,11 +300,12 @@ class RunManager(ThreadOps, HostQueries):
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.to_dict().items()
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
-        context = wire_run_context(user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
-                                   paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
-                                   model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,
-                                   services=self.services, skills=skills, mcp=mcp_run,
-                                   usage_meter=_usage_meter(self.loaded.config, resolved.name))
+        context = await asyncio.to_thread(  # off the loop: a new thread's skills view is copied into it
+            partial(wire_run_context, user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
+                    paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
+                    model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,
+                    services=self.services, skills=skills, mcp=mcp_run,
+                    usage_meter=_usage_meter(self.loaded.config, resolved.name)))
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
         lease = self._lease_terms()
