@@ -170,10 +170,11 @@ def _rewritten(root: Path, nb: nbformat.NotebookNode, old: bytes = b"", new: byt
     (root / "work.ipynb").write_bytes(data.replace(old, new) if old else data)
 
 
-@pytest.mark.parametrize("where", ["source line", "metadata", "compact cell", "escaped end cell", "odd id"])
+@pytest.mark.parametrize("where", ["source line", "metadata", "compact cell", "escaped end cell", "odd id",
+                                   "positional"])
 def test_an_id_anywhere_before_the_end_or_not_plain_goes_to_the_whole_read(tmp_path, where):
     nb = big()
-    cell_id = "odd id" if where == "odd id" else "not-saved-yet"
+    cell_id = {"odd id": "odd id", "positional": "cell-3"}.get(where, "not-saved-yet")
     if where == "source line":  # a source whose last line is the id: the quoted id in the file
         nb.cells[20].source = "names = '''\nnot-saved-yet"
     elif where == "metadata":
@@ -181,13 +182,18 @@ def test_an_id_anywhere_before_the_end_or_not_plain_goes_to_the_whole_read(tmp_p
     if where == "compact cell":  # a real cell, its key spelled as another writer does
         nb.cells[20].id = cell_id
         _rewritten(tmp_path, nb, b'"id": "not-saved-yet"', b'"id":"not-saved-yet"')
+    elif where == "positional":  # early cells without ids: the whole read names them cell-N
+        data = (nbformat.writes(nb) + "\n").encode()
+        for i in range(5):
+            data = data.replace(f'   "id": "c{i}",\n'.encode(), b"")
+        (tmp_path / "work.ipynb").write_bytes(data)
     elif where == "escaped end cell":  # a cell of the end, its id spelled with an escape
         nb.cells[-2].id = cell_id
         _rewritten(tmp_path, nb, b'"id": "not-saved-yet"', b'"id": "\\u006eot-saved-yet"')
     else:
         _rewritten(tmp_path, nb)
     assert from_end(tmp_path, cell_id=cell_id) is None
-    if where == "compact cell":  # what the whole read gives: the cells above the one it found
+    if where in ("compact cell", "positional"):  # what the whole read gives: the cells above the one it found
         assert "cell(s) above the %%deerflow cell" in whole(tmp_path, cell_id).text
 
 

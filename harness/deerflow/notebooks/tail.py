@@ -32,7 +32,8 @@ escape characters needing no escape) wrote: only ids of nbformat's own alphabet
 such a string as its characters between two quotes, so a cell with that id has the
 quoted id in the file, whatever the indentation, separators or key order (the search
 is not tied to nbformat's ``"id": `` form); an id with any other character goes to the
-whole read.  Only a writer that spells an id's plain letters as ``\\u`` escapes could
+whole read, and so does one of the form ``cell-N``: the name the whole read gives a cell
+without an id (nbformat < 4.5), which is not in the file.  Only a writer that spells an id's plain letters as ``\\u`` escapes could
 hide a cell from the search, and such a file's context is then built from its last
 cells: cells of that same file, fenced as untrusted like any.
 
@@ -74,6 +75,7 @@ SCAN_CHUNK = 1 << 20
 fresh ``bytes`` per read page-faults in new memory each time)."""
 
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # nbformat's cell id alphabet: json.dumps writes it as is
+_POSITIONAL = re.compile(r"cell-[0-9]+x*")  # what the whole read names a cell without an id: not in the file
 
 _HEAD = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"cells"[ \t\r\n]*:[ \t\r\n]*\[')  # no nested repeats: linear
 _CELL_START = b"\n  {\n"
@@ -150,8 +152,9 @@ def may_occur_before(fd: int, needle: bytes, stop: int, *, chunk: int | None = N
 
 
 class _Search:
-    """``needle`` looked for in a piece by ``memchr`` of one of its bytes (SIMD: ~3x faster than
-    ``bytes.find`` of a short needle in JSON text, whose quotes and digits keep its skips short),
+    """``needle`` looked for in a piece by ``memchr`` of one of its bytes (SIMD: several times
+    faster than ``bytes.find`` of a short needle in JSON text, whose quotes and digits keep its
+    skips short),
     each hit compared whole.  The byte is the needle's least common in samples spread over the
     first piece (a base64 image alone would say every lowercase letter is rare; on a tie, ``-``
     or ``_``: base64 has neither).  A piece where it turns out common (more than one hit in
@@ -190,6 +193,7 @@ class _Search:
                     break
         return data.find(needle, start, length) >= 0
 
+
 def context_from_end_of(open_root: Callable[[], SafeDir], path: str, signature: Signature,
                         cell_id: str | None, max_tokens: int) -> NotebookContext | None:
     """The context of ``cell_id`` in version ``signature`` of the notebook ``path``, read from the
@@ -218,7 +222,8 @@ def context_from_end_of(open_root: Callable[[], SafeDir], path: str, signature: 
                         return None
                     if wanted in end:  # saved near the bottom: the cells above it
                         anchor: str | None = cell_id
-                    elif _PLAIN_ID.fullmatch(cell_id) and not _Search(quoted, end, len(end)).within(end, len(end)):
+                    elif _PLAIN_ID.fullmatch(cell_id) and not _POSITIONAL.fullmatch(cell_id) \
+                            and not _Search(quoted, end, len(end)).within(end, len(end)):
                         anchor = None  # further up, or in no cell
                     else:  # another layout, or named in the end as something else: the whole read
                         return None
