@@ -7,8 +7,8 @@
   bounded to 8k tokens, fenced.  Goal: under 20 ms added to a run (issue 26).
   Rows: the first run as it was before the light parse (full JSON parse into nbformat
   nodes), the first run in a version no process has read (read from the file's end:
-  :mod:`deerflow.notebooks.tail`), the same with a calling cell not saved yet (the whole
-  file: light parse, only the cells shown rendered), the first run in a new process whose version a pre-warm or an earlier read
+  :mod:`deerflow.notebooks.tail`), the same with a calling cell not saved yet (the end
+  parsed, the rest of the file searched for its id), the first run in a new process whose version a pre-warm or an earlier read
   kept on disk (``$DEERFLOW_HOME/cache/notebooks``), the first run after the notebook was opened or saved (pre-warmed: the
   server's contents events), the same through a ContentsManager, a rerun in the unchanged
   notebook, and the pre-warm itself (off the run path).  ``bench/perf_doc.py --only
@@ -140,7 +140,7 @@ def measure(n: int = 30, output_kb: int = 40, png_kb: int = 200) -> list[str]:
                 ("first run, before (full JSON parse + nbformat nodes)", timings(full_parse, rounds)),
                 ("first run, a version no process has read yet (read from the file's end)",
                  [cold(FileNotebookAccess(tmp)) for _ in range(max(rounds, n // 2))]),
-                ("the same, its calling cell not saved yet (the whole file: light parse + the cells shown)",
+                ("the same, its calling cell not saved yet (the end parsed, the rest searched for its id)",
                  [cold(FileNotebookAccess(tmp), "not-saved") for _ in range(rounds)]),
             ]
             loop.run_until_complete(new_process().prewarm("big.ipynb"))  # what the server does on open/save

@@ -78,7 +78,7 @@ class AsyncDeerFlowClient:
             if self._manager is None:
                 self._manager = manager
                 # no Jupyter server here: the user's notebooks are files under the notebook root
-                from deerflow.notebooks.access import FileNotebookAccess  # nbformat: lazy
+                from deerflow.notebooks.files import FileNotebookAccess  # nbformat: lazy
 
                 manager.use_notebooks(FileNotebookAccess.from_env(), replace=False)
         return self._manager

@@ -11,10 +11,10 @@ The harness never imports Jupyter's server: the host hands it a
   replayed around the write), so an open JupyterLab sees them as the manager's own
   saves (jupyter-collaboration reloads a document whose file changed; without it the
   user reloads).
-* :class:`FileNotebookAccess` is the fallback when no server runs (CLI,
-  in-process kernel): ``.ipynb`` files under a notebook root, read and written
-  with nbformat, refusing any path that leaves the root (``..``, absolute
-  paths, symlinks pointing out).
+* :class:`~deerflow.notebooks.files.FileNotebookAccess` (in :mod:`deerflow.notebooks.files`)
+  is the fallback when no server runs (CLI, in-process kernel): ``.ipynb`` files
+  under a notebook root, read and written with nbformat, refusing any path that
+  leaves the root (``..``, absolute paths, symlinks pointing out).
 * :class:`~deerflow.notebooks.live.LiveDocuments` reaches the notebooks open in
   JupyterLab when jupyter-collaboration runs in the server: a notebook with a live
   document room is read from, and written into, that shared document (so the open
@@ -32,23 +32,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import stat
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
-from deerflow.notebooks.cache import ContextCache, Signature, file_signature, signature_of
+from deerflow.notebooks.cache import ContextCache, Signature, file_signature
 from deerflow.notebooks.live import LiveDocuments
-from deerflow.notebooks.parsing import parse_v4, positional_ids
-from deerflow.threadfs import SafeDir, UnsafePath
+from deerflow.notebooks.parsing import positional_ids
 
 if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
     from nbformat import NotebookNode
 
     from deerflow.notebooks.digest import NotebookContext, NotebookDigest
+    from deerflow.notebooks.files import FileNotebookAccess
     from deerflow.notebooks.stored import DigestStore
 
 __all__ = ["ContextCache", "FileNotebookAccess", "LiveDocuments", "NotebookAccess",
@@ -56,7 +54,6 @@ __all__ = ["ContextCache", "FileNotebookAccess", "LiveDocuments", "NotebookAcces
            "ensure_cell_ids", "file_signature"]
 
 ROOT_ENV = "DEERFLOW_NOTEBOOK_ROOT"
-_LISTED = 12
 log = logging.getLogger(__name__)
 
 
@@ -297,191 +294,6 @@ class NotebookAccess(ABC):
         raise NotebookError("this host cannot write files beside the notebook", code="unavailable")
 
 
-class FileNotebookAccess(NotebookAccess):
-    """Notebooks under ``root`` on this machine (no Jupyter server)."""
-
-    live_note = "saved to the file: reload the notebook if it is open"
-
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).expanduser().resolve()
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> FileNotebookAccess:
-        """``$DEERFLOW_NOTEBOOK_ROOT``, else the current directory (Jupyter's own default root)."""
-        env = dict(os.environ) if env is None else env
-        return cls(env.get(ROOT_ENV) or os.getcwd())
-
-    async def read(self, path: str) -> NotebookFile:
-        return await asyncio.to_thread(self._read, path)
-
-    async def signature(self, path: str) -> Signature | None:
-        return await asyncio.to_thread(file_signature, self.root, path)
-
-    def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
-        """The stored version, if the file opens for reading here (no link followed) and is still
-        that version: a file made unreadable to this process is not served from the store."""
-        try:
-            with self._open_root() as root:
-                fd = root.open_file(path)
-                try:
-                    if signature_of(os.fstat(fd)) != signature:
-                        return None
-                finally:
-                    os.close(fd)
-        except (NotebookError, OSError):
-            return None
-        return store.load(signature)
-
-    def _read_bytes(self, path: str) -> tuple[bytes, os.stat_result]:
-        """The file's bytes and its stat, both from one descriptor opened without following links."""
-        with self._open_root() as root:
-            try:
-                fd = root.open_file(path)
-            except UnsafePath as exc:
-                raise self._refused(root, path, exc) from None
-            try:
-                st = os.fstat(fd)
-                with os.fdopen(fd, "rb", closefd=False) as handle:
-                    return handle.read(), st
-            except OSError as exc:
-                raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
-                                    code="not_a_notebook") from None
-            finally:
-                os.close(fd)
-
-    def _read(self, path: str) -> NotebookFile:
-        data, st = self._read_bytes(path)
-        return NotebookFile(path, self._parse(path, data), str(st.st_mtime_ns))
-
-    @staticmethod
-    def _parse(path: str, data: bytes) -> NotebookNode:
-        import nbformat
-
-        try:
-            return ensure_cell_ids(parse_v4(data.decode("utf-8")))
-        except (ValueError, nbformat.reader.NotJSONError) as exc:
-            raise NotebookError(f"{path!r} is not a readable notebook ({type(exc).__name__})",
-                                code="not_a_notebook") from None
-
-    async def digest(self, path: str) -> NotebookDigest:
-        return await asyncio.to_thread(self._digest, path)
-
-    async def context_from_end(self, path: str, signature: Signature, cell_id: str | None,
-                               max_tokens: int) -> NotebookContext | None:
-        from deerflow.notebooks.tail import context_from_end_of
-
-        return await asyncio.to_thread(context_from_end_of, self._open_root, path, signature, cell_id, max_tokens)
-
-    def _digest(self, path: str) -> NotebookDigest:
-        """The light parse of the file as read (its signature from the same descriptor); a notebook
-        of another shape or version goes through :func:`parse_v4`, which converts or names the error."""
-        from deerflow.notebooks.digest import NotebookDigest
-
-        data, st = self._read_bytes(path)
-        signature = signature_of(st)
-        light = NotebookDigest.from_bytes(data, signature)
-        return light if light is not None else NotebookDigest.from_nodes(self._parse(path, data), signature)
-
-    async def write(self, path: str, nb: NotebookNode) -> None:
-        await asyncio.to_thread(self._write, path, nb)
-
-    def _write(self, path: str, nb: NotebookNode) -> None:
-        import nbformat
-
-        nbformat.validate(nb)
-        self.replace(path, (nbformat.writes(nb) + "\n").encode("utf-8"))
-
-    def replace(self, path: str, data: bytes) -> None:
-        """Replace (or create) the file ``path`` with ``data``: a new file beside the old one, renamed
-        over it, in its folder opened without following a link; never written through one.  The old
-        file's permissions are kept (a notebook the user made private stays private)."""
-        with self._open_root() as root:
-            try:
-                st = root.lstat(path)
-                mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
-                root.write_bytes(path, data, mode=mode, makedirs=False)
-            except UnsafePath as exc:
-                raise self._refused(root, path, exc) from None
-
-    def first_checkpoint(self, path: str, checkpoint: str, data: bytes) -> bool:
-        """Write ``data`` (the notebook ``path`` as just saved) as its checkpoint file ``checkpoint``
-        unless something is there already (a checkpoint, or a link: left alone, never written
-        through); a link on the way is refused.  The notebook's permissions are kept.  Blocking."""
-        with self._open_root() as root:
-            try:
-                if root.lstat(checkpoint) is not None:
-                    return False
-                st = root.lstat(path)
-                mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
-                root.write_bytes(checkpoint, data, mode=mode, makedirs=True)
-            except UnsafePath as exc:
-                raise self._refused(root, checkpoint, exc) from None
-        return True
-
-    async def make_dirs(self, path: str) -> None:
-        await asyncio.to_thread(self.make_dirs_now, check_root_path(path))
-
-    def make_dirs_now(self, path: str) -> None:
-        """Blocking :meth:`make_dirs` (a link on the way is refused)."""
-        self._safely("makedirs", path)
-
-    async def put_file(self, path: str, data: bytes) -> None:
-        await asyncio.to_thread(self._safely, "write_bytes", check_root_path(path), data)
-
-    def check_plain(self, path: str) -> None:
-        """Refuse ``path`` if a link (or a FIFO, a device...) is on it; a missing last part is fine."""
-        with self._open_root() as root:
-            try:
-                st = root.lstat(path)
-            except UnsafePath as exc:
-                raise self._refused(root, path, exc) from None
-            if st is not None and stat.S_ISLNK(st.st_mode):
-                raise self._refused(root, path, UnsafePath("symlink", path, f"{path} is a link"))
-            if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                raise self._refused(root, path, UnsafePath("not_regular", path, f"{path} is not a regular file"))
-
-    def _safely(self, method: str, path: str, *args: Any) -> None:
-        """A SafeDir write under the root: a planted link or FIFO is refused, never written through."""
-        with self._open_root() as root:
-            try:
-                getattr(root, method)(path, *args)
-            except UnsafePath as exc:
-                raise self._refused(root, path, exc) from None
-
-    def _open_root(self) -> SafeDir:
-        """The root, opened once per call; every path below it is opened without following links,
-        so nothing planted under the root (a link, a FIFO, a swap between check and use) redirects
-        a read or a write."""
-        try:
-            return SafeDir.open(self.root, label="notebook root")
-        except UnsafePath as exc:
-            raise NotebookError(f"the notebook root {str(self.root)!r} cannot be opened ({exc.code})",
-                                code="unavailable") from None
-
-    @staticmethod
-    def _refused(root: SafeDir, path: str, exc: UnsafePath) -> NotebookError:
-        if exc.code in ("not_found", "not_dir"):
-            return NotebookError(f"no notebook {path!r}; {_nearby(root, path)}", code="not_found")
-        if exc.code == "symlink":
-            return NotebookError(f"{path!r} goes through a link, which is not followed (it could lead "
-                                 "outside the notebook root)", code="path_outside_root")
-        if exc.code == "is_dir":
-            return NotebookError(f"{path!r} is a directory, not a notebook", code="not_a_notebook")
-        return NotebookError(f"{path!r} is not a regular notebook file ({exc.code})", code="not_a_notebook")
-
-
-def _nearby(root: SafeDir, path: str) -> str:
-    folder = "/".join(path.split("/")[:-1])
-    try:
-        names = sorted(f"{folder}/{e.name}" if folder else e.name for e in root.scandir(folder)
-                       if e.kind == "file" and e.name.endswith(".ipynb") and not e.name.startswith("."))
-    except OSError:
-        names = []
-    if not names:
-        return "there is no notebook in that folder"
-    return "notebooks there: " + ", ".join(names[:_LISTED]) + (" …" if len(names) > _LISTED else "")
-
-
 def _warm(digest: NotebookDigest, path: str, store: DigestStore | None = None) -> list[tuple[tuple[Any, ...], Any]]:
     """The pre-warm's work (a worker thread's): every cell rendered (and kept in ``store`` unless it
     came from there), the likely contexts built."""
@@ -496,7 +308,12 @@ def _warm(digest: NotebookDigest, path: str, store: DigestStore | None = None) -
 
 
 def __getattr__(name: str) -> Any:
-    """``ContentsNotebookAccess`` where it was first defined (it lives in :mod:`deerflow.notebooks.contents`)."""
+    """The two backends where they were first defined (they live in :mod:`deerflow.notebooks.files`
+    and :mod:`deerflow.notebooks.contents`, which import this module)."""
+    if name == "FileNotebookAccess":
+        from deerflow.notebooks.files import FileNotebookAccess
+
+        return FileNotebookAccess
     if name == "ContentsNotebookAccess":
         from deerflow.notebooks.contents import ContentsNotebookAccess
 

@@ -19,7 +19,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from deerflow.notebooks.access import (
-    FileNotebookAccess,
     NotebookAccess,
     NotebookError,
     NotebookFile,
@@ -27,6 +26,7 @@ from deerflow.notebooks.access import (
     ensure_cell_ids,
 )
 from deerflow.notebooks.cache import Signature
+from deerflow.notebooks.files import FileNotebookAccess
 from deerflow.notebooks.live import LiveDocuments
 
 if TYPE_CHECKING:

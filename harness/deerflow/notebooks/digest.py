@@ -150,19 +150,21 @@ def build_context(digest: NotebookDigest, path: str, cell_id: str | None, cell_i
     return _fenced(path, bounded.text, bounded.shown, where, bounded.omitted)
 
 
-def context_from_end(digest: NotebookDigest, path: str, cell_id: str | None,
+def context_from_end(digest: NotebookDigest, path: str, anchor: str | None,
                      max_tokens: int = CONTEXT_TOKENS) -> NotebookContext | None:
-    """:func:`build_context` of ``cell_id`` from the last cells of a file only
-    (:mod:`deerflow.notebooks.tail`), or None when they are not enough to know it: ``cell_id``
-    is not among them, or every cell above it fitted the bound (earlier ones might too).  The
-    note says earlier cells were left out, not how many (the end of a file does not say)."""
-    if cell_id is None or cell_id not in digest.known:
+    """:func:`build_context` from the last cells of a file only (:mod:`deerflow.notebooks.tail`):
+    the cells above ``anchor``, or all of them when ``anchor`` is None (the caller has made sure
+    the file has no cell with the calling cell's id); None when they are not enough to know it:
+    ``anchor`` is not among them, or every cell it would show fitted the bound (earlier ones might
+    too).  The note says earlier cells were left out, not how many (the end of a file does not say)."""
+    if anchor is not None and anchor not in digest.known:
         return None
-    indices = range(digest.ids.index(cell_id))
+    indices = range(digest.ids.index(anchor) if anchor is not None else len(digest.ids))
     bounded = bounded_texts(len(indices), lambda k: digest.text(indices[k]), max_chars=max_tokens * CHARS_PER_TOKEN)
     if not bounded.omitted:
         return None
-    return _fenced(path, bounded.text, bounded.shown, "cell(s) above the %%deerflow cell", None)
+    where = "cell(s) above the %%deerflow cell" if anchor is not None else "cell(s) of the notebook"
+    return _fenced(path, bounded.text, bounded.shown, where, None)
 
 
 def _fenced(path: str, text: str, shown: int, where: str, omitted: int | None) -> NotebookContext:

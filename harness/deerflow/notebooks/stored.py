@@ -9,7 +9,7 @@ server's contents root, a kernel's folder, the CLI's ``$DEERFLOW_NOTEBOOK_ROOT``
 texts hold nothing of the path.  Any save changes the signature (ctime cannot be set back), so
 an entry is never stale.  A store is consulted only for a file the caller opens for reading
 under its own root by SafeDir's rules, whose descriptor has that signature
-(:meth:`~deerflow.notebooks.access.FileNotebookAccess._load_stored`), so it never reveals a file
+(:meth:`~deerflow.notebooks.files.FileNotebookAccess._load_stored`), so it never reveals a file
 the caller could not read.  A CLI run, the embedded client in a kernel or a restarted server then
 builds the context of a notebook the server opened or saved (or any process read) from a few
 kB per cell instead of parsing the whole file.
