@@ -99,9 +99,11 @@ def test_insert_as_cell_creates_a_cell_with_the_agents_code_that_runs(lab_workdi
             dialog.locator("button.jp-mod-accept").click()  # "reload": the view told the user to
             dialog.wait_for(state="hidden")
         inserted = cells.nth(2)
+        # waits, not reads: after the reload JupyterLab renders the cells one by one (a read of cell 3
+        # as soon as cell 2 shows its code found it not rendered yet once, in a loaded CI)
         inserted.get_by_text("answer = 6 * 7").wait_for()
-        assert "answer * 2" in cells.nth(3).inner_text()  # the agent's order, not the clicks'
-        assert "print('below')" in cells.nth(4).inner_text()
+        cells.nth(3).get_by_text("answer * 2").wait_for()  # the agent's order, not the clicks'
+        cells.nth(4).get_by_text("print('below')").wait_for()
 
         wait_for_notebook_kernel(page)
         run_cell(page, inserted, wait_for_count=False)
