@@ -71,12 +71,16 @@ def _advance(view: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return nxt
 
 
-class FusedBeforeModel(AgentMiddleware):
-    """Runs the ``before_model`` hooks of ``parts`` in order, in one node."""
+class HookSequence(AgentMiddleware):
+    """One middleware standing for one kind of hook of several others (``parts``), run in list order."""
 
     def __init__(self, parts: Sequence[AgentMiddleware[Any, Any]]) -> None:
         super().__init__()
         self.parts = list(parts)
+
+
+class FusedBeforeModel(HookSequence):
+    """Runs the ``before_model`` hooks of ``parts`` in order, in one node."""
 
     @property
     def name(self) -> str:
@@ -135,12 +139,8 @@ def fuse_before_model(chain: Sequence[AgentMiddleware[Any, Any]]) -> list[AgentM
     return out
 
 
-class FusedBeforeAgent(AgentMiddleware):
+class FusedBeforeAgent(HookSequence):
     """Runs the ``before_agent`` hooks of ``parts`` in order, in one node (as :class:`FusedBeforeModel`)."""
-
-    def __init__(self, parts: Sequence[AgentMiddleware]) -> None:
-        super().__init__()
-        self.parts = list(parts)
 
     @property
     def name(self) -> str:

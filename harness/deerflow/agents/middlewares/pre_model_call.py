@@ -35,6 +35,7 @@ from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.types import Command
 
 from deerflow.agents.middlewares.fusion import (
+    HookSequence,
     _advance,
     _has_before_model,
     _jumps,
@@ -84,12 +85,8 @@ class _PreModel:
         return ExtendedModelResponse(model_response=response, command=Command(update=update)) if update else response
 
 
-class PreModelCall(AgentMiddleware):
+class PreModelCall(HookSequence):
     """Runs the ``before_model`` hooks of ``parts`` at the start of the model call (see the module doc)."""
-
-    def __init__(self, parts: Sequence[AgentMiddleware[Any, Any]]) -> None:
-        super().__init__()
-        self.parts = list(parts)
 
     @property
     def name(self) -> str:
