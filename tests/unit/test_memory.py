@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sqlite3
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from deerflow.memory.extraction import (
 )
 from deerflow.memory.guard import instruction_reason
 from deerflow.memory.prompt import memory_block
-from deerflow.memory.store import open_store
+from deerflow.memory.store import memory_db_path, open_store
 from deerflow.models.scripted import ScriptedChatModel
 
 
@@ -251,3 +253,29 @@ def test_edit_makes_a_fact_the_users_own_and_undo_restores_an_extractions_change
         undo_change(book, "run-2")
     with pytest.raises(NotFoundError):
         undo_change(book, "run-9")
+
+
+def own_locks_on(path: Path) -> list[str]:
+    """This process's POSIX locks on ``path``'s inode (``/proc/locks``)."""
+    inode = os.stat(path).st_ino
+    return [line for line in Path("/proc/locks").read_text().splitlines()
+            if f":{inode} " in line and f" {os.getpid()} " in line]
+
+
+def test_opening_the_memory_store_keeps_its_connection_s_lock_and_the_wal(tmp_path: Path) -> None:
+    """In WAL mode a connection holds a shared lock on the database file for as long as it is open;
+    closing any other descriptor of that file in the process drops it for good, and another process's
+    last close then checkpoints and deletes the WAL under the connection.  The memory store's setup
+    lock once did exactly that (``open(memory.db)`` for its ``flock``)."""
+    path = memory_db_path(StorageConfig(), tmp_path)
+    sqlite3.connect(path).close()  # an existing file: the store is opened at once, not on first use
+    with ExitStack() as stack:
+        store = open_store(StorageConfig(), home=tmp_path, stack=stack)
+        store.put(("alice", "facts"), "f1", {"text": "likes tea"})
+        assert own_locks_on(path), "the memory store's connection lost its shared lock on memory.db"
+        other = sqlite3.connect(path)  # another process's connection, opened and closed
+        other.execute("SELECT count(*) FROM store").fetchone()
+        other.close()
+        assert path.with_name(path.name + "-wal").exists()  # not checkpointed away under the store
+        store.put(("alice", "facts"), "f2", {"text": "likes coffee"})
+        assert {item.key for item in store.search(("alice", "facts"))} == {"f1", "f2"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import importlib
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
@@ -126,16 +127,19 @@ def _driver(*, vectors: bool) -> Any:
 
 @contextmanager
 def _setup_lock(path: Path) -> Iterator[None]:
-    """Serialise ``SqliteStore.setup()`` across processes (``flock`` on the database file).
+    """Serialise ``SqliteStore.setup()`` across processes (``flock`` on ``<db>.setup-lock``).
 
     Its migrations are not idempotent when two processes run them at once (both
     ``ALTER TABLE ... ADD COLUMN``: "duplicate column name"), and the CLI, a server and
-    a worker may start together.  ``flock`` is separate from SQLite's own byte-range
-    locks, so it only orders the setups; the second finds the schema current.
+    a worker may start together.  The lock is a file of its own, never a descriptor of the
+    database: POSIX locks belong to the process and the file, so closing *any* descriptor of
+    the database drops the shared lock this process's connections hold on it in WAL mode,
+    for good; another process's last close would then take the database as unused,
+    checkpoint it and delete the WAL under them.
     """
-    with open(path, "rb") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    fd = os.open(path.with_name(path.name + ".setup-lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
