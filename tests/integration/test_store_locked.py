@@ -1,9 +1,12 @@
 """A store another process has locked: the server keeps answering, runs end cleanly or get a 503.
 
-Another process takes ``deerflow.db`` in SQLite's exclusive locking mode
-(``PRAGMA locking_mode=EXCLUSIVE`` + ``BEGIN EXCLUSIVE`` + a write: in WAL mode
-that shuts out readers as well as writers) and holds it until the test lets
-go.  Meanwhile a real jupyter server is asked to create threads and runs.  The
+Another process holds ``deerflow.db``'s write lock (``BEGIN IMMEDIATE`` + a write,
+as another DeerFlow process mid-transaction would) until the test lets go; for the
+CLI, with nothing else open, it takes the file in SQLite's exclusive locking mode
+(``PRAGMA locking_mode=EXCLUSIVE``: in WAL mode that shuts out readers as well).
+A running server keeps its store connections open, so no other process can take
+that mode while it runs.  Meanwhile a real jupyter server is asked to create
+threads and runs.  The
 server started by the test inherits ``DEERFLOW_LOOP_GUARD=1`` (tests/conftest.py),
 so a store call made on its event loop would fail the request with a 500.
 
@@ -34,8 +37,9 @@ HANG_GUARD = 120.0  # seconds: only to turn a hang into a failure
 LOCKER = """
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], timeout=60, isolation_level=None)
-db.execute("PRAGMA locking_mode=EXCLUSIVE")
-db.execute("BEGIN EXCLUSIVE")
+if sys.argv[2] == "exclusive":
+    db.execute("PRAGMA locking_mode=EXCLUSIVE")
+db.execute("BEGIN EXCLUSIVE" if sys.argv[2] == "exclusive" else "BEGIN IMMEDIATE")
 db.execute("CREATE TABLE IF NOT EXISTS locker_probe (x INTEGER)")
 db.execute("INSERT INTO locker_probe VALUES (1)")
 print("locked", flush=True)
@@ -60,23 +64,24 @@ def run_body(prompt: str) -> dict:
             "config": {"configurable": {"model_name": "offline"}}}
 
 
-def lock(database: Path) -> subprocess.Popen:
-    """Start the locker; return once it holds the database."""
-    proc = start_process([sys.executable, "-c", LOCKER, str(database)], stdin=subprocess.PIPE,
+def lock(database: Path, mode: str) -> subprocess.Popen:
+    """Start the locker (``mode``: ``writer`` or ``exclusive``); return once it holds the database."""
+    proc = start_process([sys.executable, "-c", LOCKER, str(database), mode], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert line.strip() == "locked", proc.stderr.read()
     return proc
 
 
-@pytest.mark.parametrize("hold", ["briefly", "past_the_busy_timeout"])
+@pytest.mark.parametrize("hold", ["briefly", "until_a_write_is_refused"])
 def test_a_locked_store_leaves_the_server_answering_and_requests_end_cleanly(server, hold):
     """``briefly``: the lock goes once the server has answered, the waiting requests then go through
-    (or 503); ``past_the_busy_timeout``: it is held until a store read was refused (503)."""
+    (or 503); ``until_a_write_is_refused``: it is held until a store write was refused (503, past the
+    store call's deadline), while reads go on being answered."""
     jp, database = server
     with httpx.Client(base_url=jp.api, headers=jp.headers, timeout=HANG_GUARD) as http:
         http.post("/threads", json={"thread_id": "before"}).raise_for_status()  # store and runtime are open
-        locker = lock(database)
+        locker = lock(database, "writer")
         answers: dict[str, httpx.Response] = {}
         try:
             def ask(name: str, path: str, body: dict) -> None:
@@ -91,8 +96,9 @@ def test_a_locked_store_leaves_the_server_answering_and_requests_end_cleanly(ser
                 thread.start()
             status = httpx.get(f"{jp.url}api/status", headers=jp.headers, timeout=HANG_GUARD)
             still_locked = locker.poll() is None
-            if hold == "past_the_busy_timeout":
-                answers["thread"] = http.get("/threads/before")  # a store read while locked: 503 (or 200)
+            if hold == "until_a_write_is_refused":
+                read = http.get("/threads/before")  # readers are not shut out by a writer (WAL)
+                refused = http.post("/threads", json={"thread_id": "refused"})  # waits past the deadline
         finally:
             locker.stdin.close()  # let go
             stop_process(locker, grace=10)
@@ -100,6 +106,12 @@ def test_a_locked_store_leaves_the_server_answering_and_requests_end_cleanly(ser
             thread.join(HANG_GUARD)
         assert not any(t.is_alive() for t in pending), "a request hung"
         assert status.status_code == 200 and still_locked  # the event loop answered during the lock
+        if hold == "until_a_write_is_refused":
+            assert read.status_code == 200, read.text
+            assert refused.status_code == 503, refused.text
+            detail = refused.json()["detail"]
+            assert "storage unavailable" in detail and "\n" not in detail, detail
+            assert http.get("/threads/refused").status_code == 404  # refused whole: nothing half-written
         for name, response in answers.items():
             assert response.status_code in (200, 503), (name, response.status_code, response.text)
             if response.status_code == 503:
@@ -123,7 +135,7 @@ def test_the_cli_reports_a_locked_store_in_one_line_with_exit_75(tmp_path: Path)
     cli = [sys.executable, "-m", "deerflow.cli", "usage"]  # a synchronous store read (no .aio)
     first = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     assert first.returncode == 0, first.stderr  # creates the store
-    locker = lock(home / "deerflow.db")
+    locker = lock(home / "deerflow.db", "exclusive")
     try:
         busy = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     finally:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from deerflow.errors import Conflict, UserError
+from deerflow.errors import Conflict
+from deerflow.persistence.store import ThreadExists, ThreadIdUnavailable
 from deerflow_jupyter import wire
 from deerflow_jupyter.bodies import AssistantSearch, HistoryQuery, ThreadCreate, ThreadSearch
 from deerflow_jupyter.handlers.base import DeerFlowHandler
@@ -53,7 +54,7 @@ class ThreadsHandler(DeerFlowHandler):
             return
         try:
             record = await manager.acreate_thread(self.user_id, thread_id=body.thread_id, metadata=body.metadata)
-        except UserError:
+        except (ThreadExists, ThreadIdUnavailable):  # not a locked or broken store (503)
             raise Conflict(f"thread id {body.thread_id!r} is not available: choose another, "
                            "or send no thread_id to get a new one") from None
         self.send_json(wire.thread(record))

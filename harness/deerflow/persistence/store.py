@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deerflow.errors import NotFoundError, ThreadBusy
+from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.persistence.sqlite import SqliteStore
 
 INTERRUPTED = "interrupted: the process running it stopped (crash, kill or restart) before the run finished"
@@ -90,6 +90,14 @@ class ThreadIdUnavailable(NotFoundError):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(f"unknown thread {thread_id!r}")
+        self.thread_id = thread_id
+
+
+class ThreadExists(UserError):
+    """The caller's own thread already has this id (creating it again is refused)."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id} already exists")
         self.thread_id = thread_id
 
 

@@ -19,8 +19,8 @@ from langgraph.graph import END, START, StateGraph
 
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.paths import check_id
-from deerflow.errors import NotFoundError, ThreadBusy, UserError
-from deerflow.persistence.store import ThreadIdUnavailable, ThreadRecord
+from deerflow.errors import NotFoundError, ThreadBusy
+from deerflow.persistence.store import ThreadExists, ThreadIdUnavailable, ThreadRecord
 
 if TYPE_CHECKING:
     from deerflow.config.paths import HomePaths
@@ -43,7 +43,7 @@ class ThreadOps:
             record = self.store.create_thread(thread_id, check_id(user_id, kind="user"), metadata)
         except ThreadIdUnavailable:
             if self.store.get_thread(thread_id, user_id) is not None:
-                raise UserError(f"thread {thread_id} already exists") from None
+                raise ThreadExists(thread_id) from None
             raise
         self.home.thread(user_id, thread_id).ensure()
         return record
