@@ -16,10 +16,11 @@ up on (``database is locked`` after the busy timeout), raises
 A call that timed out may still finish in its thread; every write is one
 transaction, so it either lands whole or not at all.
 
-The connections themselves are short-lived, one per call (see
-:mod:`deerflow.persistence.sqlite`), or taken from the URL's pool for the call
-on PostgreSQL (:mod:`deerflow.persistence.pgsql`, whose failures to reach the
-server are :class:`StoreUnavailable` too), so any executor thread may run any call.
+Each executor thread keeps one SQLite connection per store and reuses it while
+the store's file is the one it opened (see :mod:`deerflow.persistence.sqlite`);
+on PostgreSQL a call takes a connection from the URL's pool
+(:mod:`deerflow.persistence.pgsql`, whose failures to reach the server are
+:class:`StoreUnavailable` too), so any executor thread may run any call.
 
 **The guard.**  With ``DEERFLOW_LOOP_GUARD=1`` (the test suite sets it) a sync
 store method called from a thread that runs an asyncio loop raises
@@ -41,7 +42,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from deerflow.persistence.sqlite import StorageError, is_locked_error
+from deerflow.persistence.sqlite import (
+    StorageError,
+    is_locked_error,
+    keep_connections_in_this_thread,
+)
 
 GUARD_ENV = "DEERFLOW_LOOP_GUARD"
 DEADLINE_SECONDS = 15.0
@@ -139,7 +144,8 @@ class AsyncStore:
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._executor is None:
-                self._executor = ThreadPoolExecutor(self._max_workers, thread_name_prefix="deerflow-store")
+                self._executor = ThreadPoolExecutor(self._max_workers, thread_name_prefix="deerflow-store",
+                                                    initializer=keep_connections_in_this_thread)
             return self._executor
 
     def close(self) -> None:
