@@ -79,12 +79,16 @@ class LastResortCleanup:
             return
         atexit.register(self.run)
 
+    async def _cleanup_within_deadline(self) -> None:
+        async with asyncio.timeout(CLEANUP_DEADLINE_S):
+            await self.cleanup()
+
     def run(self) -> None:
         if self.done or self.loop.is_closed() or self.loop.is_running():
             return
         self.done = True
         logger.warning("DeerFlow: the server's loop ended without a clean stop; cleaning up now")
         try:
-            self.loop.run_until_complete(asyncio.wait_for(self.cleanup(), CLEANUP_DEADLINE_S))
+            self.loop.run_until_complete(self._cleanup_within_deadline())
         except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001  (exiting anyway: say what was left)
             logger.error("DeerFlow: cleanup at exit failed (%s: %s)", type(exc).__name__, exc)

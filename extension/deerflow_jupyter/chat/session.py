@@ -239,7 +239,8 @@ class ChatSession:
         library = manager.skills
         if library is None:
             return []
-        infos = await asyncio.wait_for(asyncio.to_thread(library.skills, self.server.user_id), timeout=30)
+        async with asyncio.timeout(30):
+            infos = await asyncio.to_thread(library.skills, self.server.user_id)
         return [(i.name, i.description) for i in infos if i.enabled]
 
     async def _upload(self, manager: RunManager, thread_id: str, attachments: tuple[str, ...]) -> list[str]:

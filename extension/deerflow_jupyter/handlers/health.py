@@ -30,7 +30,8 @@ class HealthHandler(DeerFlowHandler):
     async def get(self) -> None:
         deep = self.get_argument("deep", "0").lower() in {"1", "true", "yes"}
         try:
-            findings = await asyncio.wait_for(asyncio.to_thread(self._findings, deep), DEADLINE_SECONDS)
+            async with asyncio.timeout(DEADLINE_SECONDS):
+                findings = await asyncio.to_thread(self._findings, deep)
         except TimeoutError:
             findings = [doctor.Finding("storage", str(self.host.home.home), False,
                                        f"the checks did not finish within {DEADLINE_SECONDS:.0f} s",

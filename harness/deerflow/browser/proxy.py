@@ -126,8 +126,8 @@ class GuardedProxy:
     async def _connect(self, checked: CheckedUrl, writer: asyncio.StreamWriter
                        ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(checked.addresses[0], checked.port),
-                                          self.connect_timeout)
+            async with asyncio.timeout(self.connect_timeout):
+                return await asyncio.open_connection(checked.addresses[0], checked.port)
         except (OSError, TimeoutError) as exc:
             await _reply(writer, 502, f"cannot reach {checked.host}:{checked.port} ({type(exc).__name__})")
             return None
@@ -155,7 +155,8 @@ class GuardedProxy:
 
 async def _read_head(reader: asyncio.StreamReader) -> _Head | None:
     try:
-        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        async with asyncio.timeout(30):
+            raw = await reader.readuntil(b"\r\n\r\n")
     except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
         return None
     lines = raw.decode("latin-1").split("\r\n")

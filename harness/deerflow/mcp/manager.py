@@ -170,7 +170,8 @@ class McpManager:
         key = SessionKey(state.name, user_id, thread_id or DISCOVERY_THREAD)
         try:
             async with self.pool.lease(key, lambda: self._connect_spec(state.name, config, key)) as conn:
-                raw = await asyncio.wait_for(conn.list_tools(), config.session_init_timeout)
+                async with asyncio.timeout(config.session_init_timeout):
+                    raw = await conn.list_tools()
         except CredentialMissing as exc:
             return _notice("mcp_credential_missing", self.redact(str(exc)), server=state.name)
         except TimeoutError:

@@ -138,7 +138,8 @@ class McpConnection:
         self._task.add_done_callback(_log_crash)
         timeout = self.spec.config.session_init_timeout
         try:
-            await asyncio.wait_for(asyncio.shield(self._ready), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._ready)
         except TimeoutError:
             self.failure = f"no answer to the handshake within {timeout:g}s"
             raise ServerUnavailable(self.failure) from None

@@ -149,7 +149,8 @@ class MemoryService:
         event = self._settled.get(run_id)
         if event is not None:
             try:
-                await asyncio.wait_for(event.wait(), timeout=timeout)
+                async with asyncio.timeout(timeout):
+                    await event.wait()
             except TimeoutError:
                 return None
         if not run_id or self._closed:
@@ -173,7 +174,8 @@ class MemoryService:
     async def aclose(self) -> None:
         """Give pending extractions a bounded grace, then cancel what is left."""
         try:
-            await asyncio.wait_for(self.flush(), timeout=self.config.memory.shutdown_grace_seconds)
+            async with asyncio.timeout(self.config.memory.shutdown_grace_seconds):
+                await self.flush()
         except TimeoutError:
             logger.warning("memory: extraction still running at shutdown; cancelled")
         for task in list(self._running):
@@ -208,8 +210,8 @@ class MemoryService:
         try:
             model = self._model_factory(pending.model_name)
             facts = await self.in_store(book.list)
-            changes = await asyncio.wait_for(propose(model, pending.exchanges, facts),
-                                             timeout=self.config.memory.extraction_timeout)
+            async with asyncio.timeout(self.config.memory.extraction_timeout):
+                changes = await propose(model, pending.exchanges, facts)
             applied = await self.in_store(
                 apply_changes, book, changes, threshold=self.config.memory.confidence_threshold,
                 source={"kind": "extracted", "thread_id": last.thread_id, "run_id": last.run_id})
@@ -265,6 +267,7 @@ async def learned_from_run(services: HostServices, user_id: str, agent: str | No
         return None
     settings = service.config.memory
     if now:
-        await asyncio.wait_for(service.flush(), timeout=settings.extraction_timeout + 5)
+        async with asyncio.timeout(settings.extraction_timeout + 5):
+            await service.flush()
     wait = timeout if timeout is not None else settings.debounce_seconds + settings.extraction_timeout + 5
     return await service.changes_after(user_id, agent, run_id, timeout=wait)

@@ -325,7 +325,8 @@ class GuardedChatModel(BaseChatModel):
 
     async def _within_total(self, call: Awaitable[_T]) -> _T:
         try:
-            return await asyncio.wait_for(call, self.limits.total)
+            async with asyncio.timeout(self.limits.total):
+                return await call
         except TimeoutError:
             raise ModelCallError("timeout", f"no answer within the total limit of {self.limits.total:g} s "
                                  "(timeouts.total)", where=self.where) from None
@@ -395,7 +396,8 @@ class GuardedChatModel(BaseChatModel):
         """The checked chunks of ``stream``, each awaited no longer than the next deadline allows."""
         while True:
             try:
-                chunk = await asyncio.wait_for(_next_chunk(stream), clock.next_timeout())
+                async with asyncio.timeout(clock.next_timeout()):
+                    chunk = await _next_chunk(stream)
             except StopAsyncIteration:
                 return
             except TimeoutError:

@@ -129,7 +129,8 @@ class AsyncStore:
         """
         future = asyncio.get_running_loop().run_in_executor(self._pool(), functools.partial(fn, *args, **kwargs))
         try:
-            return await asyncio.wait_for(future, self.deadline)
+            async with asyncio.timeout(self.deadline):
+                return await future
         except TimeoutError:
             name = getattr(fn, "__name__", "a store call")
             why = ("the database server did not answer" if getattr(self._store, "backend", "") == "postgres"

@@ -168,7 +168,8 @@ class Offloader:
         """:meth:`run` for the event loop: the loop only awaits, never blocks."""
         future = self._start(fn, args, kwargs, key=key, what=what)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), deadline)
+            async with asyncio.timeout(deadline):
+                return await asyncio.wrap_future(future)
         except TimeoutError:
             raise _timed_out(what, deadline) from None
 

@@ -268,7 +268,8 @@ class EgressProxy:
 
     async def _handle(self, key: Path, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.header_timeout)
+            async with asyncio.timeout(self.header_timeout):
+                head = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.LimitOverrunError, TimeoutError):
             writer.write(_response("400 Bad Request", "request head too large or too slow\n", decision="invalid"))
             return
@@ -321,7 +322,8 @@ class EgressProxy:
         """Connect to the first reachable address (all of them passed :func:`refuse_address`)."""
         for address in addresses:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(address, port), self.connect_timeout), ""
+                async with asyncio.timeout(self.connect_timeout):
+                    return await asyncio.open_connection(address, port), ""
             except (OSError, TimeoutError):
                 continue
         return None, "upstream_unreachable"

@@ -176,8 +176,8 @@ async def open_batch_submitter(config: AppConfig, home: HomePaths, runtime: Suba
 async def open_store(settings: BatchesConfig, home: HomePaths) -> BatchStore:
     """Open the store (creating its schema) off the event loop, within the stores' deadline."""
     try:
-        return await asyncio.wait_for(asyncio.to_thread(lambda: BatchStore(open_backend(settings, home))),
-                                      DEADLINE_SECONDS)
+        async with asyncio.timeout(DEADLINE_SECONDS):
+            return await asyncio.to_thread(lambda: BatchStore(open_backend(settings, home)))
     except TimeoutError:
         where = Path("postgres") if settings.backend == "postgres" else Path(settings.sqlite_path or home.home / "batches.db")
         raise StoreUnavailable(where, "the batch queue did not open within "

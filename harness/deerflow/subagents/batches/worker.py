@@ -117,7 +117,8 @@ class BatchWorker:
                 return
             assert self._wake is not None
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_interval)
+                async with asyncio.timeout(self.poll_interval):
+                    await self._wake.wait()
             except TimeoutError:
                 continue
             self._wake.clear()

@@ -274,9 +274,8 @@ async def apython(
     limit = _timeout(timeout) or pool.default_timeout
     try:
         with network_scope(runtime, pool.provider) as net:
-            result = await asyncio.wait_for(
-                pool.run(_paths(runtime), code, timeout=limit), limit + HANG_GRACE_S
-            )
+            async with asyncio.timeout(limit + HANG_GRACE_S):
+                result = await pool.run(_paths(runtime), code, timeout=limit)
     except TimeoutError:
         raise ToolFailure(
             f"The Python kernel did not answer within {limit + HANG_GRACE_S:g}s; "
