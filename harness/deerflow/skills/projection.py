@@ -70,7 +70,7 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     rel = view.relative_to(paths.root).as_posix()
     marker = f"{state_dir(paths).relative_to(paths.root).as_posix()}/{SIGNATURE_FILE}"
     signature = skills_signature(skills)
-    with SafeDir.open(paths.root, create=True) as root:
+    with _open_thread(paths.root) as root:
         if root.kind(rel) == "dir" and _read(root, marker) == signature:
             return view
         try:
@@ -161,7 +161,7 @@ def skills_signature(skills: Sequence[Skill]) -> str:
     for skill in sorted(skills, key=lambda s: s.name):
         files: list[list[object]] = []
         try:
-            with SafeDir.open(os.path.realpath(skill.root)) as top:
+            with _open_tree(skill.root) as top:
                 files.extend([rel, info.size, info.mtime_ns] for rel, info in top.walk() if info.kind != "dir")
         except UnsafePath:
             files = [["(unreadable)", 0, 0]]
@@ -169,33 +169,53 @@ def skills_signature(skills: Sequence[Skill]) -> str:
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
-def copy_skill_tree(source: Path, dest: SafeDir, into: str = "") -> None:
-    """Copy ``source`` to ``dest / into`` with links resolved inside ``source`` and escaping links rejected.
+def copy_skill_tree(source: Path, sub: SafeDir, into: str = "") -> None:
+    """Copy ``source`` to ``sub / into`` with links resolved inside ``source`` and escaping links rejected.
 
     Both sides are walked through :class:`SafeDir`: an entry of the skill swapped for a
     link after it was listed is refused, not followed (skipped and logged), and every
-    directory and file of the copy is made beneath ``dest``'s descriptor, a file only
+    directory and file of the copy is made beneath ``sub``'s descriptor, a file only
     with ``O_EXCL``, so an entry planted in the copy fails it instead of redirecting it.
 
     Raises:
-        UnsafePath: something was planted in ``dest`` while it was filled.
+        UnsafePath: something was planted in ``sub`` while it was filled.
     """
-    real_root = Path(os.path.realpath(source))
     if into:
-        dest.makedirs(into, mode=_DIR_MODE)
-    with SafeDir.open(real_root, label=source.name) as top:
+        sub.mkdir(into, mode=_DIR_MODE)
+    with _open_tree(source) as top:
         for rel, entry in top.walk():
             target = f"{into}/{rel}" if into else rel
             if entry.kind == "dir":
-                dest.makedirs(target, mode=_DIR_MODE)
+                sub.mkdir(target, mode=_DIR_MODE)
             elif entry.kind == "file":
-                _copy_file(top, rel, dest, target)
+                _copy_file(top, rel, sub, target)
             elif entry.kind == "symlink":
-                _copy_link(top, real_root, rel, dest, target)
+                _copy_link(top, Path(os.path.realpath(source)), rel, sub, target)
             # FIFOs, sockets and devices are never opened
 
 
-def _copy_link(top: SafeDir, real_root: Path, rel: str, dest: SafeDir, target: str) -> None:
+def _open_tree(root: Path) -> SafeDir:
+    """A skill's directory; one that is itself a link (an installed skill linked in) is opened
+    where it leads, as the path-based walk always did.  The library's tree, not a thread's."""
+    try:
+        return SafeDir.open(root)
+    except UnsafePath as exc:
+        if exc.code == "not_found":
+            raise
+        return SafeDir.open(os.path.realpath(root))
+
+
+def _open_thread(root: Path) -> SafeDir:
+    """The thread's root (the host's own layout, never through a link), made when missing."""
+    try:
+        return SafeDir.open(root)
+    except UnsafePath as exc:
+        if exc.code != "not_found":
+            raise
+        return SafeDir.open(root, create=True)
+
+
+def _copy_link(top: SafeDir, real_root: Path, rel: str, sub: SafeDir, target: str) -> None:
     """A link inside the skill is copied as the file it names; a directory link or one leaving it is not."""
     real = Path(os.path.realpath(real_root / rel))
     if real.is_dir():
@@ -203,10 +223,10 @@ def _copy_link(top: SafeDir, real_root: Path, rel: str, dest: SafeDir, target: s
     elif not (real.is_relative_to(real_root) and real.is_file()):
         logger.warning("skill %s: link %s leaves the skill; rejected", real_root.name, rel)
     else:  # opened by its resolved path below the skill, again following no link
-        _copy_file(top, real.relative_to(real_root).as_posix(), dest, target)
+        _copy_file(top, real.relative_to(real_root).as_posix(), sub, target)
 
 
-def _copy_file(top: SafeDir, rel: str, dest: SafeDir, target: str) -> None:
+def _copy_file(top: SafeDir, rel: str, sub: SafeDir, target: str) -> None:
     """Copy the regular file ``rel`` of the skill to the new file ``target``; anything else is skipped."""
     try:
         src = top.open_file(rel, hard_links_ok=True)  # the library's own tree, not a thread's
@@ -214,7 +234,7 @@ def _copy_file(top: SafeDir, rel: str, dest: SafeDir, target: str) -> None:
         logger.warning("skill file %s not copied (changed while copied?): %s", rel, exc)
         return
     try:
-        out = dest.open_new(target, mode=_FILE_MODE)
+        out = sub.open_new(target, mode=_FILE_MODE)
         try:
             _send(src, out)
         finally:

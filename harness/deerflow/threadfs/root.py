@@ -248,6 +248,19 @@ class SafeDir:
         finally:
             os.close(current)
 
+    def mkdir(self, rel: str, *, mode: int = 0o755) -> None:
+        """Create directory ``rel`` in its existing parent: ``exists`` for any entry there (a
+        link included), ``symlink`` for a link on the way; one ``mkdir`` where :meth:`makedirs`
+        tries every level."""
+        parts = self._parts(rel)
+        parent = self._open_parent(parts)
+        try:
+            os.mkdir(parts[-1], mode, dir_fd=parent)
+        except OSError as exc:
+            raise translate(exc, self._show(rel)) from None
+        finally:
+            os.close(parent)
+
     def mkdtemp(self, prefix: str, *, mode: int = 0o700) -> str:
         """A new, empty directory directly in this one under an unguessable name; returns the name.
 
