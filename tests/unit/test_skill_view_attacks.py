@@ -5,7 +5,7 @@ machine on a shared ``thread_files_root``.  It plants a symbolic link (to a host
 directory outside every thread with a secret file in it) where the host is about to (re)build
 the view, then the next build runs (:func:`project_skills`, what every run on the thread
 calls).  Nothing may be written or deleted in the canary; the view must come out right or the
-build fail with a one-line :class:`UnsafePath` naming no host path.  Each attack runs with
+build fail with a one-line :class:`Conflict` naming no host path.  Each attack runs with
 ``openat2`` and with the ``O_NOFOLLOW`` walk that replaces it on older kernels.
 """
 
@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from deerflow.config.paths import HomePaths, ThreadPaths
+from deerflow.errors import Conflict
 from deerflow.skills import SkillLibrary
 from deerflow.skills.catalog import Skill
 from deerflow.skills.projection import project_skills
-from deerflow.threadfs import UnsafePath, force_walk, using_openat2
+from deerflow.threadfs import force_walk, using_openat2
 from fixtures.skill_runs import write_skill
 
 SECRET = "host-canary-skills-view"
@@ -181,17 +182,19 @@ def test_a_folder_of_the_copy_swapped_for_a_link_mid_build_gets_nothing_written(
     monkeypatch.setattr(os, "sendfile", sendfile_then_swap)
     library.set_enabled("local", "beta", False)
     before = snapshot(canary)
-    error: UnsafePath | None = None
+    error: Conflict | None = None
     try:
         project_skills(enabled(library), paths)
-    except UnsafePath as exc:
+    except Conflict as exc:
         error = exc
     monkeypatch.undo()
     assert swapped and swapped[0].startswith(str(paths.root))
     assert snapshot(canary) == before and (canary / "canary.txt").read_text() == SECRET
     assert error is not None, "the build must fail: its copy has a link where a folder was"
-    assert error.code in ("symlink", "not_dir") and str(paths.root) not in str(error)
-    assert "skills view" in str(error) and "scripts/run.py" in str(error)
+    text = str(error)  # one line for the user (HTTP 409), no host path
+    assert "\n" not in text and str(paths.root) not in text and str(canary) not in text
+    assert text.startswith("the thread's skills view could not be built: ") and "skills/alpha/scripts/run.py" in text
+    assert "symbolic link" in text or "not a directory" in text
     assert not [p for p in paths.root.iterdir() if p.name.startswith(".skills-staging-")]
     project_skills(enabled(library), paths)  # the next run, unraced, builds it
     assert_view(view, ["alpha"])

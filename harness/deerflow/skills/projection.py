@@ -26,8 +26,8 @@ never entered), staging directories get unguessable names made with ``mkdir``
 through the root's descriptor, every copied file is created ``O_EXCL``, and a
 stale entry is deleted without following it.  What cannot be built that way
 (the view swapped for a link half way through) fails the run with a one-line
-:class:`~deerflow.threadfs.UnsafePath`; nothing outside the thread is written
-or deleted.  The skill trees themselves are read through ``SafeDir`` too.
+:class:`~deerflow.errors.Conflict`; nothing outside the thread is written or
+deleted.  The skill trees themselves are read through ``SafeDir`` too.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import Conflict
 from deerflow.sandbox.files.virtual_paths import state_dir
 from deerflow.skills.catalog import Skill
 from deerflow.threadfs import SafeDir, UnsafePath
@@ -62,7 +63,7 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     Cheap when nothing changed: one stat walk of the enabled skills.
 
     Raises:
-        UnsafePath: the thread's folders changed under the build in a way it cannot work
+        Conflict: the thread's folders changed under the build in a way it cannot work
             around (the view swapped for a link half way through); nothing was written
             outside the thread.
     """
@@ -76,8 +77,8 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
         try:
             if not _build_new_view(root, rel, skills):
                 _rebuild_in_place(root, rel, skills)
-        except UnsafePath as exc:
-            raise UnsafePath(exc.code, exc.rel, f"the thread's skills view could not be built: {exc}") from None
+        except UnsafePath as exc:  # one line for the user (HTTP 409), naming no host path
+            raise Conflict(f"the thread's skills view could not be built: {exc}") from None
         try:
             root.write_text(marker, signature)
         except UnsafePath as exc:  # only costs a rebuild next run
