@@ -149,32 +149,22 @@ def test_a_runs_skills_know_every_skill_name_from_the_same_listing(setup):
 
 
 def test_a_file_swapped_for_a_link_after_the_listing_is_refused_not_followed(setup, tmp_path, monkeypatch):
-    from deerflow.skills import projection
+    from deerflow.threadfs import SafeDir
 
     library, paths, public = setup
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret")
     target = public / "alpha" / "scripts" / "run.py"
-    listed = os.scandir
+    open_file = SafeDir.open_file
 
-    def scandir_then_swap(fd):  # the attacker wins the race: the entry was a file when listed
-        if not isinstance(fd, int):  # (os.walk's listings, by path)
-            return listed(fd)
-        entries = list(listed(fd))
-        if any(e.name == "run.py" for e in entries):
+    def swap_then_open(self, rel, **kwargs):  # the attacker wins the race: the entry was a file when listed
+        if rel == "scripts/run.py" and not target.is_symlink():
             target.unlink()
             target.symlink_to(secret)
+        return open_file(self, rel, **kwargs)
 
-        class Listing(list):
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                return False
-
-        return Listing(entries)
-
-    monkeypatch.setattr(projection.os, "scandir", scandir_then_swap)
+    monkeypatch.setattr(SafeDir, "open_file", swap_then_open)
     view = project_skills(enabled(library), paths)
     assert not (view / "alpha" / "scripts" / "run.py").exists()
+    assert (view / "alpha" / "SKILL.md").is_file()
     assert "host secret" not in "".join(p.read_text() for p in view.rglob("*") if p.is_file())

@@ -110,6 +110,39 @@ def test_hard_link_is_refused(layout, tmp_path):
     assert canary.read_text() == "host secret\n"
 
 
+def test_mkdtemp_mkdir_and_open_new_never_take_an_existing_name_or_a_link_on_the_way(layout):
+    root, ws, canary = layout
+    names = {root.mkdtemp(".stage-", mode=0o755) for _ in range(5)}
+    assert len(names) == 5 and all((ws / n).is_dir() and not (ws / n).is_symlink() for n in names)
+    stage = names.pop()
+    os.symlink(canary, ws / stage / "planted.txt")
+    os.symlink(canary.parent, ws / stage / "linkdir")
+    for rel, codes in (("planted.txt", {"exists"}), ("linkdir/new.txt", {"symlink", "not_dir"})):
+        with pytest.raises(UnsafePath) as exc:  # (the O_NOFOLLOW walk meets the link as "not a directory")
+            os.close(root.open_new(f"{stage}/{rel}"))
+        assert exc.value.code in codes
+    with pytest.raises(UnsafePath) as exc:
+        root.mkdir(f"{stage}/planted.txt")
+    assert exc.value.code == "exists"
+    with pytest.raises(UnsafePath) as exc:
+        root.mkdir(f"{stage}/linkdir/new")
+    assert exc.value.code in {"symlink", "not_dir"}
+    root.mkdir(f"{stage}/new")
+    assert (ws / stage / "new").is_dir()
+    fd = root.open_new(f"{stage}/fresh.txt")
+    os.write(fd, b"ok")
+    os.close(fd)
+    assert (ws / stage / "fresh.txt").read_bytes() == b"ok"
+    assert canary.read_text() == "host secret\n" and sorted(os.listdir(canary.parent)) == ["canary.txt"]
+
+
+def test_a_library_tree_may_open_hard_linked_files(layout):
+    root, ws, canary = layout
+    os.link(canary, ws / "hl.txt")
+    fd = root.open_file("hl.txt", hard_links_ok=True)
+    os.close(fd)
+
+
 def test_dotdot_and_absolute_paths_are_refused(layout):
     root, *_ = layout
     for bad in ("../x", "a/../../x", "/etc/passwd", "a\x00b"):

@@ -84,7 +84,6 @@ ALLOWED = {
     "deerflow/memory/cli.py": "the export file the user names on the command line",
     "deerflow/memory/store.py": _HOST_ONLY,
     "deerflow/skills/pending.py": "frozen copies under <thread>/pending-changes/, which no sandbox mounts",
-    "deerflow/skills/projection.py": "the thread's skills view, mounted read-only in every sandbox",
     "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",
     "deerflow/subagents/batches/sql.py": _HOST_ONLY,
     "deerflow/subagents/cli.py": "files the user names on the command line",

@@ -16,170 +16,226 @@ signature of names, sizes and modification times is kept in the thread's
 private ``sandbox-state``).  It is rebuilt *in place*, skill by skill (copy to
 a staging directory, then rename), because a running kernel or sandbox has the
 view directory itself bound: the directory must stay the same inode.
+
+Everything below the thread's root may have been planted by a writer of the
+thread's folders (the agent's own code under the ``local`` provider, another
+machine on a shared ``thread_files_root``), so the whole build goes through
+:class:`~deerflow.threadfs.SafeDir` anchored at the thread's root: no link is
+followed anywhere (a link or file standing where the view belongs is removed,
+never entered), staging directories get unguessable names made with ``mkdir``
+through the root's descriptor, every copied file is created ``O_EXCL``, and a
+stale entry is deleted without following it.  What cannot be built that way
+(the view swapped for a link half way through) fails the run with a one-line
+:class:`~deerflow.errors.Conflict`; nothing outside the thread is written or
+deleted.  The skill trees themselves are read through ``SafeDir`` too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import logging
 import os
-import shutil
-import stat
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 from deerflow.config.paths import ThreadPaths
+from deerflow.errors import Conflict
 from deerflow.sandbox.files.virtual_paths import state_dir
 from deerflow.skills.catalog import Skill
+from deerflow.threadfs import SafeDir, UnsafePath
 
 logger = logging.getLogger(__name__)
 
 SIGNATURE_FILE = "skills-view.json"
+_STAGING = ".skills-staging-"
+_ASIDE = ".skills-old-"
+_SIGNATURE_MAX = 1024  # a hex digest; anything longer was not written by us
+_DIR_MODE = 0o755  # the view is read by sandboxes that may run as another uid
+_FILE_MODE = 0o644
 
 
 def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     """Make ``paths.skills_view`` hold exactly ``skills`` (copies); returns the view.
 
     Cheap when nothing changed: one stat walk of the enabled skills.
+
+    Raises:
+        Conflict: the thread's folders changed under the build in a way it cannot work
+            around (the view swapped for a link half way through); nothing was written
+            outside the thread.
     """
     view = paths.skills_view
-    marker = state_dir(paths) / SIGNATURE_FILE
+    rel = view.relative_to(paths.root).as_posix()
+    marker = f"{state_dir(paths).relative_to(paths.root).as_posix()}/{SIGNATURE_FILE}"
     signature = skills_signature(skills)
-    if view.is_dir() and _read(marker) == signature:
-        return view
-    if not view.exists() and _build_new_view(skills, view):
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(signature, encoding="utf-8")
-        return view
-    view.mkdir(parents=True, exist_ok=True)
-    wanted = {s.name: s for s in skills}
-    for child in view.iterdir():
-        if child.name not in wanted:
-            _remove(child)
-    for skill in skills:
-        _replace_copy(skill, view)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(signature, encoding="utf-8")
+    with _open_thread(paths.root) as root:
+        if root.kind(rel) == "dir" and _read(root, marker) == signature:
+            return view
+        try:
+            if not _build_new_view(root, rel, skills):
+                _rebuild_in_place(root, rel, skills)
+        except UnsafePath as exc:  # one line for the user (HTTP 409), naming no host path
+            raise Conflict(f"the thread's skills view could not be built: {exc}") from None
+        try:
+            root.write_text(marker, signature)
+        except UnsafePath as exc:  # only costs a rebuild next run
+            logger.warning("skills view signature not saved: %s", exc)
     return view
 
 
-def _build_new_view(skills: Sequence[Skill], view: Path) -> bool:
+def _build_new_view(root: SafeDir, rel: str, skills: Sequence[Skill]) -> bool:
     """A thread's first view, built whole in a staging directory and renamed into place once.
 
     Nothing can have a view that does not exist yet bound, so the skill-by-skill
     in-place rebuild (one staging directory and rename per skill) is not needed for
-    it.  False when the view appeared meanwhile (another process's first run): the
+    it.  A link or file standing where the view belongs was planted (the host only
+    ever makes a directory there): it is removed, never followed.  False when a
+    directory is there, or appeared meanwhile (another process's first run): the
     caller then rebuilds it in place.
     """
-    view.parent.mkdir(parents=True, exist_ok=True)
-    staging = view.parent / f".skills-staging-{uuid.uuid4().hex}"
+    kind = root.kind(rel)
+    if kind == "dir":
+        return False
+    if kind is not None:
+        logger.warning("a %s stood where the thread's skills view belongs; removed", kind)
+        root.unlink(rel)
+    staging: str | None = root.mkdtemp(_STAGING, mode=_DIR_MODE)
     try:
-        staging.mkdir()
-        for skill in skills:
-            copy_skill_tree(skill.root, staging / skill.name)
+        with root.subdir(staging, label=rel) as sub:
+            for skill in skills:
+                copy_skill_tree(skill.root, sub, skill.name)
         try:
-            staging.rename(view)
-        except OSError:
+            root.rename(staging, rel)
+        except UnsafePath:
             return False
+        staging = None
         return True
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            _discard(root, staging)
+
+
+def _rebuild_in_place(root: SafeDir, rel: str, skills: Sequence[Skill]) -> None:
+    """Stale entries deleted (never followed), then each skill replaced by a fresh copy."""
+    root.makedirs(rel)
+    wanted = {s.name for s in skills}
+    for entry in root.scandir(rel):
+        if entry.name not in wanted:
+            root.rmtree(f"{rel}/{entry.name}")
+    for skill in skills:
+        _replace_copy(root, f"{rel}/{skill.name}", skill)
+
+
+def _replace_copy(root: SafeDir, final: str, skill: Skill) -> None:
+    """Copy ``skill`` to a staging directory, move what is at ``final`` aside, rename the copy in."""
+    staging: str | None = root.mkdtemp(_STAGING, mode=_DIR_MODE)
+    try:
+        with root.subdir(staging, label=final) as sub:
+            copy_skill_tree(skill.root, sub)
+        kind = root.kind(final)
+        if kind == "dir":  # renamed over an empty directory of ours, then deleted
+            aside = root.mkdtemp(_ASIDE)
+            root.rename(final, aside)
+            _discard(root, aside)
+        elif kind is not None:
+            root.unlink(final)
+        root.rename(staging, final)
+        staging = None
+    finally:
+        if staging is not None:
+            _discard(root, staging)
+
+
+def _discard(root: SafeDir, name: str) -> None:
+    try:
+        root.rmtree(name)
+    except UnsafePath as exc:
+        logger.warning("skills view: %s not removed: %s", name, exc)
 
 
 def skills_signature(skills: Sequence[Skill]) -> str:
-    """A digest of the skills' names, sources and every file's size and mtime."""
+    """A digest of the skills' names, sources and every file's size and mtime (links not followed)."""
     entries = []
     for skill in sorted(skills, key=lambda s: s.name):
-        files = []
-        for root, dirs, names in os.walk(skill.root):
-            dirs.sort()
-            for name in sorted(names):
-                st = os.lstat(os.path.join(root, name))
-                files.append([os.path.relpath(os.path.join(root, name), skill.root), st.st_size, st.st_mtime_ns])
+        files: list[list[object]] = []
+        try:
+            with _open_tree(skill.root) as top:
+                files.extend([rel, info.size, info.mtime_ns] for rel, info in top.walk() if info.kind != "dir")
+        except UnsafePath:
+            files = [["(unreadable)", 0, 0]]
         entries.append([skill.name, skill.source, str(skill.root), files])
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
-def _replace_copy(skill: Skill, view: Path) -> None:
-    staging = view.parent / f".skills-staging-{uuid.uuid4().hex}"
-    try:
-        copy_skill_tree(skill.root, staging)
-        final = view / skill.name
-        if final.exists() or final.is_symlink():
-            aside = view.parent / f".skills-old-{uuid.uuid4().hex}"
-            final.rename(aside)
-            _remove(aside)
-        staging.rename(final)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+def copy_skill_tree(source: Path, sub: SafeDir, into: str = "") -> None:
+    """Copy ``source`` to ``sub / into`` with links resolved inside ``source`` and escaping links rejected.
 
+    Both sides are walked through :class:`SafeDir`: an entry of the skill swapped for a
+    link after it was listed is refused, not followed (skipped and logged), and every
+    directory and file of the copy is made beneath ``sub``'s descriptor, a file only
+    with ``O_EXCL``, so an entry planted in the copy fails it instead of redirecting it.
 
-def copy_skill_tree(source: Path, dest: Path) -> None:
-    """Copy ``source`` to ``dest`` with links resolved inside ``source`` and escaping links rejected.
-
-    The walk holds a descriptor of each directory and opens every entry relative to it with
-    ``O_NOFOLLOW``: an entry swapped for a link after it was listed is refused, not followed,
-    and no path is resolved again for the entries that are not links (a thread's first view
-    is a few dozen syscalls, most of a new thread's skills cost).
+    Raises:
+        UnsafePath: something was planted in ``sub`` while it was filled.
     """
-    real_root = Path(os.path.realpath(source))
-    dest.mkdir(parents=True)
-    top = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+    if into:
+        sub.mkdir(into, mode=_DIR_MODE)
+    with _open_tree(source) as top:
+        for rel, entry in top.walk():
+            target = f"{into}/{rel}" if into else rel
+            if entry.kind == "dir":
+                sub.mkdir(target, mode=_DIR_MODE)
+            elif entry.kind == "file":
+                _copy_file(top, rel, sub, target)
+            elif entry.kind == "symlink":
+                _copy_link(top, Path(os.path.realpath(source)), rel, sub, target)
+            # FIFOs, sockets and devices are never opened
+
+
+def _open_tree(root: Path) -> SafeDir:
+    """A skill's directory; one that is itself a link (an installed skill linked in) is opened
+    where it leads, as the path-based walk always did.  The library's tree, not a thread's."""
     try:
-        _copy_dir(top, source, Path(), dest, real_root)
-    finally:
-        os.close(top)
+        return SafeDir.open(root)
+    except UnsafePath as exc:
+        if exc.code == "not_found":
+            raise
+        return SafeDir.open(os.path.realpath(root))
 
 
-def _copy_dir(fd: int, source: Path, rel: Path, dest: Path, real_root: Path) -> None:
-    """Copy the directory open as ``fd`` (``source / rel``) into ``dest / rel``."""
-    with os.scandir(fd) as listing:
-        entries = sorted(listing, key=lambda e: e.name)
-    for entry in entries:
-        if entry.is_symlink():
-            _copy_link(source, rel / entry.name, dest, real_root)
-        elif entry.is_dir(follow_symlinks=False):
-            (dest / rel / entry.name).mkdir()
-            try:
-                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError:
-                logger.warning("skill %s: directory %s changed while copied; skipped", source.name, rel / entry.name)
-                continue
-            try:
-                _copy_dir(sub, source, rel / entry.name, dest, real_root)
-            finally:
-                os.close(sub)
-        elif entry.is_file(follow_symlinks=False):
-            _copy_file(entry.name, fd, dest / rel / entry.name)
+def _open_thread(root: Path) -> SafeDir:
+    """The thread's root (the host's own layout, never through a link), made when missing."""
+    try:
+        return SafeDir.open(root)
+    except UnsafePath as exc:
+        if exc.code != "not_found":
+            raise
+        return SafeDir.open(root, create=True)
 
 
-def _copy_link(source: Path, rel: Path, dest: Path, real_root: Path) -> None:
+def _copy_link(top: SafeDir, real_root: Path, rel: str, sub: SafeDir, target: str) -> None:
     """A link inside the skill is copied as the file it names; a directory link or one leaving it is not."""
-    real = Path(os.path.realpath(source / rel))
+    real = Path(os.path.realpath(real_root / rel))
     if real.is_dir():
-        logger.warning("skill %s: directory link %s not projected", source.name, rel)
+        logger.warning("skill %s: directory link %s not projected", real_root.name, rel)
     elif not (real.is_relative_to(real_root) and real.is_file()):
-        logger.warning("skill %s: link %s leaves the skill; rejected", source.name, rel)
-    else:
-        _copy_file(str(real), None, dest / rel)
+        logger.warning("skill %s: link %s leaves the skill; rejected", real_root.name, rel)
+    else:  # opened by its resolved path below the skill, again following no link
+        _copy_file(top, real.relative_to(real_root).as_posix(), sub, target)
 
 
-def _copy_file(name: str, dir_fd: int | None, target: Path) -> None:
-    """Copy the regular file ``name`` (relative to ``dir_fd``) to the new file ``target``; anything else is skipped."""
+def _copy_file(top: SafeDir, rel: str, sub: SafeDir, target: str) -> None:
+    """Copy the regular file ``rel`` of the skill to the new file ``target``; anything else is skipped."""
     try:
-        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    except OSError:
-        logger.warning("skill file %s changed while copied; skipped", target.name)
+        src = top.open_file(rel, hard_links_ok=True)  # the library's own tree, not a thread's
+    except UnsafePath as exc:
+        logger.warning("skill file %s not copied (changed while copied?): %s", rel, exc)
         return
     try:
-        if not stat.S_ISREG(os.fstat(src).st_mode):
-            return
-        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        out = sub.open_new(target, mode=_FILE_MODE)
         try:
             _send(src, out)
         finally:
@@ -201,15 +257,7 @@ def _send(src: int, out: int) -> None:
         os.write(out, chunk)
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
-        return None
+def _read(root: SafeDir, rel: str) -> str | None:
+    with contextlib.suppress(UnsafePath, ValueError):
+        return root.read_text(rel, max_bytes=_SIGNATURE_MAX)
+    return None

@@ -66,7 +66,7 @@ def split_relative(rel: str | PurePosixPath) -> tuple[str, ...]:
     if text.startswith("/"):
         raise ValueError("absolute path where a relative one was expected")
     parts = tuple(p for p in text.split("/") if p not in ("", "."))
-    if any(p == ".." for p in parts):
+    if ".." in parts:
         raise ValueError("'..' in path")
     return parts
 

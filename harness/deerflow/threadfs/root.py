@@ -30,86 +30,17 @@ list opens, writes, renames or deletes files by path (tests/unit/test_threadfs_l
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import secrets
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from deerflow.threadfs._resolve import open_beneath, split_relative
+from deerflow.threadfs.entries import EntryInfo, Kind, UnsafePath, kind_of, translate
 
-Kind = Literal["file", "dir", "symlink", "other"]
 _READ_CHUNK = 1 << 16
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
-
-
-class UnsafePath(OSError):
-    """A path the host refuses to touch, or one that is not there.
-
-    Attributes:
-        code: ``not_found``, ``symlink`` (a link on the way), ``not_regular``
-            (FIFO, socket, device), ``is_dir``, ``not_dir``, ``hard_link``,
-            ``exists``, ``too_large``, ``bad_path`` or ``io``.
-        rel: The relative path as asked for (no host prefix).
-    """
-
-    def __init__(self, code: str, rel: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.rel = rel
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-@dataclass(frozen=True)
-class EntryInfo:
-    """One directory entry, described without following it.
-
-    Attributes:
-        name: The entry's name.
-        kind: ``file``, ``dir``, ``symlink`` or ``other`` (FIFO, socket, device).
-        size: Size in bytes (of the link itself for a link).
-        mtime_ns: Modification time.
-        nlink: Hard link count.
-        target: A link's target text (never resolved), else ``None``.
-    """
-
-    name: str
-    kind: Kind
-    size: int
-    mtime_ns: int
-    nlink: int = 1
-    target: str | None = None
-
-
-def _kind(mode: int) -> Kind:
-    if stat.S_ISREG(mode):
-        return "file"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    return "other"
-
-
-def _translate(exc: OSError, rel: str) -> UnsafePath:
-    shown = rel or "."
-    code, text = {
-        errno.ENOENT: ("not_found", f"{shown} does not exist"),
-        errno.ELOOP: ("symlink", f"{shown} goes through a symbolic link, which the host never follows"),
-        errno.EXDEV: ("symlink", f"{shown} leads out of its folder"),
-        errno.ENOTDIR: ("not_dir", f"a part of {shown} is not a directory"),
-        errno.EISDIR: ("is_dir", f"{shown} is a directory"),
-        errno.EEXIST: ("exists", f"{shown} already exists"),
-        errno.ENXIO: ("not_regular", f"{shown} is not a regular file"),
-        errno.ENOTEMPTY: ("exists", f"{shown} is a directory that is not empty"),
-    }.get(exc.errno or 0, ("io", f"{shown}: {exc.strerror or 'input/output error'}"))
-    return UnsafePath(code, rel, text)
 
 
 class SafeDir:
@@ -139,7 +70,7 @@ class SafeDir:
         try:
             fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
-            raise _translate(exc, label) from None
+            raise translate(exc, label) from None
         return cls(fd, label=label)
 
     @classmethod
@@ -193,17 +124,20 @@ class SafeDir:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise _translate(exc, rel) from None
+            raise translate(exc, rel) from None
         finally:
             os.close(parent)
 
     def kind(self, rel: str) -> Kind | None:
         """What ``rel`` is, without following it (``None`` when absent)."""
         st = self.lstat(rel)
-        return None if st is None else _kind(st.st_mode)
+        return None if st is None else kind_of(st.st_mode)
 
-    def open_file(self, rel: str) -> int:
+    def open_file(self, rel: str, *, hard_links_ok: bool = False) -> int:
         """A read-only descriptor of the regular file ``rel`` (caller closes it).
+
+        ``hard_links_ok`` is for trees outside every thread (a skill library installed with
+        hard links from a package cache): there a second name cannot be the sandbox's doing.
 
         Raises:
             UnsafePath: ``not_found``, ``symlink``, ``not_regular``, ``is_dir``,
@@ -211,7 +145,7 @@ class SafeDir:
         """
         fd = self._open(rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
-            self._require_regular(fd, rel)
+            self._require_regular(fd, rel, hard_links_ok=hard_links_ok)
             os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)
@@ -257,7 +191,7 @@ class SafeDir:
                     st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except OSError:
                     continue  # vanished while we listed: skip it
-                kind = _kind(st.st_mode)
+                kind = kind_of(st.st_mode)
                 target = None
                 if kind == "symlink":
                     try:
@@ -304,15 +238,55 @@ class SafeDir:
                 except FileExistsError:
                     pass
                 except OSError as exc:
-                    raise _translate(exc, "/".join(parts[: i + 1])) from None
+                    raise translate(exc, "/".join(parts[: i + 1])) from None
                 try:
                     nxt = open_beneath(current, name, os.O_PATH | os.O_DIRECTORY)
                 except OSError as exc:
-                    raise _translate(exc, "/".join(parts[: i + 1])) from None
+                    raise translate(exc, "/".join(parts[: i + 1])) from None
                 os.close(current)
                 current = nxt
         finally:
             os.close(current)
+
+    def mkdir(self, rel: str, *, mode: int = 0o755) -> None:
+        """Create directory ``rel`` in its existing parent: ``exists`` for any entry there (a
+        link included), ``symlink`` for a link on the way; one ``mkdir`` where :meth:`makedirs`
+        tries every level."""
+        parts = self._parts(rel)
+        parent = self._open_parent(parts)
+        try:
+            os.mkdir(parts[-1], mode, dir_fd=parent)
+        except OSError as exc:
+            raise translate(exc, self._show(rel)) from None
+        finally:
+            os.close(parent)
+
+    def mkdtemp(self, prefix: str, *, mode: int = 0o700) -> str:
+        """A new, empty directory directly in this one under an unguessable name; returns the name.
+
+        ``mkdir`` through the descriptor creates it or fails (``EEXIST`` for any entry,
+        a planted link included, which is then retried under another name), so the caller
+        owns what it finds there: a staging directory no one else could have prepared.
+        """
+        for _ in range(16):
+            name = f"{prefix}{secrets.token_hex(8)}"
+            try:
+                os.mkdir(name, mode, dir_fd=self._fd)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise translate(exc, self._show(name)) from None
+            return name
+        raise UnsafePath("exists", prefix, f"{self._show(prefix)}*: no free temporary name")
+
+    def open_new(self, rel: str, *, mode: int = 0o644) -> int:
+        """A write descriptor of the new regular file ``rel`` (caller closes it).
+
+        ``O_CREAT | O_EXCL`` beneath this directory: any entry already at ``rel`` (a link
+        included) is ``exists``, a link on the way is ``symlink``, so the bytes can only land
+        in a file this call created.
+        """
+        return self._open(rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOCTTY, mode)
 
     def write_bytes(self, rel: str, data: bytes, *, mode: int = 0o644, makedirs: bool = True,
                     durable: bool = False) -> None:
@@ -343,7 +317,7 @@ class SafeDir:
                 _unlink_quietly(tmp, parent)
                 raise
         except OSError as exc:
-            raise exc if isinstance(exc, UnsafePath) else _translate(exc, rel) from None
+            raise exc if isinstance(exc, UnsafePath) else translate(exc, rel) from None
         finally:
             os.close(parent)
 
@@ -360,7 +334,7 @@ class SafeDir:
             try:
                 os.link(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
             except OSError as exc:
-                raise _translate(exc, rel) from None
+                raise translate(exc, rel) from None
             finally:
                 _unlink_quietly(tmp, parent)
         finally:
@@ -393,7 +367,7 @@ class SafeDir:
             if not missing_ok:
                 raise UnsafePath("not_found", rel, f"{self._show(rel)} does not exist") from None
         except OSError as exc:
-            raise _translate(exc, rel) from None
+            raise translate(exc, rel) from None
         finally:
             os.close(parent)
 
@@ -417,7 +391,7 @@ class SafeDir:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise _translate(exc, rel) from None
+            raise translate(exc, rel) from None
         finally:
             os.close(parent)
 
@@ -438,7 +412,7 @@ class SafeDir:
             try:
                 os.rename(sp[-1], dp[-1], src_dir_fd=sparent, dst_dir_fd=dparent)
             except OSError as exc:
-                raise _translate(exc, src) from None
+                raise translate(exc, src) from None
             finally:
                 os.close(dparent)
         finally:
@@ -463,20 +437,20 @@ class SafeDir:
         try:
             return open_beneath(self._fd, joined, flags, mode)
         except OSError as exc:
-            raise _translate(exc, self._show(rel)) from None
+            raise translate(exc, self._show(rel)) from None
 
     def _open_parent(self, parts: tuple[str, ...]) -> int:
         if not parts:
             raise UnsafePath("bad_path", "", "the root has no parent here")
         return self._open("/".join(parts[:-1]), os.O_PATH | os.O_DIRECTORY)
 
-    def _require_regular(self, fd: int, rel: str) -> None:
+    def _require_regular(self, fd: int, rel: str, *, hard_links_ok: bool = False) -> None:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise UnsafePath("is_dir", rel, f"{self._show(rel)} is a directory")
         if not stat.S_ISREG(st.st_mode):
             raise UnsafePath("not_regular", rel, f"{self._show(rel)} is not a regular file (a FIFO, socket or device)")
-        if st.st_nlink > 1:
+        if st.st_nlink > 1 and not hard_links_ok:
             raise UnsafePath("hard_link", rel, f"{self._show(rel)} has other hard links; the host does not use such files")
 
     @staticmethod
