@@ -4,7 +4,7 @@ The Jupyter root is the thread's workspace (as when a user points Jupyter at a f
 the DeerFlow home): the agent's sandboxed Python can create folders and links under the root.
 Its cell starts a thread that swaps folder ``d`` (holding ``work.ipynb``) with a link to a host
 canary folder (holding a notebook of the same name) with ``renameat2(RENAME_EXCHANGE)``, as fast
-as it can, while the model applies 200 ``edit_notebook`` inserts to ``d/work.ipynb`` through a real
+as it can in phases of ~5 ms with pauses of ~5 ms between them (so some edits land at any load), while the model applies 200 ``edit_notebook`` inserts to ``d/work.ipynb`` through a real
 jupyter_server ``AsyncFileContentsManager``.  The manager's own save follows links: before the
 write went through SafeDir, an edit whose link check passed could land in the canary folder.  Now
 every edit either lands under the root or is refused; the canary never changes and its content
@@ -43,7 +43,7 @@ DEADLINE = 600
 NOTEBOOK = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
     {"cell_type": "code", "id": "a", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": None}]})
 SWAPPER = """
-import ctypes, os, threading
+import ctypes, os, threading, time
 _libc = ctypes.CDLL(None, use_errno=True)
 os.makedirs('d', exist_ok=True)
 open('d/work.ipynb', 'w').write({notebook!r})
@@ -51,10 +51,23 @@ if not os.path.lexists('swap'):
     os.symlink({canary!r}, 'swap')
 _swap_stop = threading.Event()
 _swaps = [0]
+def _swap():
+    if _libc.renameat2(-100, b'd', -100, b'swap', 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
+        _swaps[0] += 1
+        return True
+    return False
 def _swap_loop():
+    # Swapping phases of ~5 ms, each ended with 'd' the real folder again, then a pause of ~5 ms:
+    # edits race the swap, and some land whatever the machine's load (a swapper that never
+    # paused could, on a loaded machine, leave no window for any of the 200 edits).
     while not _swap_stop.is_set():
-        if _libc.renameat2(-100, b'd', -100, b'swap', 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
-            _swaps[0] += 1
+        end = time.monotonic() + 0.005
+        while time.monotonic() < end:
+            _swap()
+        if os.path.islink('d'):
+            while not _swap() and not _swap_stop.is_set():
+                pass
+        time.sleep(0.005)
 threading.Thread(target=_swap_loop, daemon=True).start()
 print('swapper started')
 """
