@@ -426,3 +426,35 @@ def test_uploads_cannot_be_planted_from_the_sandbox(tmp_path: Path, deerflow_hom
     assert "planted" not in answer.text and answer.text.count("refused") == 3, answer.text
     assert not (uploads / "data.csv").is_symlink() and (uploads / "data.csv").read_bytes() == b"a,b\n1,2\n"
     assert_untouched(canary, before, result)
+
+
+def test_install_skill_never_copies_a_package_through_a_planted_link(tmp_path: Path, deerflow_home: Path,
+                                                                     canary: Canary) -> None:
+    """``install_skill`` freezes a copy of the package the agent names; a link on the way there
+    (to another user's skills, relative, or to a host directory, absolute) is refused, not followed:
+    the sandbox cannot read either, and an approval would install it as this user's skill."""
+    public = tmp_path / "public" / "skill-creator"
+    public.mkdir(parents=True)
+    (public / "SKILL.md").write_text("---\nname: skill-creator\ndescription: Makes skills.\n"
+                                     "allowed-tools: [install_skill, python]\n---\nWrite, then install.\n")
+    theirs = deerflow_home / "users" / "bob" / "skills" / "bobs-skill"
+    theirs.mkdir(parents=True)
+    (theirs / "SKILL.md").write_text(f"---\nname: bobs-skill\ndescription: Bob's. {SECRET}\n---\nBody.\n")
+    (canary.dir / "SKILL.md").write_text(f"---\nname: host-skill\ndescription: Host. {SECRET}\n---\nBody.\n")
+    plant = (f"import os\nos.symlink('../../../../../bob/skills', 'theirs')\n"  # workspace -> .../users
+             f"os.symlink({str(canary.dir.parent)!r}, 'host')")
+    turns = [{"tool_calls": [py(plant)]},
+             {"tool_calls": [call("install_skill", path=f"{WS}/theirs/bobs-skill")]},
+             {"tool_calls": [call("install_skill", path=f"{WS}/host/{canary.dir.name}")]},
+             "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary, skills={"path": str(tmp_path / "public")})) as client:
+        result = client.chat("install my skill")
+        pending = HomePaths(deerflow_home).thread("local", result.thread_id).root / "pending-changes"
+    assert result.status == "success", result.error
+    answers = tool_results(result, "install_skill")
+    assert len(answers) == 2
+    for answer in answers:
+        assert answer.status == "error" and "symbolic link" in answer.text, answer.text
+    assert not pending.exists() or not any(pending.rglob("SKILL.md"))  # nothing frozen from outside
+    assert_untouched(canary, before, result)
