@@ -33,6 +33,7 @@ from deerflow.config.paths import HomePaths
 from deerflow.runs.thread_files import ArtifactNotFound
 from deerflow.runtime import events as ev
 from deerflow.sandbox.execution.bwrap import find_bwrap
+from fixtures.hang_guard import runs_to_the_end
 from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
 from fixtures.web_browser import PAGES, need_chromium
 from fixtures.web_server import serve
@@ -458,3 +459,23 @@ def test_install_skill_never_copies_a_package_through_a_planted_link(tmp_path: P
         assert answer.status == "error" and "symbolic link" in answer.text, answer.text
     assert not pending.exists() or not any(pending.rglob("SKILL.md"))  # nothing frozen from outside
     assert_untouched(canary, before, result)
+
+
+def test_a_traceback_written_by_the_sandboxed_code_cannot_stall_the_server(tmp_path: Path, deerflow_home: Path,
+                                                                           canary: Canary) -> None:
+    """The cell's error output is the sandboxed code's to write (IPython's ``_showtraceback``): a
+    2 MB frame header once sent the host's traceback summary into a quadratic regex, which holds
+    the GIL, so every thread of the server stood still for as long.  The run goes in a child
+    interpreter, killed at the hang guard (an in-process guard would wait as long as the regex)."""
+    plant = ("get_ipython()._showtraceback(ValueError, ValueError('planted'), "
+             "['File a.py:1' + ', in f(' * 300_000 + '\\n--> 1 x()\\n'])")
+    path = config(tmp_path, [{"tool_calls": [py(plant)]}, "Done."], canary)
+    assert runs_to_the_end(f"""
+        from deerflow import DeerFlowClient
+        from deerflow.runtime import events as ev
+        with DeerFlowClient(config_path={str(path)!r}) as client:
+            result = client.chat("fail loudly")
+        assert result.status == "success", result.error
+        (answer,) = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name == "python"]
+        assert "ValueError: planted" in answer.text and "File a.py:1, in f(" in answer.text, answer.text[:500]
+    """)
