@@ -479,3 +479,24 @@ def test_a_traceback_written_by_the_sandboxed_code_cannot_stall_the_server(tmp_p
         (answer,) = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name == "python"]
         assert "ValueError: planted" in answer.text and "File a.py:1, in f(" in answer.text, answer.text[:500]
     """)
+
+
+def test_an_agent_notebook_rewritten_by_the_sandbox_is_not_parsed_past_its_bound(tmp_path: Path, deerflow_home: Path,
+                                                                                 canary: Canary) -> None:
+    """Every python call re-reads agent.ipynb when the sandboxed code changed it, on the kernel pool's
+    loop while nbformat holds the GIL per cell: a file of tiny cells past the log's bound is moved
+    aside unparsed (a new log starts), so no cell can make the next one stall the server."""
+    crowd = ("import json\ncells = [{'cell_type': 'markdown', 'id': f'c{i}', 'metadata': {}, 'source': 'x'} "
+             "for i in range(10_001)]\njson.dump({'cells': cells, 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}, "
+             "open('agent.ipynb', 'w'))\nprint('crowded')")
+    turns = [{"tool_calls": [py(crowd)]}, {"tool_calls": [py("6 * 7")]}, "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
+        result = client.chat("compute")
+        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
+    assert result.status == "success", result.error
+    assert [e.status for e in tool_results(result, "python")] == ["success"] * 2
+    assert (workspace / "agent.corrupt-1.ipynb").stat().st_size > 10_000
+    # the crowding cell is logged right after it ran, in the new log that replaced the crowded file
+    assert ["".join(c["source"]) for c in json.loads((workspace / "agent.ipynb").read_text())["cells"]] == [crowd, "6 * 7"]
+    assert_untouched(canary, before, result)
