@@ -500,3 +500,29 @@ def test_an_agent_notebook_rewritten_by_the_sandbox_is_not_parsed_past_its_bound
     # the crowding cell is logged right after it ran, in the new log that replaced the crowded file
     assert ["".join(c["source"]) for c in json.loads((workspace / "agent.ipynb").read_text())["cells"]] == [crowd, "6 * 7"]
     assert_untouched(canary, before, result)
+
+
+def test_file_tools_refuse_a_huge_sparse_file_without_reading_it(tmp_path: Path, deerflow_home: Path,
+                                                                 canary: Canary) -> None:
+    """A sparse file costs the sandbox no disk and no time; the file tools read at most their bound
+    of it into the host (the old code read it whole: 1 TiB ran the server out of memory).  1 GiB
+    here keeps the old code's failure survivable."""
+    plant = ("with open('huge.txt', 'wb') as out:\n    out.write(b'a' * 10_000)\n    out.truncate(1 << 30)\n"
+             "print('planted')")
+    huge = f"{WS}/huge.txt"
+    turns = [{"tool_calls": [py(plant)]},
+             {"tool_calls": [call("read_file", path=huge, start_line=1, end_line=1)]},
+             {"tool_calls": [call("write_file", path=huge, content="x", append=True)]},
+             {"tool_calls": [call("str_replace", path=huge, old_str="a", new_str="b")]},
+             "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
+        result = client.chat("read the big file")
+        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
+    assert result.status == "success", result.error
+    answers = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name != "python"]
+    assert [a.name for a in answers] == ["read_file", "write_file", "str_replace"]
+    for answer in answers:
+        assert answer.status == "error" and "larger than" in answer.text and "python or bash" in answer.text, answer.text
+    assert (workspace / "huge.txt").stat().st_size == 1 << 30
+    assert_untouched(canary, before, result)
