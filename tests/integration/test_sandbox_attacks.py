@@ -33,6 +33,7 @@ from deerflow.config.paths import HomePaths
 from deerflow.runs.thread_files import ArtifactNotFound
 from deerflow.runtime import events as ev
 from deerflow.sandbox.execution.bwrap import find_bwrap
+from fixtures.hang_guard import runs_to_the_end
 from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
 from fixtures.web_browser import PAGES, need_chromium
 from fixtures.web_server import serve
@@ -425,4 +426,103 @@ def test_uploads_cannot_be_planted_from_the_sandbox(tmp_path: Path, deerflow_hom
     (answer,) = tool_results(result, "python")
     assert "planted" not in answer.text and answer.text.count("refused") == 3, answer.text
     assert not (uploads / "data.csv").is_symlink() and (uploads / "data.csv").read_bytes() == b"a,b\n1,2\n"
+    assert_untouched(canary, before, result)
+
+
+def test_install_skill_never_copies_a_package_through_a_planted_link(tmp_path: Path, deerflow_home: Path,
+                                                                     canary: Canary) -> None:
+    """``install_skill`` freezes a copy of the package the agent names; a link on the way there
+    (to another user's skills, relative, or to a host directory, absolute) is refused, not followed:
+    the sandbox cannot read either, and an approval would install it as this user's skill."""
+    public = tmp_path / "public" / "skill-creator"
+    public.mkdir(parents=True)
+    (public / "SKILL.md").write_text("---\nname: skill-creator\ndescription: Makes skills.\n"
+                                     "allowed-tools: [install_skill, python]\n---\nWrite, then install.\n")
+    theirs = deerflow_home / "users" / "bob" / "skills" / "bobs-skill"
+    theirs.mkdir(parents=True)
+    (theirs / "SKILL.md").write_text(f"---\nname: bobs-skill\ndescription: Bob's. {SECRET}\n---\nBody.\n")
+    (canary.dir / "SKILL.md").write_text(f"---\nname: host-skill\ndescription: Host. {SECRET}\n---\nBody.\n")
+    plant = (f"import os\nos.symlink('../../../../../bob/skills', 'theirs')\n"  # workspace -> .../users
+             f"os.symlink({str(canary.dir.parent)!r}, 'host')")
+    turns = [{"tool_calls": [py(plant)]},
+             {"tool_calls": [call("install_skill", path=f"{WS}/theirs/bobs-skill")]},
+             {"tool_calls": [call("install_skill", path=f"{WS}/host/{canary.dir.name}")]},
+             "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary, skills={"path": str(tmp_path / "public")})) as client:
+        result = client.chat("install my skill")
+        pending = HomePaths(deerflow_home).thread("local", result.thread_id).root / "pending-changes"
+    assert result.status == "success", result.error
+    answers = tool_results(result, "install_skill")
+    assert len(answers) == 2
+    for answer in answers:
+        assert answer.status == "error" and "symbolic link" in answer.text, answer.text
+    assert not pending.exists() or not any(pending.rglob("SKILL.md"))  # nothing frozen from outside
+    assert_untouched(canary, before, result)
+
+
+def test_a_traceback_written_by_the_sandboxed_code_cannot_stall_the_server(tmp_path: Path, deerflow_home: Path,
+                                                                           canary: Canary) -> None:
+    """The cell's error output is the sandboxed code's to write (IPython's ``_showtraceback``): a
+    2 MB frame header once sent the host's traceback summary into a quadratic regex, which holds
+    the GIL, so every thread of the server stood still for as long.  The run goes in a child
+    interpreter, killed at the hang guard (an in-process guard would wait as long as the regex)."""
+    plant = ("get_ipython()._showtraceback(ValueError, ValueError('planted'), "
+             "['File a.py:1' + ', in f(' * 300_000 + '\\n--> 1 x()\\n'])")
+    path = config(tmp_path, [{"tool_calls": [py(plant)]}, "Done."], canary)
+    assert runs_to_the_end(f"""
+        from deerflow import DeerFlowClient
+        from deerflow.runtime import events as ev
+        with DeerFlowClient(config_path={str(path)!r}) as client:
+            result = client.chat("fail loudly")
+        assert result.status == "success", result.error
+        (answer,) = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name == "python"]
+        assert "ValueError: planted" in answer.text and "File a.py:1, in f(" in answer.text, answer.text[:500]
+    """)
+
+
+def test_an_agent_notebook_rewritten_by_the_sandbox_is_not_parsed_past_its_bound(tmp_path: Path, deerflow_home: Path,
+                                                                                 canary: Canary) -> None:
+    """Every python call re-reads agent.ipynb when the sandboxed code changed it, on the kernel pool's
+    loop while nbformat holds the GIL per cell: a file of tiny cells past the log's bound is moved
+    aside unparsed (a new log starts), so no cell can make the next one stall the server."""
+    crowd = ("import json\ncells = [{'cell_type': 'markdown', 'id': f'c{i}', 'metadata': {}, 'source': 'x'} "
+             "for i in range(10_001)]\njson.dump({'cells': cells, 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}, "
+             "open('agent.ipynb', 'w'))\nprint('crowded')")
+    turns = [{"tool_calls": [py(crowd)]}, {"tool_calls": [py("6 * 7")]}, "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
+        result = client.chat("compute")
+        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
+    assert result.status == "success", result.error
+    assert [e.status for e in tool_results(result, "python")] == ["success"] * 2
+    assert (workspace / "agent.corrupt-1.ipynb").stat().st_size > 10_000
+    # the crowding cell is logged right after it ran, in the new log that replaced the crowded file
+    assert ["".join(c["source"]) for c in json.loads((workspace / "agent.ipynb").read_text())["cells"]] == [crowd, "6 * 7"]
+    assert_untouched(canary, before, result)
+
+
+def test_file_tools_refuse_a_huge_sparse_file_without_reading_it(tmp_path: Path, deerflow_home: Path,
+                                                                 canary: Canary) -> None:
+    """A sparse file costs the sandbox no disk and no time; the file tools read at most their bound
+    of it into the host (the old code read it whole: 1 TiB ran the server out of memory).  1 GiB
+    here keeps the old code's failure survivable."""
+    plant = ("with open('huge.txt', 'wb') as out:\n    out.write(b'a' * 10_000)\n    out.truncate(1 << 30)\n"
+             "print('planted')")
+    huge = f"{WS}/huge.txt"
+    turns = [{"tool_calls": [py(plant)]},
+             {"tool_calls": [call("read_file", path=huge, start_line=1, end_line=1)]},
+             {"tool_calls": [call("write_file", path=huge, content="x", append=True)]},
+             {"tool_calls": [call("str_replace", path=huge, old_str="a", new_str="b")]},
+             "Done."]
+    before = canary.snapshot()
+    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
+        result = client.chat("read the big file")
+        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
+    assert result.status == "success", result.error
+    answers = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name != "python"]
+    assert [a.name for a in answers] == ["read_file", "write_file", "str_replace"]
+    for answer in answers:
+        assert answer.status == "error" and "larger than" in answer.text and "python or bash" in answer.text, answer.text
+    assert (workspace / "huge.txt").stat().st_size == 1 << 30
     assert_untouched(canary, before, result)

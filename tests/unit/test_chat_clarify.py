@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from deerflow.runtime.clarification_form import build_clarification
 from deerflow_jupyter.chat.clarify import FormProgress, answer, describe, parse_form_reply
+from fixtures.hang_guard import runs_to_the_end
 
 FORM = build_clarification({
     "question": "How should I analyse the sales data?",
@@ -46,6 +47,22 @@ def test_field_lines_match_names_and_labels_loosely_and_textareas_continue():
     assert parse_form_reply(FIELDS, reply) == {
         "dataset": "sales.csv", "metrics": "revenue, margin", "top_n": "5",
         "notes": "first line\nsecond line\nunrelated: x"}
+
+
+def test_a_hostile_reply_is_parsed_in_linear_time():
+    """Any chat message answers a pending form, on the server's event loop: the old line pattern
+    took a minute on one line of 8k spaces (and held the GIL, so nothing else ran meanwhile)."""
+    assert runs_to_the_end("""
+        from deerflow.runtime.clarification_form import build_clarification
+        from deerflow_jupyter.chat.clarify import parse_form_reply
+        fields = build_clarification({"question": "q", "fields": [{"name": "a", "type": "text"},
+                                      {"name": "b", "type": "text"}]}, tool_call_id="t").payload["fields"]
+        for line in (" " * 200_000 + "x", "- " + " " * 200_000 + "x", "a" + " " * 200_000 + "x", "\t=" * 100_000):
+            parse_form_reply(fields, line + "\\nb: kept")
+    """)
+    spaces = " " * 5000
+    assert parse_form_reply(FIELDS, f"{spaces}x\n  -  Dataset  =  sales.csv \n* top n: 5\n{'x' * 81}: no") == {
+        "dataset": "sales.csv", "top_n": "5"}
 
 
 def test_template_placeholders_left_in_place_count_as_unanswered():

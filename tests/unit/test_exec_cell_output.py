@@ -8,6 +8,7 @@ from pathlib import Path
 from nbformat.v4 import new_output
 
 from deerflow.sandbox.kernels.cell_output import render_outputs, truncate_middle
+from fixtures.hang_guard import runs_to_the_end
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -76,6 +77,22 @@ def test_error_summary_is_short_and_hides_host_paths(tmp_path: Path) -> None:
     assert "File pandas/io/common.py:873, in get_handle: handle = open(path)" in rendered.text
     assert "/root" not in rendered.text and host_ws not in rendered.text
     assert "\x1b[" not in rendered.text
+
+
+def test_a_hostile_traceback_is_summarized_in_linear_time(tmp_path: Path) -> None:
+    """The sandboxed code writes its own traceback (IPython's ``set_custom_exc`` sends any text):
+    a frame header of 200k ``, in f(`` took the old signature pattern hours, holding the GIL."""
+    assert runs_to_the_end(f"""
+        from nbformat.v4 import new_output
+        from deerflow.sandbox.kernels.cell_output import render_outputs
+        for header in ("File a.py:1" + ", in f(" * 200_000, "Cell In[1], line 1" + ", in f(" * 200_000 + ")x"):
+            error = new_output("error", ename="E", evalue="v", traceback=[header + "\\n--> 1 x()\\n"])
+            render_outputs([error], workspace={str(tmp_path)!r}, cell_number=1, mask=str)
+    """)
+    error = new_output("error", ename="E", evalue="v",
+                       traceback=["File a.py:3, in f(a=1, b=g(2))\n--> 3 x()\n", "File b.py:1, in <module>(x\n"])
+    text = render_outputs([error], workspace=tmp_path, cell_number=1, mask=str).text
+    assert "File a.py:3, in f: x()" in text and "File b.py:1, in <module>(x" in text
 
 
 def test_streams_are_kept_in_order(tmp_path: Path) -> None:

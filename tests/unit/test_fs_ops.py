@@ -14,6 +14,7 @@ from deerflow.sandbox.files import fs_ops, search
 from deerflow.sandbox.files.read_marks import ReadMarks
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.tools.errors import ToolFailure
+from fixtures.hang_guard import runs_to_the_end
 
 WS = "/mnt/user-data/workspace"
 
@@ -297,3 +298,46 @@ def test_grep_caps_matches(vfs: VirtualFS, thread: ThreadPaths) -> None:
     result = search.grep(vfs, "hit", max_matches=10)
     assert len(result.matches) == 10
     assert result.truncated
+
+
+def test_a_huge_sparse_file_is_refused_without_being_read(tmp_path: Path, thread: ThreadPaths) -> None:
+    """The sandboxed code makes a 1 TiB file in no time (sparse: no disk), text at its head so it
+    passes the binary sniff.  read_file read it as one line and write_file/str_replace read it
+    whole: the host process ran out of memory.  Run in a child held to 3 GiB of address space,
+    so the old code fails with a MemoryError instead of taking the machine down."""
+    huge = thread.workspace / "huge.txt"
+    with open(huge, "wb") as out:
+        out.write(b"a" * 10_000)
+        out.truncate(1 << 40)
+    assert runs_to_the_end(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        from deerflow.config.paths import HomePaths
+        from deerflow.errors import ToolFailure
+        from deerflow.sandbox.files import fs_ops
+        from deerflow.sandbox.files.read_marks import ReadMarks
+        from deerflow.sandbox.files.virtual_paths import VirtualFS
+        vfs = VirtualFS(HomePaths(__import__("pathlib").Path({str(tmp_path / "home")!r})).thread("alice", "t1"))
+        path = "/mnt/user-data/workspace/huge.txt"
+        calls = [lambda: fs_ops.read_file(vfs, path, 1, 2), lambda: fs_ops.write_file(vfs, path, "x"),
+                 lambda: fs_ops.write_file(vfs, path, "x", append=True), lambda: fs_ops.str_replace(vfs, path, "a", "b"),
+                 lambda: fs_ops.write_file(vfs, path, "x", marks=ReadMarks(vfs.state_dir))]
+        for call in calls:
+            try:
+                call()
+            except ToolFailure as exc:
+                assert exc.code == "too_large" and "python or bash tool" in exc.message, exc.message
+            else:
+                raise AssertionError("read a 1 TiB file")
+    """)
+    assert huge.stat().st_size == 1 << 40  # untouched
+
+
+def test_a_file_growing_past_the_bound_while_read_stops_there(vfs: VirtualFS, thread: ThreadPaths,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fs_ops, "MAX_FILE_BYTES", 100)
+    (thread.workspace / "log.txt").write_text("line\n" * 20)
+    assert fs_ops.read_file(vfs, "log.txt").total_lines == 20  # exactly at the bound: read
+    (thread.workspace / "log.txt").write_text("x" * 101)
+    assert failure(fs_ops.read_file, vfs, "log.txt").code == "too_large"
+    assert failure(fs_ops.str_replace, vfs, "log.txt", "x", "y").code == "too_large"

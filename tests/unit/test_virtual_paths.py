@@ -129,6 +129,25 @@ def test_symlinks_are_never_followed_by_the_host(vfs: VirtualFS, thread: ThreadP
     assert vfs.read_bytes("/mnt/user-data/workspace/real.txt")[1] == b"x"
 
 
+def test_open_dir_never_goes_through_a_link_on_the_way(vfs: VirtualFS, thread: ThreadPaths, tmp_path: Path) -> None:
+    """A folder the agent names is opened part by part: ``link/pkg`` with ``link`` pointing out of
+    the thread (another user's folder) is refused, though ``ResolvedPath.host`` would reach it."""
+    outside = tmp_path / "elsewhere" / "pkg"
+    outside.mkdir(parents=True)
+    (outside / "SKILL.md").write_text("secret")
+    os.symlink(outside.parent, thread.workspace / "link")
+    (thread.workspace / "real" / "pkg").mkdir(parents=True)
+    with pytest.raises(ToolFailure) as info:
+        vfs.open_dir("/mnt/user-data/workspace/link/pkg")
+    assert info.value.code == "symlink_escape" and str(tmp_path) not in info.value.message
+    rp, opened = vfs.open_dir("/mnt/user-data/workspace/real/pkg")
+    with opened:
+        assert rp.rel == "real/pkg" and opened.scandir() == []
+    rp, opened = vfs.open_dir("/mnt/user-data/workspace")
+    with opened:
+        assert [e.name for e in opened.scandir()] == ["link", "real"]
+
+
 @pytest.mark.parametrize(
     "path", ["/mnt/user-data/uploads/d.csv", "/mnt/skills/report/SKILL.md", "/mnt/acp-workspace/x"]
 )

@@ -25,6 +25,7 @@ staging directory, so nothing partial is ever installed.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import stat
 import zipfile
@@ -185,20 +186,24 @@ def _copy_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, limit
     return written
 
 
-def copy_directory(source: Path, dest: Path, limits: PackageLimits = PackageLimits()) -> None:
+def copy_directory(source: Path | SafeDir, dest: Path, limits: PackageLimits = PackageLimits()) -> None:
     """Copy a package directory into the empty directory ``dest`` under ``limits``.
 
     ``source`` may be a folder the agent's code controls (a skill it wrote in
     its workspace), so it is read through a :class:`~deerflow.threadfs.SafeDir`:
     nothing is followed, and a link or special file swapped in while we copy is
-    refused rather than copied from wherever it points.
+    refused rather than copied from wherever it points.  Such a folder comes as
+    a ``SafeDir`` opened from the thread's mount (``VirtualFS.open_dir``): a path
+    would follow a link planted in one of its parents.  A path is for folders
+    the user names (``deerflow skills install DIR``); the caller keeps a
+    ``SafeDir`` open.
 
     Raises:
         SkillPackageError: symlinks, special files, or sizes beyond the limits.
     """
     count = total = 0
     try:
-        with SafeDir.open(source) as root:
+        with contextlib.nullcontext(source) if isinstance(source, SafeDir) else SafeDir.open(source) as root:
             for rel_text, info in root.walk(skip_dirs=_SKIPPED_DIRS):
                 rel = Path(rel_text)
                 if info.kind == "dir":

@@ -24,6 +24,7 @@ from deerflow.skills.catalog import Skill, load_skill
 from deerflow.skills.installer import SkillScanBlocked
 from deerflow.skills.manifest import MANIFEST, parse_skill_md
 from deerflow.skills.scan import ScanReport, scan_package
+from deerflow.threadfs import SafeDir
 
 PENDING_DIR = "pending-changes"
 STALE_AFTER_SECONDS = 24 * 3600  # a question nobody answered within a day is answered "no" by then
@@ -40,8 +41,12 @@ class PendingPackage:
     report: ScanReport
 
 
-def freeze_package(source: Path, thread_root: Path, *, limits: PackageLimits) -> PendingPackage:
-    """Copy, parse and scan the package at ``source``; the copy is what an approval installs.
+def freeze_package(source: SafeDir, thread_root: Path, *, limits: PackageLimits) -> PendingPackage:
+    """Copy, parse and scan the package in ``source``; the copy is what an approval installs.
+
+    ``source`` is the package's folder opened below the thread's mount
+    (``VirtualFS.open_dir``), never a path: the agent's code can plant a link in
+    any folder on the way to it.
 
     Raises:
         SkillPackageError / SkillFormatError: an unsafe or malformed package (nothing kept).

@@ -34,14 +34,19 @@ INSTALL_HINT = "the 'web' extra (pip install '.[web]' in a clone)"
 MAX_PDF_PAGES = 200
 SHORT_PAGE_CHARS = 1_500
 """Below this much visible text the whole page is the content: render it all, keeping its structure."""
+# Pages are hostile, so these patterns stay linear in the text: no repeat that can rescan the rest
+# of the text from every one of many starting points (``height:0;[^"]*overflow`` from each of 40k
+# ``height:0;``, or a selector from each character of a brace-less stylesheet: minutes per page).
 _HIDING_STYLE = re.compile(
     r"display\s*:\s*none|visibility\s*:\s*(hidden|collapse)|opacity\s*:\s*0(\.0+)?\s*(;|$|!)|"
-    r"font-size\s*:\s*0(px|em|rem|pt|%)?\s*(;|$|!)|(max-)?height\s*:\s*0(px)?\s*;[^\"]*overflow\s*:\s*hidden|"
+    r"font-size\s*:\s*0(px|em|rem|pt|%)?\s*(;|$|!)|"
     r"clip-path\s*:\s*inset\(\s*50%|left\s*:\s*-\d{4,}px|text-indent\s*:\s*-\d{4,}px", re.IGNORECASE)
+_ZERO_HEIGHT = re.compile(r"(max-)?height\s*:\s*0(px)?\s*;", re.IGNORECASE)
+_OVERFLOW_HIDDEN = re.compile(r"overflow\s*:\s*hidden", re.IGNORECASE)
 _HIDDEN_CLASSES = frozenset({"hidden", "d-none", "display-none", "invisible", "is-hidden", "visually-hidden",
                              "sr-only", "screen-reader-text", "hide"})
 _DROP_TAGS = ("script", "template", "noscript", "iframe", "object", "embed", "svg", "canvas", "link", "meta")
-_STYLE_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
+_STYLE_RULE = re.compile(r"(?:^|(?<=[{}]))([^{}]+)\{([^{}]*)\}")  # a selector starts after a brace
 _SIMPLE_SELECTOR = re.compile(r"^\s*[a-z0-9]*([.#])([A-Za-z_][\w-]*)\s*$", re.IGNORECASE)
 
 
@@ -151,7 +156,7 @@ def _is_hidden(element: Any, hidden_classes: set[str], hidden_ids: set[str]) -> 
         return True
     if element.tag == "input" and attrs.get("type", "").lower() == "hidden":
         return True
-    if _HIDING_STYLE.search(attrs.get("style", "")):
+    if _hides(attrs.get("style", "")):
         return True
     classes = set(attrs.get("class", "").split())
     return bool(classes & (_HIDDEN_CLASSES | hidden_classes)) or attrs.get("id", "") in hidden_ids
@@ -163,13 +168,26 @@ def _stylesheet_hidden(root: Any) -> tuple[set[str], set[str]]:
     ids: set[str] = set()
     for style in root.xpath("//style"):
         for selectors, body in _STYLE_RULE.findall(style.text or ""):
-            if not _HIDING_STYLE.search(body):
+            if not _hides(body):
                 continue
             for selector in selectors.split(","):
                 match = _SIMPLE_SELECTOR.match(selector)
                 if match:
                     (classes if match.group(1) == "." else ids).add(match.group(2))
     return classes, ids
+
+
+def _hides(style: str) -> bool:
+    """Whether CSS declarations hide their element: one of :data:`_HIDING_STYLE`, or a zero height
+    with ``overflow: hidden`` after it and no quote between (searched once per quote-free stretch:
+    the first zero height in a stretch is the one with the most room after it)."""
+    if _HIDING_STYLE.search(style):
+        return True
+    for stretch in style.split('"'):
+        height = _ZERO_HEIGHT.search(stretch)
+        if height and _OVERFLOW_HIDDEN.search(stretch, height.end()):
+            return True
+    return False
 
 
 def _drop(node: Any) -> None:

@@ -51,9 +51,13 @@ _INSTRUCTION_RE = re.compile("|".join(f"(?:{p})" for p in _INSTRUCTION_PATTERNS)
 _ROLE_WORDS = (r"system|assistant|user|developer|tool|tool_call|tool_calls|tool_result|tool_response|"
                r"function|function_call|function_calls|function_results?|instructions?|prompt|human|"
                rf"im_start|im_end|{WRAPPER_TAG}")
-_TAG_RE = re.compile(rf"<\s*(/?)\s*({_ROLE_WORDS})\b([^<>]{{0,200}})>", re.IGNORECASE)
+# These run on hostile text (web pages, notebooks), so no two adjacent repeats may match the same
+# characters: ``<\s*(/?)\s*`` split a run of spaces every way (``<`` and 16k spaces: 50 s), and
+# ``^\s*`` under MULTILINE ran from every blank line to the end of the run (16k newlines: 17 s).
+_TAG_RE = re.compile(rf"<\s*(?:(/)\s*)?({_ROLE_WORDS})\b([^<>]{{0,200}})>", re.IGNORECASE)
 _TOKEN_RE = re.compile(r"<\|([a-z_]{1,30})\|>|\[/?INST\]|<</?SYS>>", re.IGNORECASE)
-_ROLE_PREFIX_RE = re.compile(r"^(\s*(?:#+\s*)?)(system|assistant|developer)\s*:", re.IGNORECASE | re.MULTILINE)
+_ROLE_PREFIX_RE = re.compile(r"^([^\S\n]*(?:#+[^\S\n]*)?)(system|assistant|developer)\s*:",
+                             re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def neutralize(text: str) -> Neutralized:
                     lines.append(REMOVED_MARKER)
                 continue
             lines.append(line)
-    out, tags = _TAG_RE.subn(lambda m: f"‹{m.group(1)}{m.group(2)}{m.group(3)}›", "\n".join(lines))
+    out, tags = _TAG_RE.subn(lambda m: f"‹{m.group(1) or ''}{m.group(2)}{m.group(3)}›", "\n".join(lines))
     out, tokens = _TOKEN_RE.subn(_defang_token, out)
     out, prefixes = _ROLE_PREFIX_RE.subn(lambda m: f"{m.group(1)}(quoted) {m.group(2)}:", out)
     return Neutralized(out, removed, tags + tokens + prefixes)

@@ -82,11 +82,13 @@ from deerflow.sandbox.execution.provider import (
 )
 from deerflow.sandbox.network.egress_proxy import EgressProxy
 from deerflow.sandbox.network.policy import Allowlist, NetworkGate
+from deerflow.threadfs import SafeDir, UnsafePath
 
 logger = logging.getLogger(__name__)
 
 _HOST_ENV = ("PATH", "HOME", "LANG")
 _KILL_GROUP = "import os, signal, sys; os.killpg(int(sys.argv[1]), signal.SIGKILL)"
+_MAX_PID_BYTES = 32
 # A non-tty exec delivers stdout and stderr as two streams that the engine reads
 # concurrently, so their relative order is lost; commands merge them inside.
 _MERGE_STDERR = ("/bin/sh", "-c", 'exec "$@" 2>&1', "sh")
@@ -358,17 +360,31 @@ class DockerSandboxProvider(SandboxProvider):
             self.release(slot)
 
     def _kill_exec(self, slot: _Slot, exec_id: str) -> None:
-        """Kill a timed-out command's process group inside the container, by its pid file."""
-        pidfile = slot.run_dir / "exec" / f"{exec_id}.pid"
+        """Kill a timed-out command's process group inside the container, by its pid file.
+
+        The run directory is bound read-write at ``/run/deerflow``, so the pid file is the
+        sandboxed code's to replace: it is read through a :class:`SafeDir` (a link to a host file
+        or a FIFO planted at its name is refused, never followed nor waited on), bounded, and
+        must hold a process group id, which alone is passed into the container.
+        """
+        name = f"exec/{exec_id}.pid"
         try:
-            pgid = pidfile.read_text().strip()
-        except FileNotFoundError:
-            return  # the supervisor already cleaned up (its stdin closed)
+            with SafeDir.open(slot.run_dir) as run:
+                try:
+                    pgid = run.read_bytes(name, max_bytes=_MAX_PID_BYTES).decode("ascii", "replace").strip()
+                finally:
+                    run.unlink(name)
+        except UnsafePath as exc:
+            if exc.code != "not_found":  # not_found: the supervisor already cleaned up (its stdin closed)
+                logger.warning("not killing a timed-out command in %s: its pid file %s", slot.container.id, exc)
+            return
+        if not (pgid.isascii() and pgid.isdigit()):
+            logger.warning("not killing a timed-out command in %s: its pid file holds no process id", slot.container.id)
+            return
         try:
             slot.container.exec_run([self._inner_python, "-c", _KILL_GROUP, pgid], user=self.user)
         except _docker_errors() as exc:
             logger.warning("could not kill timed-out command in %s: %s", slot.container.id, exc)
-        pidfile.unlink(missing_ok=True)
 
     def kernel_runtime_dir(self, paths: ThreadPaths) -> Path:
         """A kernel directory inside the thread's run directory (it keeps the container busy)."""

@@ -12,6 +12,11 @@ Limits exist because each result lands in the model's context:
   append in parts or generate big files with code).
 * ``ls`` caps its entries and says when it did.  ``glob`` and ``grep``
   (capped the same way) are in :mod:`deerflow.sandbox.files.search`.
+* No tool reads more than :data:`MAX_FILE_BYTES` of a file into the host: the
+  sandboxed code can make a file of any size in no time (a sparse one costs no
+  disk), and ``read_file`` hashes the whole file while ``write_file`` and
+  ``str_replace`` hold it in memory.  A larger file is ``too_large``, with a
+  pointer to the ``python`` and ``bash`` tools.
 
 Every read and write goes through the mount's :class:`~deerflow.threadfs.SafeDir`
 (no symbolic link followed, FIFOs and devices refused before they are opened
@@ -41,6 +46,8 @@ DEFAULT_READ_MAX_CHARS = 50_000
 DEFAULT_MAX_WRITE_BYTES = 1_000_000
 LS_MAX_ENTRIES = 300
 SNIFF_BYTES = 8192
+MAX_FILE_BYTES = 128 * 1024 * 1024
+"""The most of one file a file tool reads into the host (see the module docstring)."""
 """How much of a file is looked at for a NUL byte to call it binary (read_file, grep)."""
 _LOCK_STRIPES = 64
 
@@ -145,10 +152,16 @@ def read_file(
     last = first - 1
     truncated = False
     with _open_for_read(vfs, rp) as fh:
+        if os.fstat(fh.fileno()).st_size > MAX_FILE_BYTES:
+            raise _too_large(rp)
         if b"\x00" in fh.read(SNIFF_BYTES):
             raise _binary(rp)
         fh.seek(0)
-        for raw in fh:
+        seen = 0  # a line, or the file, may grow past the bound while we read: never read past it
+        while raw := fh.readline(MAX_FILE_BYTES + 1 - seen):
+            seen += len(raw)
+            if seen > MAX_FILE_BYTES:
+                raise _too_large(rp)
             digest.update(raw)
             total += 1
             line = _decode(raw, rp)
@@ -188,6 +201,14 @@ def _decode(raw: bytes, rp: ResolvedPath) -> str:
     raise _binary(rp)
 
 
+def _too_large(rp: ResolvedPath) -> ToolFailure:
+    return ToolFailure(
+        f"{rp.virtual} is larger than {MAX_FILE_BYTES:,} bytes, more than the file tools read. "
+        "Inspect or change it with the python or bash tool instead (head, tail, grep, sed).",
+        code="too_large",
+    )
+
+
 def _binary(rp: ResolvedPath) -> ToolFailure:
     return ToolFailure(
         f"{rp.virtual} is a binary file (not UTF-8 text), so read_file cannot show it. "
@@ -223,12 +244,14 @@ def _as_tool_failure(rp: ResolvedPath):
 
 
 def _read_existing(root: SafeDir, rp: ResolvedPath) -> bytes | None:
-    """The current bytes of the file at ``rp`` (``None`` when absent)."""
+    """The current bytes of the file at ``rp`` (``None`` when absent), at most :data:`MAX_FILE_BYTES`."""
     try:
-        return root.read_bytes(rp.rel)
+        return root.read_bytes(rp.rel, max_bytes=MAX_FILE_BYTES)
     except UnsafePath as exc:
         if exc.code == "not_found":
             return None
+        if exc.code == "too_large":
+            raise _too_large(rp) from None
         raise tool_failure(exc, shown=rp.virtual) from None
 
 

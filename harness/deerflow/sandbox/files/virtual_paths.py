@@ -189,6 +189,26 @@ class VirtualFS(VirtualWalk):
         except UnsafePath as exc:
             raise tool_failure(exc) from None
 
+    def open_dir(self, path: str) -> tuple[ResolvedPath, SafeDir]:
+        """Locate ``path`` and open the directory there as a :class:`SafeDir` (the caller closes it).
+
+        For a host-side reader of a whole folder the agent names (a skill package to install):
+        ``ResolvedPath.host`` joined by path would follow a link the agent's code planted on the
+        way (``workspace/x -> ../../../../../other-user``); this opens each part without following.
+
+        Raises:
+            ToolFailure: as :meth:`locate`, or ``not_found``, ``symlink_escape``.
+        """
+        rp = self.locate(path, write=False)
+        root = self.open_mount(rp.mount)
+        if not rp.rel:
+            return rp, root
+        try:
+            with root:
+                return rp, root.subdir(rp.rel, label=rp.virtual)
+        except UnsafePath as exc:
+            raise tool_failure(exc, shown=rp.virtual) from None
+
     def read_bytes(self, path: str, *, max_bytes: int | None = None) -> tuple[ResolvedPath, bytes]:
         """Locate ``path`` and read the regular file there (no link followed).
 

@@ -33,7 +33,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PLACEHOLDER = re.compile(r"^<[^<>\n]*>$")
 _FRAME_FILE = re.compile(r"^File (\S+?):(\d+)")
 _LIB_PATH = re.compile(r"^.*/(?:site-packages|dist-packages|lib/python\d+\.\d+)/")
-_SIGNATURE = re.compile(r"(, in [\w.<>]+)\(.*\)$")
+_SIGNATURE = re.compile(r", in [\w.<>]+\(")  # ``, in f(x=1)`` at the end of a frame header
 _MAX_FRAMES = 5
 _IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/svg+xml": "svg"}
 
@@ -76,12 +76,23 @@ def _frame_line(block: str) -> str | None:
     match = _FRAME_FILE.match(header)
     if match:
         header = f"File {_short_path(match.group(1))}:{match.group(2)}{header[match.end() :]}"
-    header = _SIGNATURE.sub(r"\1", header)
+    header = _without_arguments(header)
     current = next((ln for ln in lines if ln.lstrip().startswith(("---->", "--->", "-->"))), None)
     if current is None:
         return header
     code = re.sub(r"^\s*-+>\s*\d*\s?", "", current).strip()
     return f"{header}: {code}"
+
+
+def _without_arguments(header: str) -> str:
+    """``File x.py:3, in f`` from ``File x.py:3, in f(a=1, b=[...])``: from the first ``, in NAME(``
+    when the header ends with ``)``.  The traceback is the sandboxed code's to write (a custom
+    exception handler sends any text), so this is one search, not ``(, in NAME)\\(.*\\)$``, which
+    rescanned the rest of the header from every ``, in NAME(`` in it (quadratic, holding the GIL)."""
+    if not header.endswith(")"):
+        return header
+    found = _SIGNATURE.search(header)
+    return header[: found.end() - 1] if found else header
 
 
 def summarize_error(output: dict[str, Any], mask: Mask) -> tuple[str, str]:

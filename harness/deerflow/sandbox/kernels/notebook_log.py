@@ -39,7 +39,15 @@ logger = logging.getLogger(__name__)
 NOTEBOOK_NAME = "agent.ipynb"
 _KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 _CELLS_PLACEHOLDER = '"cells": []'
-_MAX_NOTEBOOK_BYTES = 256 * 1024 * 1024  # a bigger file is moved aside, not parsed
+# A file changed underneath is re-read on the kernel pool's loop, and building and validating each
+# cell holds the GIL (about a second per 20k small cells): bounds keep a file the sandboxed code
+# wrote from stalling the server on every python call.  A larger file is moved aside, not parsed.
+_MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
+_MAX_NOTEBOOK_CELLS = 10_000
+
+
+class _TooManyCells(ValueError):
+    """A notebook with more cells than the log re-reads."""
 
 
 def _dumps(value: object) -> str:
@@ -55,6 +63,17 @@ def _cell_json(cell: NotebookNode) -> str:
     stored.metadata.pop("trusted", None)
     split = split_lines(NotebookNode(cells=[stored])).cells[0]
     return textwrap.indent(_dumps(split), "  ")
+
+
+def _check_cell_count(text: str) -> None:
+    """Refuse a notebook of more than :data:`_MAX_NOTEBOOK_CELLS` cells before nbformat builds them
+    (json's own parse is fast; a bad document is left for nbformat to report)."""
+    try:
+        cells = json.loads(text).get("cells")
+    except (json.JSONDecodeError, AttributeError):
+        return
+    if isinstance(cells, list) and len(cells) > _MAX_NOTEBOOK_CELLS:
+        raise _TooManyCells(f"{len(cells)} cells, more than the {_MAX_NOTEBOOK_CELLS} the log re-reads")
 
 
 class NotebookLog:
@@ -99,8 +118,11 @@ class NotebookLog:
                 )
             try:
                 text = root.read_text(self.path.name, max_bytes=_MAX_NOTEBOOK_BYTES)
+                _check_cell_count(text)
                 return nbformat.reads(text, as_version=4)
             except (
+                _TooManyCells,
+                RecursionError,  # nesting deeper than json decodes
                 UnsafePath,
                 json.JSONDecodeError,
                 nbformat.reader.NotJSONError,

@@ -81,11 +81,15 @@ def install_skill(path: str, runtime: ToolRuntime[RunContext]) -> tuple[str, dic
         return _install_approved(runtime, skills, granted)
     vfs = thread_fs(runtime)
     located = vfs.locate(path, write=False)
-    if str(located.mount.virtual) not in {str(WORKSPACE), str(OUTPUTS)} or not located.host.is_dir():
+    if str(located.mount.virtual) not in {str(WORKSPACE), str(OUTPUTS)}:
         raise ToolFailure(f"{located.virtual} is not a directory under {WORKSPACE} or {OUTPUTS}; write the "
                           "skill's SKILL.md and files into such a directory first.", code="bad_path")
-    try:
-        frozen = freeze_package(located.host, runtime.context.paths.root, limits=skills.library.limits)
+    try:  # opened part by part below the mount: a link the sandbox planted on the way is refused
+        with vfs.open_dir(path)[1] as source:
+            frozen = freeze_package(source, runtime.context.paths.root, limits=skills.library.limits)
+    except ToolFailure as exc:
+        raise ToolFailure(f"{exc.message} Write the skill's SKILL.md and files into a directory under "
+                          f"{WORKSPACE} or {OUTPUTS}.", code="bad_path") from None
     except SkillScanBlocked as exc:
         _notify(runtime, f"SkillScan blocked skill {exc.name!r}", {"installed": False, **exc.report.to_dict()})
         raise ToolFailure(_mask(vfs.mask(str(exc)), runtime) + "\nRemove what SkillScan flagged, then install "
