@@ -7,7 +7,11 @@ characters) or on a new thread.  The per-step cost on each is the marginal step,
 ``(run at N=hi − run at N=lo) / (hi − lo)``, so what a run pays once (loading the
 thread from its checkpoint, building the agent, recording the run) drops out.  Plain
 side: ``create_agent`` (no middleware, one tool, ``add_messages``) on an
-``AsyncSqliteSaver``; DeerFlow side: ``RunManager.start()`` + wait on a warm host.
+``AsyncSqliteSaver``; floor side: the same ``create_agent`` with DeerFlow's ``messages``
+channel (``ThreadState``: the incremental reducer in a ``DeltaChannel``) and still no
+middleware, so what it pays per step on a long thread is LangChain's own per-model-call
+work, the floor under any harness built on ``create_agent``; DeerFlow side:
+``RunManager.start()`` + wait on a warm host.
 The variants are interleaved over rounds, each run timed in CPU (``process_time``, all
 threads); medians.
 
@@ -38,6 +42,7 @@ import bench_tools  # noqa: E402
 import harness_overhead  # noqa: E402
 from bench_tools import echo  # noqa: E402
 
+from deerflow.agents.thread_state import ThreadState  # noqa: E402
 from deerflow.config.loader import load_config  # noqa: E402
 from deerflow.config.paths import HomePaths  # noqa: E402
 from deerflow.models.script_format import load_script  # noqa: E402
@@ -75,14 +80,20 @@ class Sides:
         return spent
 
     async def plain(self, size: int, steps: int) -> float:
+        return await self._create_agent(size, steps, None)
+
+    async def floor(self, size: int, steps: int) -> float:
+        return await self._create_agent(size, steps, ThreadState)
+
+    async def _create_agent(self, size: int, steps: int, state: Any) -> float:
         model = ScriptedChatModel(bench_tools.SCRIPTS[f"bench-{steps}"])
         self.n += 1
         cfg: Any = {"configurable": {"thread_id": f"plain-{self.n}"}, "recursion_limit": 10_000}
         if size:
-            seeder = create_agent(model, [echo], checkpointer=self.saver)
+            seeder = create_agent(model, [echo], checkpointer=self.saver, state_schema=state)
             await seeder.aupdate_state(cfg, {"messages": history(size, steps)}, as_node="model")
         cpu = time.process_time()
-        agent = create_agent(model, [echo], checkpointer=self.saver)
+        agent = create_agent(model, [echo], checkpointer=self.saver, state_schema=state)
         await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
         return time.process_time() - cpu
 
@@ -100,7 +111,7 @@ async def measure(size: int, steps: list[int], rounds: int) -> dict[Key, list[fl
                                         home=HomePaths(home / "home"))
         try:
             sides = Sides(manager, saver)
-            runs = {"create_agent": sides.plain, "DeerFlow": sides.deerflow}
+            runs = {"create_agent": sides.plain, "floor": sides.floor, "DeerFlow": sides.deerflow}
             for run in runs.values():  # warm-up, untimed
                 await run(0, min(steps))
             for r in range(rounds):
@@ -122,12 +133,14 @@ def table(samples: dict[Key, list[float]], size: int, steps: list[int]) -> list[
     def per_step(side: str, h: int) -> float:
         return (med[(side, h, hi)] - med[(side, h, lo)]) / (hi - lo)
 
-    rows = {side: (per_step(side, 0), per_step(side, size)) for side in ("create_agent", "DeerFlow")}
-    (pf, pl), (df, dl) = rows["create_agent"], rows["DeerFlow"]
-    return [f"| per extra step (ms CPU, N={lo}→{hi}) | create_agent | DeerFlow | goal |", "|---|---|---|---|",
-            f"| fresh thread | {pf:.2f} | {df:.2f} | |",
-            f"| thread of {size:,} messages | {pl:.2f} | {dl:.2f} | |",
-            f"| {size:,} messages ÷ fresh | {pl / pf:.2f}× | {dl / df:.2f}× | ≤ 1.3× (DeerFlow) |"]
+    rows = {side: (per_step(side, 0), per_step(side, size)) for side in ("create_agent", "floor", "DeerFlow")}
+    (pf, pl), (ff, fl), (df, dl) = rows["create_agent"], rows["floor"], rows["DeerFlow"]
+    return [f"| per extra step (ms CPU, N={lo}→{hi}) | create_agent | create_agent + DeerFlow's channel "
+            "(no middleware) | DeerFlow | goal |", "|---|---|---|---|---|",
+            f"| fresh thread | {pf:.2f} | {ff:.2f} | {df:.2f} | |",
+            f"| thread of {size:,} messages | {pl:.2f} | {fl:.2f} | {dl:.2f} | |",
+            f"| growth per step (ms) | {pl - pf:+.2f} | {fl - ff:+.2f} | {dl - df:+.2f} | |",
+            f"| {size:,} messages ÷ fresh | {pl / pf:.2f}× | {fl / ff:.2f}× | {dl / df:.2f}× | ≤ 1.3× (DeerFlow) |"]
 
 
 def main() -> None:
