@@ -45,8 +45,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	@PYRIGHT_PYTHON_IGNORE_WARNINGS=1 $(VENV)/bin/pyright
 
+# Two pytest workers (pytest-xdist), each test file on one worker so its module fixtures are shared:
+# most of the suite waits on servers, kernels and browsers it starts, so two files at a time use the
+# machine's two cores. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) $(LABEXT_LINK) lint typecheck
-	@$(VENV)/bin/pytest -q -rs --durations=15 -p no:cacheprovider
+	@$(VENV)/bin/pytest -q -rs --durations=15 -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # Builds the wheel, installs it (not editable, all dependencies from PyPI; pip's cache is reused)
 # into a fresh venv outside the repository and checks demo, skills, the server extension and the
