@@ -53,6 +53,7 @@ ALLOWED = {
     "deerflow/mcp/credentials.py": _HOST_ONLY,
     "deerflow/mcp/transport.py": _HOST_ONLY,
     "deerflow/models/cassette.py": "cassette files the user names (the user's own files)",
+    "deerflow/outfile.py": "export files the user names on the command line (--out: the user's own files)",
     "deerflow/models/script_format.py": "scripted-model files from config (the user's own files)",
     "deerflow/notebooks/stored.py": "makes $DEERFLOW_HOME/cache/notebooks (host-private); its "
                                    "entries are read and written through SafeDir",
