@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--h
     from deerflow.runtime import events as ev
 
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
+EXIT_PIPE_CLOSED = 141  # stdout's reader closed the pipe (128 + SIGPIPE, what a shell reports for it)
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
 RUN_FAILURE_LOGGER = "deerflow.runs.execution"  # its failures also arrive as the run's error event
 PG_POOL_LOGGER = "psycopg.pool"  # its failures arrive as one StoreUnavailable line (persistence/pgsql.py)
@@ -133,6 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``deerflow ARGV``: the exit status (argparse's errors and ``--help`` exit with SystemExit)."""
+    try:
+        status = _command(argv)
+        sys.stdout.flush()  # a reader that went away shows here, not as a warning at exit
+        return status
+    except BrokenPipeError:  # `deerflow run --json | head -3`: the reader has what it wanted
+        _drop_stdout()
+        return EXIT_PIPE_CLOSED
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included, in order
@@ -165,13 +177,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return getattr(exc, "exit_code", 2)
     configure_logging(debug=args.debug, config=client.config)  # its format, and its secrets redacted
     try:
-        return _dispatch(client, args)
+        status = _dispatch(client, args)
+        sys.stdout.flush()  # while BrokenPipeError is still handled below, not told as a failure
+        return status
     except (UserError, ToolFailure) as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
     except KeyboardInterrupt:
         print("\ndeerflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # handled here: the traceback would keep the run's event stream open past close()
+        _drop_stdout()
+        return EXIT_PIPE_CLOSED
     except Exception as exc:  # a bug or a failure with no user error to show: one line, unless --debug
         if args.debug:
             raise
@@ -183,6 +200,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         client.close()
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: its buffer, flushed again at exit, would fail on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # a stdout with no descriptor (tests, embedding)
+        pass
 
 
 def _known_failure(exc: BaseException, client: Any) -> UserError | None:
@@ -330,13 +359,18 @@ def _render_run(client: Any, events: Iterable[ev.Event], *, as_json: bool, agent
 
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
     finished: ev.RunFinished | None = None
-    for event in events:
-        render(event)
-        if isinstance(event, ev.RunFinished):
-            finished = event
-            if not as_json:
-                _print_where(client, event)
-                memory_cli.print_run_memory(client, event, agent)
+    try:
+        for event in events:
+            render(event)
+            if isinstance(event, ev.RunFinished):
+                finished = event
+                if not as_json:
+                    _print_where(client, event)
+                    memory_cli.print_run_memory(client, event, agent)
+    finally:  # a failed write (closed pipe, full disk) ends the run now: a traceback kept by --debug
+        close = getattr(events, "close", None)  # would hold the stream open and hang client.close()
+        if callable(close):
+            close()
     if finished is not None and finished.status == "stopped":
         print(f"deerflow: run stopped by {finished.stopped_by or 'a guard'}: {finished.error or 'no reason given'}",
               file=sys.stderr)

@@ -4,6 +4,7 @@ option) is one line on stderr and a failing status, before a run starts or a fil
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -12,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from deerflow.cli import main
+from deerflow.client import DeerFlowClient
+from deerflow.persistence.store import MetadataStore
 from fixtures.cli_calls import assert_refused, run_cli
 
 pytestmark = pytest.mark.integration
@@ -68,12 +72,60 @@ def test_usage_with_no_runs(capsys, deerflow_home):
     assert_refused(run_cli(capsys, "usage", "--since", "2026-13-01"), "--since expects a date")
 
 
-def test_the_entry_point_exits_with_the_status_it_prints(deerflow_home, tmp_path: Path):
-    """The real process: an unsafe ``--user`` is one line and status 2, with no store created."""
+def test_the_real_process_ends_quietly_when_its_reader_has_gone(deerflow_home, tmp_path: Path):
+    """``deerflow usage | head -0`` as a process: Python's own flush at exit (after ``main``
+    returned) would print "Exception ignored ... BrokenPipeError" and exit 120."""
     env = {k: v for k, v in os.environ.items() if k not in {"OPENAI_API_KEY", "DEERFLOW_CONFIG", "DEERFLOW_USER"}}
     env["DEERFLOW_HOME"] = str(deerflow_home)
-    done = subprocess.run([sys.executable, "-m", "deerflow.cli", "--user", "../x", "threads"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert done.stderr.startswith("deerflow: invalid user id '../x'") and done.stderr.count("\n") == 1
-    assert list(deerflow_home.iterdir()) == []
+    proc = subprocess.Popen([sys.executable, "-m", "deerflow.cli", "usage"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()  # gone long before the command has imported enough to print
+    _, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (141, "")
+
+
+SCRIPTED = "models:\n  - name: scripted\n    use: deerflow.models.scripted:ScriptedChatModel\n" \
+           "    script: |\n      turns: [Hello there.]\n"
+
+
+class _Unwritable(io.StringIO):
+    """A stdout whose reader is gone (``deerflow ... | head -1``) or whose disk is full."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(capsys, monkeypatch, deerflow_home, tmp_path):
+    """``deerflow run --json | head -1``: no "BrokenPipeError" line, no warning at exit; status 141
+    (what a shell reports for SIGPIPE), and the run is not left running."""
+    config = tmp_path / "config.yaml"
+    config.write_text(SCRIPTED)
+    with monkeypatch.context() as patched:
+        patched.setattr(sys, "stdout", _Unwritable(BrokenPipeError(32, "Broken pipe")))
+        for argv in (["run", "hi", "--json"], ["threads"], ["doctor"]):
+            assert main(["--config", str(config), *argv]) == 141, argv
+    assert capsys.readouterr().err == ""
+    with DeerFlowClient(config_path=config) as client:
+        (thread,) = client.threads()
+        runs = MetadataStore(client.home.metadata).list_runs(thread.thread_id, client.user_id)
+    assert [r.status for r in runs] in (["cancelled"], ["success"])  # ended (or done first), not left running
+
+
+def test_debug_with_a_full_disk_on_stdout_raises_instead_of_hanging(deerflow_home, tmp_path):
+    """``deerflow --debug run ... > /dev/full``: the write fails, ``--debug`` lets it propagate, and its
+    traceback held the run's event stream open: the process never exited (a real process: the hang
+    was in its shutdown)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(SCRIPTED)
+    env = {k: v for k, v in os.environ.items() if k not in {"OPENAI_API_KEY", "DEERFLOW_CONFIG", "DEERFLOW_USER"}}
+    env["DEERFLOW_HOME"] = str(deerflow_home)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "deerflow.cli", "--debug", "--config", str(config), "run", "hi",
+                               "--json"], cwd=tmp_path, env=env, stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120, check=False)  # a hang guard: well under a second of work
+    assert done.returncode == 1 and "OSError: [Errno 28]" in done.stderr, done.stderr[-2000:]
