@@ -129,3 +129,29 @@ def test_debug_with_a_full_disk_on_stdout_raises_instead_of_hanging(deerflow_hom
                                "--json"], cwd=tmp_path, env=env, stdout=full, stderr=subprocess.PIPE, text=True,
                               timeout=120, check=False)  # a hang guard: well under a second of work
     assert done.returncode == 1 and "OSError: [Errno 28]" in done.stderr, done.stderr[-2000:]
+
+
+def test_record_then_replay_elsewhere_and_the_run_options(capsys, deerflow_home, tmp_path):
+    """``--record`` then ``--replay`` in a fresh ``--home``; ``--mode``, ``--plan`` and ``--ref`` reach the run."""
+    config = tmp_path / "config.yaml"
+    config.write_text(SCRIPTED)
+    cassette = tmp_path / "run.jsonl"
+    code, out, err = run_cli(capsys, "--config", str(config), "run", "hi", "--record", str(cassette), "--json")
+    recorded = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and recorded[-1]["status"] == "success", err
+    assert len(cassette.read_text().splitlines()) == 1
+
+    fresh = tmp_path / "elsewhere"
+    code, out, err = run_cli(capsys, "--home", str(fresh), "--config", str(config), "run", "hi", "--replay",
+                             str(cassette), "--json")
+    replayed = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and replayed[0]["model"] == "replay:run.jsonl", err
+    assert [e["text"] for e in replayed if e["type"] == "message"] == ["Hello there."]
+    assert (fresh / "deerflow.db").is_file()  # the replay's home, not the recording's
+
+    code, out, err = run_cli(capsys, "--config", str(config), "run", "and now", "--ref", recorded[0]["thread_id"],
+                             "--mode", "autonomous", "--plan", "--json")
+    started = json.loads(out.splitlines()[0])
+    assert code == 0 and started["interaction_mode"] == "autonomous", err
+    assert_refused(run_cli(capsys, "--config", str(config), "run", "x", "--mode", "sometimes"),
+                   "unknown interaction mode 'sometimes'", code=2)
