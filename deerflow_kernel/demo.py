@@ -37,6 +37,7 @@ from deerflow_kernel.text_view import TextView
 
 # Kernels whose kernelspec declares Curve support (ipykernel's does) get manager-provisioned keys.
 KERNEL_CONFIG = {"KernelManager": {"transport_encryption": "auto"}}
+OUT_MARKER = ".deerflow-demo"  # in --out: the folder is a demo's, which a later demo may clear
 _SCRUBBED = ("OPENAI_API_KEY", "DEERFLOW_SERVER_URL", "DEERFLOW_SERVER_TOKEN", "DEERFLOW_CONFIG")
 
 
@@ -113,6 +114,7 @@ def _cell_done(cell: Any) -> None:
 def run_demo(notebook: Path, out: Path) -> int:
     """Execute ``notebook``; returns the exit status (0 when every cell ran)."""
     out.mkdir(parents=True, exist_ok=True)
+    (out / OUT_MARKER).touch()
     for stale in (out / "home", out / "artifacts", out / "events.jsonl", out / notebook.name):
         shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     home, log = (out / "home").resolve(), (out / "events.jsonl").resolve()
@@ -186,7 +188,33 @@ def demo(notebook: Path | None, out: Path) -> int:
     if not notebook.is_file():
         print(f"demo: no notebook at {notebook}", file=sys.stderr)
         return 2
+    refused = foreign_out(out, notebook)
+    if refused:
+        print(f"demo: {refused}", file=sys.stderr)
+        return 2
     return run_demo(notebook, out)
+
+
+def foreign_out(out: Path, notebook: Path) -> str | None:
+    """Why ``out`` must not be used (None when it is new, empty or an earlier demo's).
+
+    The demo clears its own ``home/``, ``artifacts/``, ``events.jsonl`` and notebook in ``out``
+    before it runs: in a folder of the user's (``--out .``, ``--out ~``) those are theirs.
+    An earlier demo's folder carries :data:`OUT_MARKER`, or (before the marker) holds nothing
+    but what a demo writes.
+    """
+    if not out.exists():
+        return None
+    if not out.is_dir():
+        return f"--out {out} is not a folder"
+    try:
+        names = {entry.name for entry in out.iterdir()}
+    except OSError as exc:
+        return f"cannot read --out {out}: {exc.strerror or exc}"
+    ours = {OUT_MARKER, "home", "artifacts", "events.jsonl", ".ipynb_checkpoints", notebook.name}
+    if not names or OUT_MARKER in names or (names <= ours and "events.jsonl" in names):
+        return None
+    return f"--out {out} holds files that are not an earlier demo's: give a new or empty folder"
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import ToolFailure, UserError
@@ -51,14 +51,26 @@ if TYPE_CHECKING:  # the run machinery is imported when a command needs it: `--h
     from deerflow.runtime import events as ev
 
 EXIT_STOPPED = 3  # a guard (loop detection...) ended the run
+EXIT_PIPE_CLOSED = 141  # stdout's reader closed the pipe (128 + SIGPIPE, what a shell reports for it)
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
 RUN_FAILURE_LOGGER = "deerflow.runs.execution"  # its failures also arrive as the run's error event
 PG_POOL_LOGGER = "psycopg.pool"  # its failures arrive as one StoreUnavailable line (persistence/pgsql.py)
 USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a malformed command line as one line on stderr (status 2), like every other error.
+
+    argparse's own ``error`` prints the whole usage first; ``--help`` still shows it.  The
+    subcommands' parsers are of this class too (``add_subparsers`` uses the parent's class).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deerflow", description="DeerFlow Notebook agent harness")
+    parser = _Parser(prog="deerflow", description="DeerFlow Notebook agent harness")
     parser.add_argument("--config", help="config.yaml to use (default: standard lookup)")
     parser.add_argument("--home", help="DEERFLOW_HOME to use")
     parser.add_argument("--user", help="user id (default: $DEERFLOW_USER, else the OS user)")
@@ -122,6 +134,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``deerflow ARGV``: the exit status (argparse's errors and ``--help`` exit with SystemExit)."""
+    try:
+        status = _command(argv)
+        sys.stdout.flush()  # a reader that went away shows here, not as a warning at exit
+        return status
+    except BrokenPipeError:  # `deerflow run --json | head -3`: the reader has what it wanted
+        _drop_stdout()
+        return EXIT_PIPE_CLOSED
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if args.command == "lab":  # everything after `lab` belongs to jupyter lab, options included, in order
@@ -142,48 +165,73 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return subprocess.call([sys.executable, "-m", "deerflow_kernel.demo", "--out", str(args.out)])
     # not at the top: `--help` stays fast
-    from deerflow.config.paths import UnsafeIdError, default_user
+    from deerflow.config.paths import UnsafeIdError, check_id, default_user
 
     try:
         from deerflow.client import DeerFlowClient
 
-        client = DeerFlowClient(config_path=args.config, home=args.home, user_id=args.user or default_user())
+        user = check_id(args.user, kind="user") if args.user is not None else default_user()
+        client = DeerFlowClient(config_path=args.config, home=args.home, user_id=user)
     except (UserError, UnsafeIdError) as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)
     configure_logging(debug=args.debug, config=client.config)  # its format, and its secrets redacted
     try:
-        return _dispatch(client, args)
+        status = _dispatch(client, args)
+        sys.stdout.flush()  # while BrokenPipeError is still handled below, not told as a failure
+        return status
     except (UserError, ToolFailure) as exc:
         print(f"deerflow: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
     except KeyboardInterrupt:
         print("\ndeerflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # handled here: the traceback would keep the run's event stream open past close()
+        _drop_stdout()
+        return EXIT_PIPE_CLOSED
     except Exception as exc:  # a bug or a failure with no user error to show: one line, unless --debug
         if args.debug:
             raise
-        busy = _locked_store(exc, client)
-        if busy is not None:
-            print(f"deerflow: {busy}", file=sys.stderr)
-            return busy.exit_code
+        known = _known_failure(exc, client)
+        if known is not None:
+            print(f"deerflow: {known}", file=sys.stderr)
+            return known.exit_code
         print(f"deerflow: {type(exc).__name__}: {_first_line(exc)} ({DEBUG_HINT})", file=sys.stderr)
         return 1
     finally:
         client.close()
 
 
-def _locked_store(exc: BaseException, client: Any) -> UserError | None:
-    """The one-line ``StoreUnavailable`` (exit 75) for SQLite's "database is locked", else None.
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: its buffer, flushed again at exit, would fail on the closed pipe."""
+    import os
 
-    The CLI calls the stores synchronously; after their busy timeout SQLite raises a bare
-    ``OperationalError``, which says nothing about which file or what to do.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # a stdout with no descriptor (tests, embedding)
+        pass
+
+
+def _known_failure(exc: BaseException, client: Any) -> UserError | None:
+    """The user error an exception that is not a ``UserError`` stands for, else None (a bug).
+
+    An unsafe id given on the command line (``--thread ../x``, ``--agent ../x``) and a model
+    set up wrong (a missing or corrupt ``--replay`` cassette, a bad script) say what to fix:
+    one line, status 1, no "--debug" hint.  SQLite's "database is locked" after the stores'
+    busy timeout is the one-line ``StoreUnavailable`` (status 75): a bare ``OperationalError``
+    says nothing about which file or what to do.
     """
     import sqlite3
 
+    from deerflow.config.paths import UnsafeIdError
+    from deerflow.models.script_format import ModelError
     from deerflow.persistence.aio import StoreUnavailable
     from deerflow.persistence.sqlite import is_locked_error
 
+    if isinstance(exc, (UnsafeIdError, ModelError)):
+        return UserError(str(exc))
     if not isinstance(exc, sqlite3.OperationalError) or not is_locked_error(exc):
         return None
     return StoreUnavailable(client.home.home, "a database under it is locked by another process")
@@ -260,8 +308,12 @@ def _dispatch(client: Any, args: argparse.Namespace) -> int:
             print(path)
         return 0
     if args.command == "export":
+        from deerflow.outfile import write_whole
+
         out = args.out or f"{args.thread}.zip"
-        done = client.export(args.thread, out, folders=[f for f in args.folders.split(",") if f])
+        folders = [f for f in args.folders.split(",") if f]
+        client.thread(args.thread)  # an unknown thread is one line before any file is touched
+        done = write_whole(out, lambda stream: client.export(args.thread, stream, folders=folders), binary=True)
         print(f"wrote {out}: {len(done.files)} file(s), {done.size} bytes")
         for skipped in done.skipped:
             print(f"left out {skipped}")
@@ -287,6 +339,10 @@ def _run(client: Any, args: argparse.Namespace) -> int:
         args.prompt = continuation_prompt(client, args.thread, args.prompt)
     elif not args.prompt:
         raise UserError("give a prompt (or --thread ID --continue to resume a stopped run)")
+    if args.record:  # a cassette that cannot be written would fail the run at its first model call
+        from deerflow.outfile import check_appendable
+
+        check_appendable(args.record)
     prompt = args.prompt if not args.skill else f"/{args.skill} {args.prompt}"
     options = {k: v for k, v in {
         "model_name": args.model, "interaction_mode": args.mode, "is_plan_mode": args.plan or None,
@@ -303,13 +359,18 @@ def _render_run(client: Any, events: Iterable[ev.Event], *, as_json: bool, agent
 
     render = _print_json if as_json else TerminalRenderer(sys.stdout).render
     finished: ev.RunFinished | None = None
-    for event in events:
-        render(event)
-        if isinstance(event, ev.RunFinished):
-            finished = event
-            if not as_json:
-                _print_where(client, event)
-                memory_cli.print_run_memory(client, event, agent)
+    try:
+        for event in events:
+            render(event)
+            if isinstance(event, ev.RunFinished):
+                finished = event
+                if not as_json:
+                    _print_where(client, event)
+                    memory_cli.print_run_memory(client, event, agent)
+    finally:  # a failed write (closed pipe, full disk) ends the run now: a traceback kept by --debug
+        close = getattr(events, "close", None)  # would hold the stream open and hang client.close()
+        if callable(close):
+            close()
     if finished is not None and finished.status == "stopped":
         print(f"deerflow: run stopped by {finished.stopped_by or 'a guard'}: {finished.error or 'no reason given'}",
               file=sys.stderr)

@@ -19,6 +19,7 @@ from deerflow.runtime.context import RunContext
 from deerflow.subagents.batches.sql import open_backend
 from deerflow.subagents.batches.store import BatchStore
 from deerflow.subagents.batches.submitter import BatchSubmitter
+from fixtures.cli_calls import assert_refused, leftovers, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -84,3 +85,22 @@ def test_an_unknown_batch_is_one_line_and_a_failing_exit(capsys, deerflow_home, 
     code, out, err = run(capsys, "--config", str(config), "batches", "status", "no-such-batch")
     assert code != 0 and out == ""
     assert len(err.strip().splitlines()) == 1 and "no-such-batch" in err
+
+
+def test_an_export_that_fails_leaves_the_file_there_as_it_was(capsys, deerflow_home, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    target = tmp_path / "results.jsonl"
+    target.write_text("last week's results\n")
+    assert_refused(run_cli(capsys, "--config", str(config), "batches", "export", "no-such-batch", "--out",
+                           str(target)), "unknown batch 'no-such-batch'")
+    batch_id = submit(deerflow_home, config, 1)
+    assert_refused(run_cli(capsys, "--config", str(config), "batches", "export", batch_id, "--out", str(tmp_path)),
+                   f"cannot write {tmp_path}: it is a directory")
+    assert target.read_text() == "last week's results\n" and leftovers(tmp_path) == []
+
+
+def test_a_worker_refuses_a_lease_or_concurrency_that_is_not_positive(capsys, deerflow_home, tmp_path):
+    for option, value in (("--lease", "0"), ("--lease", "-5"), ("--concurrency", "0"), ("--concurrency", "two")):
+        assert_refused(run_cli(capsys, "batches", "worker", option, value, "--until-idle"), f"argument {option}",
+                       code=2)

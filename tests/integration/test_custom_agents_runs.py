@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,9 @@ def test_agents_cli_new_list_show_delete(setup, deerflow_home, capsys):
     assert "ada" in listed and "Ada" in listed and "A terse analyst for quick data questions" in listed
     assert main([*base, "agents", "show", "ada"]) == 0
     assert "--- SOUL.md ---\nYou are Ada" in capsys.readouterr().out
+    assert main([*base, "agents", "show", "ada", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["name"] == "ada" and shown["display_name"] == "Ada"
     assert main([*base, "agents", "delete", "ada"]) == 0
     assert main([*base, "agents", "show", "ada"]) == 1
     assert "unknown agent 'ada'" in capsys.readouterr().err

@@ -45,6 +45,7 @@ ALLOWED = {
     "deerflow/acp/session.py": "acp-workspace is written by the ACP agent, a host process we start; "
                                "mounted read-only in the sandbox",
     "deerflow/config/loader.py": _HOST_ONLY,
+    "deerflow/cli.py": "opens /dev/null for stdout once stdout's reader has gone (deerflow ... | head)",
     "deerflow/doctor.py": "moves broken $DEERFLOW_HOME databases aside (host-private files)",
     "deerflow/lab.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
     "deerflow/custom_agents/profile.py": _HOST_ONLY,
@@ -53,6 +54,7 @@ ALLOWED = {
     "deerflow/mcp/credentials.py": _HOST_ONLY,
     "deerflow/mcp/transport.py": _HOST_ONLY,
     "deerflow/models/cassette.py": "cassette files the user names (the user's own files)",
+    "deerflow/outfile.py": "export files the user names on the command line (--out: the user's own files)",
     "deerflow/models/script_format.py": "scripted-model files from config (the user's own files)",
     "deerflow/notebooks/stored.py": "makes $DEERFLOW_HOME/cache/notebooks (host-private); its "
                                    "entries are read and written through SafeDir",
@@ -81,12 +83,10 @@ ALLOWED = {
                                   "through SafeDir)",
     "deerflow/skills/catalog.py": "shipped and installed skill trees, never mounted writable",
     "deerflow/skills/installer.py": "the user's installed skills, never mounted writable",
-    "deerflow/memory/cli.py": "the export file the user names on the command line",
     "deerflow/memory/store.py": _HOST_ONLY,
     "deerflow/skills/pending.py": "frozen copies under <thread>/pending-changes/, which no sandbox mounts",
     "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",
     "deerflow/subagents/batches/sql.py": _HOST_ONLY,
-    "deerflow/subagents/cli.py": "files the user names on the command line",
     "deerflow_jupyter/handlers/quickstart.py": "reads the packaged quickstart template (package data)",
     "deerflow_jupyter/handlers/skills.py": "an uploaded archive into a private temp file",
     "deerflow_kernel/demo.py": "the user's demo output folder",

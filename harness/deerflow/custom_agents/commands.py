@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from deerflow.errors import UserError
@@ -66,12 +66,22 @@ def _new(client: Any, args: argparse.Namespace, render: Callable[..., int]) -> i
     options = {"agent_name": args.name, "is_bootstrap": True}
     if args.model:
         options["model_name"] = args.model
-    status = render(client, client.stream(prompt, None, **options), as_json=args.json)
+    ended: list[str] = []
+    status = render(client, _watch(client.stream(prompt, None, **options), ended), as_json=args.json)
+    # a run that asked the user something ("interrupted") may create the agent once they reply
+    if status == 0 and (ended[-1:] == ["success"] or args.display_name) and not client.agent_store().exists(args.name):
+        raise UserError(f"the bootstrap run did not create {args.name!r} (the model never called setup_agent)")
     if status == 0 and args.display_name:
-        if not client.agent_store().exists(args.name):
-            raise UserError(f"the bootstrap run did not create {args.name!r} (the model never called setup_agent)")
         client.update_agent(args.name, display_name=args.display_name)
     return status
+
+
+def _watch(events: Iterable[Any], ended: list[str]) -> Iterator[Any]:
+    """``events`` as they come, noting the run's final status in ``ended``."""
+    for event in events:
+        if getattr(event, "type", None) == "run_finished":
+            ended.append(event.status)
+        yield event
 
 
 __all__ = ["add_agents_parser", "run_agents_command"]

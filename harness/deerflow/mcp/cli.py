@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 ACTIONS = ("list", "tools", "reset")
@@ -35,15 +37,36 @@ def run_mcp_command(client: Any, args: argparse.Namespace) -> int:
         client.reset_mcp()
         print(RESET_TEXT)
         return 0
+    file_error = _file_error(client.loaded.extensions_path)
+    if file_error:  # else "no MCP servers configured", status 0: the broken file would go unseen
+        print(f"deerflow: MCP servers skipped: {file_error}", file=sys.stderr)
     if args.mcp_command == "tools":
         tools = client.mcp_tools()
         servers = client.mcp_servers()
-        lines = [json.dumps(t) for t in tools] if args.json else tool_lines(tools)
-        print("\n".join(lines + problem_lines(servers)))
+        if args.json:  # stdout stays JSON lines for a program to read; the problems are for the person
+            for line in [json.dumps(t) for t in tools]:
+                print(line)
+            for line in problem_lines(servers):
+                print(line, file=sys.stderr)
+        else:
+            lines = tool_lines(tools) if tools or not file_error else []  # not "is any server enabled?"
+            _print_lines(lines + problem_lines(servers))
     else:
         servers = client.mcp_servers()
-        print("\n".join(server_lines(servers)))
-    return 1 if any(s["status"] in {"failed", "invalid"} for s in servers) else 0
+        _print_lines(server_lines(servers) if servers or not file_error else [])
+    return 1 if file_error or any(s["status"] in {"failed", "invalid"} for s in servers) else 0
+
+
+def _print_lines(lines: list[str]) -> None:
+    if lines:
+        print("\n".join(lines))
+
+
+def _file_error(path: Path) -> str | None:
+    """Why ``extensions_config.json`` gives no servers at all (malformed, unreadable), else None."""
+    from deerflow.mcp.config import parse_snapshot, read_signature
+
+    return parse_snapshot(*read_signature(path)).file_error
 
 
 def server_lines(servers: list[dict[str, Any]]) -> list[str]:

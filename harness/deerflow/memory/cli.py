@@ -22,7 +22,6 @@ import argparse
 import json
 import shlex
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 
@@ -75,7 +74,9 @@ def run(client: Any, args: argparse.Namespace) -> int:
     elif verb == "changes" and args.json:
         print(json.dumps(result["changes"], ensure_ascii=False))
     elif verb == "export" and args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        from deerflow.outfile import write_whole
+
+        write_whole(args.out, lambda out: out.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n"))
         print(f"wrote {len(result['facts'])} facts to {args.out}")
     else:
         print(render_text(verb, result))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where used: `deerflow --help` stays cheap
@@ -33,9 +34,28 @@ def add_parser(sub: Any) -> None:
     export.add_argument("batch_id")
     export.add_argument("--out", help="write to this file (default: stdout)")
     worker = commands.add_parser("worker", help="run batch items in this process")
-    worker.add_argument("--concurrency", type=int)
-    worker.add_argument("--lease", type=float)
-    worker.add_argument("--until-idle", action="store_true")
+    worker.add_argument("--concurrency", type=positive(int), help="items run at the same time (default: config)")
+    worker.add_argument("--lease", type=positive(float), help="seconds an item is leased for (default: config)")
+    worker.add_argument("--until-idle", action="store_true", help="exit once no item is queued")
+
+
+def positive(kind: Callable[[str], float]) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of the text, refused unless above zero.
+
+    ``--lease 0`` (or ``-1``) would hand every item to the next worker at once, and a zero
+    ``--concurrency`` silently fell back to the config's: both are typos to refuse.
+    """
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above zero, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
 
 
 def run(client: Any, args: argparse.Namespace) -> int:
@@ -65,10 +85,12 @@ def run(client: Any, args: argparse.Namespace) -> int:
     elif args.batches_command == "cancel":
         print(_line(submitter.cancel(args.batch_id, user)))
     elif args.batches_command == "export":
+        submitter.status(args.batch_id, user)  # an unknown batch is one line before any file is touched
         lines = submitter.export_lines(args.batch_id, user)
         if args.out:
-            with open(args.out, "w", encoding="utf-8") as out:
-                count = sum(out.write(line + "\n") > 0 for line in lines)
+            from deerflow.outfile import write_whole
+
+            count = write_whole(args.out, lambda out: sum(out.write(line + "\n") > 0 for line in lines))
             print(f"wrote {count} items to {args.out}", file=sys.stderr)
         else:
             for line in lines:

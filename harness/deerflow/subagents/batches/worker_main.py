@@ -47,11 +47,13 @@ async def run_worker(loaded: LoadedConfig, home: HomePaths, *, concurrency: int 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from deerflow.subagents.cli import positive
+
     parser = argparse.ArgumentParser(prog="deerflow batches worker", description="run durable batch items")
     parser.add_argument("--config", help="config.yaml to use")
     parser.add_argument("--home", help="DEERFLOW_HOME to use")
-    parser.add_argument("--concurrency", type=int, help="items run at the same time (default: config)")
-    parser.add_argument("--lease", type=float, help="lease seconds (default: config)")
+    parser.add_argument("--concurrency", type=positive(int), help="items run at the same time (default: config)")
+    parser.add_argument("--lease", type=positive(float), help="lease seconds (default: config)")
     parser.add_argument("--until-idle", action="store_true", help="exit once no item is left unfinished")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
