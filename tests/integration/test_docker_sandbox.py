@@ -321,13 +321,14 @@ def test_a_link_planted_at_kernels_never_takes_a_kernel_folder_to_the_host(
     canary = tmp_path / "canary"
     canary.mkdir()
     (canary / "keep.txt").write_text("untouched")
+    os.utime(canary, ns=(10**9, 10**9))  # any entry made or removed there since shows as a new mtime
     plant = f"mv /run/deerflow/kernels /run/deerflow/kernels.aside && ln -s {canary} /run/deerflow/kernels"
     assert provider.execute(paths, plant).exit_code == 0
     with KernelPool(provider) as kernels:
         try:
             first = kernels.run_sync(paths, "print(6 * 7)")
-        finally:  # checked first: the old code wrote there, then the kernel failed to start
-            assert _listing(canary) == ["keep.txt"]
+        finally:  # checked first: the old code made its folder there (removed again when the kernel failed)
+            assert _listing(canary) == ["keep.txt"] and canary.stat().st_mtime_ns == 10**9
         assert first.error is None and first.text.strip() == "42", first.text
         replant = kernels.run_sync(paths, f"import subprocess\nsubprocess.run({plant!r}.replace('.aside', '.aside2'), "
                                           "shell=True, check=True)")
@@ -336,6 +337,7 @@ def test_a_link_planted_at_kernels_never_takes_a_kernel_folder_to_the_host(
         second = kernels.run_sync(paths, "print(7 * 6)")
         assert second.error is None and second.text.strip() == "42", second.text
     assert _listing(canary) == ["keep.txt"] and (canary / "keep.txt").read_text() == "untouched"
+    assert canary.stat().st_mtime_ns == 10**9
 
 
 # -- the mounts are the folders the host checked --------------------------------------------
