@@ -161,7 +161,7 @@ class _Slot:
             return True
         try:
             return bool(self.root.scandir("kernels"))
-        except UnsafePath:
+        except OSError:  # UnsafePath (a link there), or the slot was removed and its descriptor closed
             return False
 
 
