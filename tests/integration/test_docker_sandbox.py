@@ -308,6 +308,38 @@ def test_without_a_warm_pool_the_container_goes_when_its_kernel_stops(engine: An
         sandbox.close()
 
 
+def _listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_link_planted_at_kernels_never_takes_a_kernel_folder_to_the_host(
+        provider: DockerSandboxProvider, paths: ThreadPaths, tmp_path: Path) -> None:
+    """The run directory is bound read-write at /run/deerflow: code in the container replaces
+    ``kernels`` with a link to a host folder (its host path, which the host would resolve) before a
+    kernel starts, and again from a kernel's own cell before the next one.  The host must create
+    no folder and write no connection file or log there; the kernel starts anyway."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep.txt").write_text("untouched")
+    os.utime(canary, ns=(10**9, 10**9))  # any entry made or removed there since shows as a new mtime
+    plant = f"mv /run/deerflow/kernels /run/deerflow/kernels.aside && ln -s {canary} /run/deerflow/kernels"
+    assert provider.execute(paths, plant).exit_code == 0
+    with KernelPool(provider) as kernels:
+        try:
+            first = kernels.run_sync(paths, "print(6 * 7)")
+        finally:  # checked first: the old code made its folder there (removed again when the kernel failed)
+            assert _listing(canary) == ["keep.txt"] and canary.stat().st_mtime_ns == 10**9
+        assert first.error is None and first.text.strip() == "42", first.text
+        replant = kernels.run_sync(paths, f"import subprocess\nsubprocess.run({plant!r}.replace('.aside', '.aside2'), "
+                                          "shell=True, check=True)")
+        assert replant.error is None, replant.text
+        kernels.shutdown_thread(paths)
+        second = kernels.run_sync(paths, "print(7 * 6)")
+        assert second.error is None and second.text.strip() == "42", second.text
+    assert _listing(canary) == ["keep.txt"] and (canary / "keep.txt").read_text() == "untouched"
+    assert canary.stat().st_mtime_ns == 10**9
+
+
 # -- the mounts are the folders the host checked --------------------------------------------
 
 

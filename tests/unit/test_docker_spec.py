@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +20,7 @@ from deerflow.sandbox.docker.spec import Limits
 from deerflow.sandbox.execution.mount_fds import STAT_FORMAT
 from deerflow.sandbox.execution.process import ExecResult
 from deerflow.sandbox.factory import make_provider
+from deerflow.threadfs import UnsafePath
 
 
 class FakeContainer:
@@ -239,7 +239,8 @@ def test_without_a_warm_pool_a_container_lives_as_long_as_something_runs_in_it(
     provider: DockerSandboxProvider, client: FakeClient, tmp_path: Path
 ) -> None:
     paths = _thread(tmp_path)
-    kernel_dir = provider.kernel_runtime_dir(paths)
+    runtime = provider.kernel_runtime(paths)
+    kernel_dir = runtime.path
     assert kernel_dir.parent == provider.run_dir(paths) / "kernels"
     launch = provider.kernel_launch(paths, kernel_dir)
     assert launch.runtime_view == f"/run/deerflow/kernels/{kernel_dir.name}"
@@ -247,7 +248,7 @@ def test_without_a_warm_pool_a_container_lives_as_long_as_something_runs_in_it(
     provider.release(slot)
     (container,) = client.containers.started
     assert container.status == "running"  # the kernel keeps it
-    shutil.rmtree(kernel_dir)  # what ThreadKernel.shutdown does
+    runtime.remove()  # what ThreadKernel.shutdown does
     provider.release(provider.acquire(paths, lease=True))
     assert container.status == "removed"
 
@@ -299,3 +300,54 @@ def test_the_docker_provider_without_an_engine_is_a_config_error(monkeypatch: py
     with pytest.raises(ConfigError, match="no Docker engine reachable") as raised:
         make_provider(SandboxConfig(use="docker"))
     assert raised.value.key == "sandbox.use"
+
+
+# -- the run directory is the container's to change ----------------------------------------
+
+
+def _plant_kernels_link(provider: DockerSandboxProvider, paths: ThreadPaths, target: Path) -> Path:
+    """What code in the container can do: ``kernels`` (bound at /run/deerflow) becomes a link."""
+    kernels = provider.run_dir(paths) / "kernels"
+    kernels.rename(kernels.with_name("kernels.aside"))
+    kernels.symlink_to(target, target_is_directory=True)
+    return kernels
+
+
+def test_a_link_at_kernels_is_replaced_by_a_folder_before_a_kernel_directory_is_made(
+    provider: DockerSandboxProvider, tmp_path: Path
+) -> None:
+    paths = _thread(tmp_path)
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "k-planted").mkdir()  # a listing through the link would make the container look busy
+    slot = provider.acquire(paths, lease=False)
+    kernels = _plant_kernels_link(provider, paths, canary)
+    assert not slot.busy
+    runtime = provider.kernel_runtime(paths)
+    with runtime.open() as folder:
+        folder.create_exclusive("kernel.json", b"{}")
+    assert not kernels.is_symlink() and runtime.path.parent == kernels
+    assert (runtime.path / "kernel.json").read_bytes() == b"{}"
+    assert sorted(p.name for p in canary.iterdir()) == ["k-planted"]
+    runtime.remove()
+    assert not runtime.path.exists() and (canary / "k-planted").is_dir()
+
+
+def test_a_link_raced_in_at_kernels_after_the_check_fails_the_kernel_directory_and_follows_nothing(
+    provider: DockerSandboxProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _thread(tmp_path)
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    acquire = provider.acquire
+
+    def acquire_then_plant(p: ThreadPaths, *, lease: bool) -> Any:
+        slot = acquire(p, lease=lease)
+        _plant_kernels_link(provider, p, canary)
+        return slot
+
+    monkeypatch.setattr(provider, "acquire", acquire_then_plant)
+    with pytest.raises(UnsafePath) as refused:
+        provider.kernel_runtime(paths)
+    assert refused.value.code == "symlink" and str(tmp_path) not in str(refused.value)
+    assert list(canary.iterdir()) == []

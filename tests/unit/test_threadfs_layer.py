@@ -65,14 +65,13 @@ ALLOWED = {
     "deerflow/runs/thread_ops.py": "deletes a whole thread folder with shutil.rmtree, which uses "
                                       "descriptors and never follows links on Linux",
     "deerflow/sandbox/execution/bwrap.py": "the sandbox's private skeleton under a mkdtemp directory",
-    "deerflow/sandbox/docker/provider.py": "the provider's private run directories (mkdtemp)",
     "deerflow/sandbox/network/egress_proxy.py": "the proxy's private socket directory (mkdtemp)",
-    "deerflow/sandbox/kernels/kernel.py": "the kernel's private runtime directory, written before the kernel starts",
+    "deerflow/sandbox/kernels/kernel.py": "manager.json in a host-private mkdtemp directory (the runtime "
+                                          "directory the sandbox sees goes through SafeDir)",
     "deerflow/sandbox/network/policy.py": _HOST_ONLY,
     "deerflow/sandbox/execution/limits.py": "cgroup control files under /sys/fs/cgroup, the host's own",
     "deerflow/sandbox/execution/local.py": "per-thread HOME folders under a private mkdtemp directory",
     "deerflow/sandbox/execution/process.py": "reads /proc to find a command's process tree",
-    "deerflow/sandbox/execution/provider.py": "mkdtemp of private runtime directories",
     "deerflow/sandbox/execution/python_runtime.py": "the sandbox's private venv skeleton",
     "deerflow/sandbox/files/read_marks.py": "sandbox-state/, outside every mount",
     "deerflow/notebooks/records.py": "notebook-edits/ (proposals, undo records), outside every mount",

@@ -28,6 +28,13 @@ Design:
   runtime directories are created inside the thread's run directory, bound
   at ``/run/deerflow``; ZMQ's ipc sockets cross the bind mount.  This needs
   the engine on the same Linux host (not Docker Desktop's VM).
+* **The run directory is the sandbox's to change.**  Everything below it
+  (``exec/``, ``kernels/``, each kernel's files) can be replaced by a link
+  from inside the container at any moment, so the host reaches it only
+  through :class:`~deerflow.threadfs.SafeDir`, anchored at descriptors it
+  holds (the provider's ``run/`` folder, each slot's run directory): a link
+  at ``kernels`` is removed and the folder made again before the next kernel,
+  or the kernel start fails with one line; it is never followed.
 * **Python.**  ``host`` mode binds the server's interpreter and packages
   read-only (same packages as the server, ipykernel included; needs a glibc
   image at least as new as the host's); ``image`` mode uses the image's
@@ -41,7 +48,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -49,7 +55,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -76,6 +82,7 @@ from deerflow.sandbox.execution.process import ExecResult, run_command
 from deerflow.sandbox.execution.provider import (
     VIRTUAL_WORKSPACE,
     KernelLaunch,
+    KernelRuntime,
     Launch,
     NetworkMode,
     SandboxProvider,
@@ -139,11 +146,23 @@ class _Slot:
     run_dir: Path
     leases: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    root: SafeDir = field(init=False, repr=False)
+    """The run directory, held for the slot's life (its path is the provider's own, below it nothing is)."""
+    held: InitVar[SafeDir | None] = None
+
+    def __post_init__(self, held: SafeDir | None) -> None:
+        self.root = held if held is not None else SafeDir.open(self.run_dir)
 
     @property
     def busy(self) -> bool:
-        kernels = self.run_dir / "kernels"
-        return self.leases > 0 or (kernels.is_dir() and any(kernels.iterdir()))
+        """A lease is held, or ``kernels/`` lists something (a kernel directory; whatever the
+        sandbox put there keeps its own container up, nothing more; a link there is no kernel)."""
+        if self.leases > 0:
+            return True
+        try:
+            return bool(self.root.scandir("kernels"))
+        except OSError:  # UnsafePath (a link there), or the slot was removed and its descriptor closed
+            return False
 
 
 class DockerSandboxProvider(SandboxProvider):
@@ -182,8 +201,11 @@ class DockerSandboxProvider(SandboxProvider):
         self.shell = shell
         self.instance = uuid.uuid4().hex[:8]
         self.egress = (egress or EgressProxy(NetworkGate(Allowlist()))) if network == "allowlist" else None
-        self._root = Path(tempfile.mkdtemp(prefix="deerflow-docker-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._root, True)
+        tmp = SafeDir.open(tempfile.gettempdir())
+        name = tmp.mkdtemp("deerflow-docker-")
+        self._root = Path(tempfile.gettempdir()) / name
+        self._runs = SafeDir.open(self._root / "run", create=True)
+        self._cleanup = weakref.finalize(self, _remove_root, tmp, name, self._runs)
         self.python = ContainerPython.of_server() if python_mode == "host" else None
         if self.python is not None:
             self.python.write_skeleton(self._root / "skeleton")
@@ -197,11 +219,33 @@ class DockerSandboxProvider(SandboxProvider):
         return hashlib.sha256(str(paths.root).encode()).hexdigest()[:12]
 
     def run_dir(self, paths: ThreadPaths) -> Path:
-        """The thread's host run directory (kernels, pid files), bound at ``/run/deerflow``."""
-        path = self._root / "run" / self._key_hash(paths)
-        for sub in ("exec", "kernels"):
-            (path / sub).mkdir(parents=True, exist_ok=True)
-        return path
+        """The thread's host run directory (kernels, pid files), bound at ``/run/deerflow``.
+
+        Only its path is handed on (to the engine, as a bind source); see :meth:`_open_run`.
+        """
+        self._open_run(paths).close()
+        return self._root / "run" / self._key_hash(paths)
+
+    def _open_run(self, paths: ThreadPaths) -> SafeDir:
+        """The thread's run directory, held, with ``exec/`` and ``kernels/`` in it as folders.
+
+        Whatever the sandbox left at either name that is not a folder (a link to a host folder)
+        is removed, not followed, and the folder made again.
+        """
+        root = self._runs.subdir(self._key_hash(paths), create=True)
+        try:
+            for sub in ("exec", "kernels"):
+                if root.kind(sub) not in (None, "dir"):
+                    root.unlink(sub)
+                try:
+                    root.mkdir(sub)
+                except UnsafePath as exc:
+                    if exc.code != "exists":
+                        raise
+        except BaseException:
+            root.close()
+            raise
+        return root
 
     def container_spec(self, paths: ThreadPaths) -> ContainerSpec:
         """The container thread ``paths`` runs in (pure data; nothing is started)."""
@@ -234,7 +278,8 @@ class DockerSandboxProvider(SandboxProvider):
                 slot = None
             if slot is None:
                 container = self._start(paths, spec)
-                slot = _Slot(paths.root, container, spec.fingerprint(), self.run_dir(paths))
+                slot = _Slot(paths.root, container, spec.fingerprint(), self.run_dir(paths),
+                             held=self._open_run(paths))
                 self._slots[paths.root] = slot
             if lease:
                 slot.leases += 1
@@ -316,6 +361,7 @@ class DockerSandboxProvider(SandboxProvider):
 
     def _remove(self, slot: _Slot) -> None:
         self._slots.pop(slot.key, None)
+        slot.root.close()
         try:
             slot.container.remove(force=True)
         except _docker_errors() as exc:
@@ -369,11 +415,10 @@ class DockerSandboxProvider(SandboxProvider):
         """
         name = f"exec/{exec_id}.pid"
         try:
-            with SafeDir.open(slot.run_dir) as run:
-                try:
-                    pgid = run.read_bytes(name, max_bytes=_MAX_PID_BYTES).decode("ascii", "replace").strip()
-                finally:
-                    run.unlink(name)
+            try:
+                pgid = slot.root.read_bytes(name, max_bytes=_MAX_PID_BYTES).decode("ascii", "replace").strip()
+            finally:
+                slot.root.unlink(name)
         except UnsafePath as exc:
             if exc.code != "not_found":  # not_found: the supervisor already cleaned up (its stdin closed)
                 logger.warning("not killing a timed-out command in %s: its pid file %s", slot.container.id, exc)
@@ -386,15 +431,23 @@ class DockerSandboxProvider(SandboxProvider):
         except _docker_errors() as exc:
             logger.warning("could not kill timed-out command in %s: %s", slot.container.id, exc)
 
-    def kernel_runtime_dir(self, paths: ThreadPaths) -> Path:
-        """A kernel directory inside the thread's run directory (it keeps the container busy)."""
+    def kernel_runtime(self, paths: ThreadPaths) -> KernelRuntime:
+        """A kernel directory inside the thread's run directory (it keeps the container busy).
+
+        Made under an unguessable name through the held ``kernels/`` folder (``acquire`` just
+        replaced a link there by a folder; one raced in since fails with ``UnsafePath``).
+        """
         slot = self.acquire(paths, lease=True)  # held until the directory makes it busy
         try:
-            path = slot.run_dir / "kernels" / uuid.uuid4().hex[:12]
-            path.mkdir(mode=0o700)
+            kernels = slot.root.subdir("kernels", label=f"{RUN_VIEW}/kernels")
+            try:
+                name = kernels.mkdtemp("k")
+            except BaseException:
+                kernels.close()
+                raise
         finally:
             self.release(slot)
-        return path
+        return KernelRuntime(slot.run_dir / "kernels" / name, kernels, name)
 
     def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
         slot = self.acquire(paths, lease=False)
@@ -413,6 +466,17 @@ class DockerSandboxProvider(SandboxProvider):
         if self.egress is not None:
             self.egress.close()
         self._cleanup()
+
+
+def _remove_root(tmp: SafeDir, name: str, runs: SafeDir) -> None:
+    """Delete the provider's private root ``name`` in the temporary directory, following no link."""
+    runs.close()
+    try:
+        tmp.rmtree(name)
+    except UnsafePath as exc:
+        logger.warning("could not remove the docker provider's run directories: %s", exc)
+    finally:
+        tmp.close()
 
 
 __all__ = ["DockerSandboxProvider", "DockerUnavailable", "connect_docker"]

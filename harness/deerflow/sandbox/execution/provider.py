@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from deerflow.sandbox.execution.mount_fds import MountFds
     from deerflow.sandbox.network.egress_proxy import EgressProxy
 from deerflow.sandbox.files.virtual_paths import USER_DATA, WORKSPACE, Mount, VirtualFS
+from deerflow.threadfs import SafeDir, UnsafePath
 
 NetworkMode = Literal["isolated", "open", "allowlist"]
 
@@ -95,6 +96,52 @@ class Launch(_HoldsMounts):
     env: dict[str, str]
     cwd: Path
     held: MountFds | None = field(default=None, compare=False)
+
+
+class KernelRuntime:
+    """One kernel's runtime directory (connection file, ipc sockets, log), held by descriptor.
+
+    The sandbox sees this directory (it must, for the sockets), and in a long-lived container it
+    also sees the directory it was created in, so the host never reaches it by path: it creates,
+    reads and removes its files through :meth:`open` and :meth:`remove`, anchored at ``parent``.
+
+    Args:
+        path: Its host path, only for launchers that hand it on (a bind, a host kernel's own files).
+        parent: The held directory it was created in; this object owns it.
+        name: Its name in ``parent``.
+    """
+
+    def __init__(self, path: Path, parent: SafeDir, name: str) -> None:
+        self.path = path
+        self.parent = parent
+        self.name = name
+
+    def open(self) -> SafeDir:
+        """The directory itself, held (``UnsafePath`` if the sandbox replaced it by now)."""
+        return self.parent.subdir(self.name)
+
+    def remove(self) -> None:
+        """Delete the directory and its contents, following no link (idempotent)."""
+        if self.parent.fd < 0:
+            return
+        try:
+            self.parent.rmtree(self.name)
+        except UnsafePath:
+            pass  # not there any more, or no longer ours to remove
+        finally:
+            self.parent.close()
+
+
+def private_kernel_runtime() -> KernelRuntime:
+    """A fresh ``dfk-*`` directory in the host's temporary directory (mode 0700)."""
+    base = tempfile.gettempdir()
+    parent = SafeDir.open(base)
+    try:
+        name = parent.mkdtemp("dfk-")
+    except BaseException:
+        parent.close()
+        raise
+    return KernelRuntime(Path(base) / name, parent, name)
 
 
 @dataclass(frozen=True)
@@ -155,15 +202,15 @@ class SandboxProvider(ABC):
     def kernel_launch(self, paths: ThreadPaths, runtime_dir: Path) -> KernelLaunch:
         """How to launch the thread's kernel, given its host runtime directory."""
 
-    def kernel_runtime_dir(self, paths: ThreadPaths) -> Path:
+    def kernel_runtime(self, paths: ThreadPaths) -> KernelRuntime:
         """A fresh, private host directory for one kernel's connection file and sockets.
 
         The kernel removes it when it stops.  Providers that cannot add a
         mount per kernel (a long-lived container) create it under a directory
-        the sandbox already sees.
+        the sandbox already sees, through that directory's descriptor.
         """
         del paths
-        return Path(tempfile.mkdtemp(prefix="dfk-"))
+        return private_kernel_runtime()
 
     def kernel_stopped(self, paths: ThreadPaths) -> None:  # noqa: B027 - optional hook, nothing to do by default
         """A kernel of the thread stopped and its runtime directory is gone.

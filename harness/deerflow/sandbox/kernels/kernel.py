@@ -8,8 +8,16 @@ sandboxed case work:
 * **ipc transport.**  ZMQ sockets are Unix socket files in a fresh runtime
   directory per kernel.  The provider decides where that directory appears
   to the kernel (``runtime_view``), so the pool writes two connection files:
-  ``manager.json`` (host paths, used by the client) and ``kernel.json``
-  (the kernel's view).  TCP on loopback would not cross ``--unshare-net``.
+  ``manager.json`` (host paths, used by the client; in a host-private
+  directory) and ``kernel.json`` (the kernel's view).  TCP on loopback would
+  not cross ``--unshare-net``.
+* **the runtime directory is the sandbox's too.**  The kernel writes its
+  sockets there, and in a long-lived container the sandboxed code sees it
+  before and while the host uses it.  So the host holds it by descriptor
+  (:class:`~deerflow.sandbox.execution.provider.KernelRuntime`): ``kernel.json``
+  and ``kernel.log`` are created ``O_EXCL`` through it, the client reaches the
+  sockets as ``/proc/self/fd/<held>/k-N`` (a swapped parent folder cannot
+  redirect it), and the directory is removed through its parent's descriptor.
 * **message interrupts.**  ``interrupt_mode="message"`` asks the kernel to
   SIGINT its own process group over the control channel.  A signal from the
   host would hit the ``bwrap`` monitor, not the kernel behind the pid
@@ -38,6 +46,7 @@ import json
 import os
 import queue
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.execution.mount_fds import ensure_thread
 from deerflow.sandbox.execution.process import descendants, kill_strays
-from deerflow.sandbox.execution.provider import KernelLaunch, SandboxProvider
+from deerflow.sandbox.execution.provider import KernelLaunch, KernelRuntime, SandboxProvider
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # jupyter_client and nbformat are imported on first use (a kernel start, a cell)
@@ -175,7 +184,9 @@ class ThreadKernel:
         self.interrupt_grace = interrupt_grace
         self._km: AsyncKernelManager | None = None
         self._kc: Any = None
-        self._runtime_dir: Path | None = None
+        self._runtime: KernelRuntime | None = None
+        self._dir: SafeDir | None = None  # the runtime directory, held while the kernel runs
+        self._private: Path | None = None  # host-private: manager.json
         self._log: Any = None
         self._spine: frozenset[int] = frozenset()
 
@@ -192,23 +203,31 @@ class ThreadKernel:
                 folder is a link, FIFO or file).
         """
         ensure_thread(self.paths)
-        runtime_dir = self.provider.kernel_runtime_dir(self.paths)
-        self._runtime_dir = runtime_dir
         try:
-            launch = self.provider.kernel_launch(self.paths, runtime_dir)
+            self._runtime = self.provider.kernel_runtime(self.paths)
+            self._dir = self._runtime.open()
+        except UnsafePath as exc:  # the sandbox replaced the folder the directory goes in
+            await self.shutdown(now=True)
+            raise KernelStartError(f"the Python kernel's runtime folder was tampered with: {exc}") from None
+        try:
+            launch = self.provider.kernel_launch(self.paths, self._runtime.path)
         except BaseException:  # e.g. UnsafeMount (a ToolFailure the model sees): nothing is left behind
             await self.shutdown(now=True)
             raise
         try:
-            await self._launch(launch, runtime_dir)
+            await self._launch(launch, self._dir)
         finally:
             launch.release()  # the child holds its copies (bwrap's --bind-fd); ours go, on every path
         root = self._root_pid()
         if root is not None:
             self._spine = frozenset({root, *await asyncio.to_thread(descendants, root)})
 
-    async def _launch(self, launch: KernelLaunch, runtime_dir: Path) -> None:
-        """Spawn the kernel from ``launch`` (passing its descriptors) and wait until it answers."""
+    async def _launch(self, launch: KernelLaunch, runtime: SafeDir) -> None:
+        """Spawn the kernel from ``launch`` (passing its descriptors) and wait until it answers.
+
+        The client's sockets are ``/proc/self/fd/<runtime>/k-N``: resolved through the held
+        directory, whatever the sandbox did to the folders above it.
+        """
         from jupyter_client.kernelspec import KernelSpec
         from jupyter_client.manager import AsyncKernelManager
 
@@ -222,16 +241,20 @@ class ThreadKernel:
             kernel_spec_manager=_fixed_spec_manager_class()(spec),
             kernel_name="deerflow",
             transport="ipc",
-            ip=str(runtime_dir / "k"),
-            connection_file=str(runtime_dir / "manager.json"),
+            ip=f"/proc/self/fd/{runtime.fd}/k",
+            connection_file=str(self._private_dir() / "manager.json"),
             # A kernel that ignores shutdown_request gets SIGTERM/SIGKILL after
             # 0.5 s each, not 2.5 s: stopping a thread's kernel should not stall.
             shutdown_wait_time=_SHUTDOWN_WAIT_S,
         )
         km.write_connection_file()
-        _write_kernel_view(km, runtime_dir, launch.runtime_view)
         self._km = km
-        self._log = (runtime_dir / "kernel.log").open("wb")
+        try:
+            _write_kernel_view(km, runtime, launch.runtime_view)
+            self._log = os.fdopen(runtime.open_new("kernel.log", mode=0o600), "wb")
+        except UnsafePath as exc:  # something was planted at a name before we created it
+            await self.shutdown(now=True)
+            raise KernelStartError(f"the Python kernel's runtime folder was tampered with: {exc}") from None
         try:
             await km.start_kernel(
                 env=launch.env, cwd=str(launch.cwd), stdout=self._log, stderr=self._log,
@@ -265,13 +288,12 @@ class ThreadKernel:
             self._kc.execute(_REAP_ZOMBIES, silent=True, store_history=False, allow_stdin=False)
 
     def _log_tail(self) -> str:
-        if self._runtime_dir is None:
+        if self._dir is None:
             return ""
         # The runtime directory is visible to the kernel (the sandbox): read the log through
-        # a SafeDir so a link or FIFO planted at kernel.log cannot make us read a host file.
+        # the held SafeDir so a link or FIFO planted at kernel.log cannot make us read a host file.
         try:
-            with SafeDir.open(self._runtime_dir) as root:
-                fd = root.open_file("kernel.log")
+            fd = self._dir.open_file("kernel.log")
         except UnsafePath:
             return ""
         with os.fdopen(fd, "rb") as log:
@@ -362,18 +384,32 @@ class ThreadKernel:
             if self._log is not None:
                 self._log.close()
                 self._log = None
-            if self._runtime_dir is not None:
-                shutil.rmtree(self._runtime_dir, ignore_errors=True)
-                self._runtime_dir = None
-                self.provider.kernel_stopped(self.paths)
+            self._remove_dirs()
+
+    def _private_dir(self) -> Path:
+        """A host-private directory for ``manager.json``: jupyter_client writes it by path
+        (unlink, then open without ``O_EXCL``), so it must not be where the sandbox can race it."""
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="dfk-manager-"))
+        return self._private
+
+    def _remove_dirs(self) -> None:
+        if self._private is not None:
+            shutil.rmtree(self._private, ignore_errors=True)
+            self._private = None
+        if self._dir is not None:
+            self._dir.close()
+            self._dir = None
+        if self._runtime is not None:
+            self._runtime.remove()
+            self._runtime = None
+            self.provider.kernel_stopped(self.paths)
 
 
-def _write_kernel_view(km: AsyncKernelManager, runtime_dir: Path, view: str) -> None:
-    """Write ``kernel.json``: the manager's connection info, as the kernel sees it."""
+def _write_kernel_view(km: AsyncKernelManager, runtime: SafeDir, view: str) -> None:
+    """Create ``kernel.json`` (``O_EXCL``, 0600): the manager's connection info, as the kernel sees it."""
     info: dict[str, Any] = {
         k: (v.decode() if isinstance(v, bytes) else v) for k, v in km.get_connection_info().items()
     }
     info["ip"] = f"{view}/k"
-    path = runtime_dir / "kernel.json"
-    path.write_text(json.dumps(info))
-    path.chmod(0o600)
+    runtime.create_exclusive("kernel.json", json.dumps(info).encode(), mode=0o600)
