@@ -263,7 +263,8 @@ def test_open_create_makes_missing_levels_without_following_a_planted_link(tmp_p
     thread.mkdir()
     outside = tmp_path / "outside"
     outside.mkdir()
-    (thread / "user-data").symlink_to(outside)  # the agent swapped a missing level for a link
+    # a link at a level still to be made (dangling: the path through it does not exist yet)
+    (thread / "user-data").symlink_to(outside / "new")
     with pytest.raises(UnsafePath) as exc:
         SafeDir.open(thread / "user-data" / "workspace", create=True)
     assert exc.value.code in ("symlink", "not_dir")

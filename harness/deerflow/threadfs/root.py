@@ -476,14 +476,15 @@ def _unlink_quietly(name: str, dir_fd: int) -> None:
 
 def _create_below_anchor(path: Path, label: str) -> int:
     """Descriptor of ``path`` after ``mkdir``-ing each missing level beneath the deepest existing
-    ancestor (opened ``O_NOFOLLOW`` like any trusted path) and entering it without following links."""
+    ancestor (followed, as the trusted path's ancestors always are: a linked ``$DEERFLOW_HOME``)
+    and entering it without following links: a link at a level being made is refused."""
     missing: list[str] = []
     anchor = Path(os.path.abspath(path))
     while anchor != anchor.parent:
         missing.append(anchor.name)
         anchor = anchor.parent
         try:
-            fd = os.open(anchor, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(anchor, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             continue
         except OSError as exc:
