@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from deerflow.threadfs import SafeDir, UnsafePath, force_walk, using_openat2
+from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath, force_walk, using_openat2
 
 
 @pytest.fixture(params=["openat2", "walk"])
@@ -202,3 +202,73 @@ def _renameat2_exchange():
         libc.renameat2(-100, a.encode(), -100, b.encode(), rename_exchange)
 
     return exchange
+
+
+def _deep_chain(top, depth: int) -> str:
+    """``a/a/.../a`` ``depth`` levels below ``top`` with a file at the bottom, made with
+    ``mkdirat`` per level (a path this long is past what some path calls take)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("a", dir_fd=fd)
+            nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.close(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    finally:
+        os.close(fd)
+    return "/".join(["a"] * depth)
+
+
+def _remove_chain(top) -> None:
+    """Undo :func:`_deep_chain` one level at a time from the top (``shutil.rmtree``, and so
+    pytest's clean-up of old temporary folders, recurses and fails on it)."""
+    while os.path.isdir(top / "a" / "a"):
+        os.rename(top / "a" / "a", top / "a-next")
+        os.rmdir(top / "a")
+        os.rename(top / "a-next", top / "a")
+    os.unlink(top / "a" / "bottom.txt")
+    os.rmdir(top / "a")
+
+
+def test_walk_of_a_1500_deep_chain_stops_at_the_cap_and_says_where(layout):
+    root, ws, _ = layout
+    _deep_chain(ws, 1500)
+    try:
+        root.write_text("z.txt", "after the chain\n")
+        paths = [p for p, _ in root.walk()]  # the recursive walk raised RecursionError here
+        assert paths[0] == "a" and paths[-1] == "z.txt"  # the walk carried on past the chain
+        assert len(paths) == MAX_WALK_DEPTH + 1
+        too_deep: list[str] = []
+        assert [p for p, _ in root.walk(on_too_deep=too_deep.append)] == paths
+        assert too_deep == ["/".join(["a"] * MAX_WALK_DEPTH)]
+        assert [p for p, _ in root.walk(max_depth=3)] == ["a", "a/a", "a/a/a", "z.txt"]
+    finally:
+        _remove_chain(ws)
+
+
+def test_walk_order_is_depth_first_and_sorted(layout):
+    root, _, _ = layout
+    for rel in ("b/y.txt", "a/c/d.txt", "a/b.txt", "c.txt", "a/c/e/f.txt"):
+        root.write_text(rel, "x")
+    root.makedirs("a/empty")
+    root.makedirs("skip/inner")
+    got = [p for p, _ in root.walk(skip_dirs=frozenset({"skip"}))]
+    assert got == ["a", "a/b.txt", "a/c", "a/c/d.txt", "a/c/e", "a/c/e/f.txt", "a/empty",
+                   "b", "b/y.txt", "c.txt", "skip"]
+
+
+def test_open_create_makes_missing_levels_without_following_a_planted_link(tmp_path, resolver):
+    thread = tmp_path / "thread"
+    thread.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # a link at a level still to be made (dangling: the path through it does not exist yet)
+    (thread / "user-data").symlink_to(outside / "new")
+    with pytest.raises(UnsafePath) as exc:
+        SafeDir.open(thread / "user-data" / "workspace", create=True)
+    assert exc.value.code in ("symlink", "not_dir")
+    assert os.listdir(outside) == []
+    with SafeDir.open(tmp_path / "new" / "x" / "y", create=True, label="/mnt/y") as made:
+        made.write_text("f.txt", "ok")
+    assert (tmp_path / "new" / "x" / "y" / "f.txt").read_text() == "ok"

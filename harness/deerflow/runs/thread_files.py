@@ -47,7 +47,7 @@ from deerflow.config.schema import UploadsConfig
 from deerflow.errors import NotFoundError, ToolFailure, UserError
 from deerflow.sandbox.files.uploads import UploadError, UploadInfo, list_uploads, save_upload
 from deerflow.sandbox.files.virtual_paths import VirtualFS
-from deerflow.threadfs import SafeDir, UnsafePath
+from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath
 
 ExportFolder = Literal["outputs", "workspace", "uploads"]
 """A thread folder an export may hold (under ``/mnt/user-data``)."""
@@ -365,8 +365,11 @@ def _add_folders(thread: SafeDir, folders: Sequence[str], archive: zipfile.ZipFi
             if exc.code != "not_found":  # a folder swapped for a link: skipped like any entry
                 done.skipped.append(f"{folder}: {exc.message}")
             continue
+        def too_deep(rel: str, folder: str = folder) -> None:
+            done.skipped.append(f"{folder}/{rel}/: more than {MAX_WALK_DEPTH} folders deep; not exported")
+
         with tree:
-            for rel, entry in tree.walk():
+            for rel, entry in tree.walk(on_too_deep=too_deep):
                 if entry.kind != "dir":
                     _add_file(tree, rel, f"{folder}/{rel}", entry.mtime_ns, archive, done, max_bytes)
 

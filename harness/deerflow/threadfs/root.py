@@ -33,11 +33,12 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from deerflow.threadfs._resolve import open_beneath, split_relative
 from deerflow.threadfs.entries import EntryInfo, Kind, UnsafePath, kind_of, translate
+from deerflow.threadfs.tree import MAX_WALK_DEPTH, walk_tree
 
 _READ_CHUNK = 1 << 16
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -64,11 +65,15 @@ class SafeDir:
     @classmethod
     def open(cls, path: Path | str, *, label: str = "", create: bool = False) -> SafeDir:
         """Open a directory the host trusts by its path (its own layout, such as
-        ``$DEERFLOW_HOME/users/u/threads/t``); ``create`` makes it (and parents)."""
-        if create:
-            os.makedirs(path, exist_ok=True)
+        ``$DEERFLOW_HOME/users/u/threads/t``); ``create`` makes it and its missing parents, one
+        ``mkdirat`` each below the deepest existing one, so a link planted at a missing level's
+        name (the thread's folders are the agent's) is refused, never created through."""
         try:
             fd = os.open(path, _DIR_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError as exc:
+            if not create:
+                raise translate(exc, label) from None
+            fd = _create_below_anchor(Path(path), label)
         except OSError as exc:
             raise translate(exc, label) from None
         return cls(fd, label=label)
@@ -203,27 +208,17 @@ class SafeDir:
         finally:
             os.close(fd)
 
-    def walk(self, rel: str = "", *, max_depth: int = 1 << 30, skip_dirs: frozenset[str] = frozenset()
-             ) -> Iterator[tuple[str, EntryInfo]]:
+    def walk(self, rel: str = "", *, max_depth: int = MAX_WALK_DEPTH, skip_dirs: frozenset[str] = frozenset(),
+             on_too_deep: Callable[[str], None] | None = None) -> Iterator[tuple[str, EntryInfo]]:
         """Every entry below ``rel``, depth first and sorted, as ``(relative path, info)``.
 
         Links are reported, never followed; directories named in ``skip_dirs``
-        are reported but not entered; an unreadable directory is skipped.
-        """
+        are reported but not entered; an unreadable directory is skipped.  No walk
+        enters more than :data:`~deerflow.threadfs.tree.MAX_WALK_DEPTH` levels (the
+        agent decides how deep its folders go): a directory at the limit is reported,
+        not entered, and handed to ``on_too_deep`` for callers that say so."""
         base = "/".join(self._parts(rel))
-        yield from self._walk(base, 1, max_depth, skip_dirs)
-
-    def _walk(self, base: str, depth: int, max_depth: int, skip_dirs: frozenset[str]
-              ) -> Iterator[tuple[str, EntryInfo]]:
-        try:
-            entries = self.scandir(base)
-        except UnsafePath:
-            return
-        for entry in entries:
-            path = f"{base}/{entry.name}" if base else entry.name
-            yield path, entry
-            if entry.kind == "dir" and depth < max_depth and entry.name not in skip_dirs:
-                yield from self._walk(path, depth + 1, max_depth, skip_dirs)
+        return walk_tree(self, base, max_depth=max_depth, skip_dirs=skip_dirs, on_too_deep=on_too_deep)
 
     # -- writing -------------------------------------------------------------
 
@@ -477,3 +472,25 @@ class SafeDir:
 def _unlink_quietly(name: str, dir_fd: int) -> None:
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)
+
+
+def _create_below_anchor(path: Path, label: str) -> int:
+    """Descriptor of ``path`` after ``mkdir``-ing each missing level beneath the deepest existing
+    ancestor (followed, as the trusted path's ancestors always are: a linked ``$DEERFLOW_HOME``)
+    and entering it without following links: a link at a level being made is refused."""
+    missing: list[str] = []
+    anchor = Path(os.path.abspath(path))
+    while anchor != anchor.parent:
+        missing.append(anchor.name)
+        anchor = anchor.parent
+        try:
+            fd = os.open(anchor, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise translate(exc, label) from None
+        with SafeDir(fd, label=label) as below:
+            rest = "/".join(reversed(missing))
+            below.makedirs(rest)
+            return below._open(rest, _DIR_FLAGS)
+    raise translate(FileNotFoundError(2, "No such file or directory"), label)

@@ -35,7 +35,7 @@ import fnmatch
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -164,7 +164,7 @@ class ChangeSummary:
 
     Attributes:
         created, modified, deleted: Changes by kind, sorted by path.
-        truncated: A snapshot hit ``max_files``; the summary may be incomplete.
+        truncated: A snapshot hit ``max_files`` or the walk's depth cap; the summary may be incomplete.
     """
 
     created: tuple[FileChange, ...] = ()
@@ -209,21 +209,23 @@ def take_snapshot(
     reuse = previous.files if previous else {}
     files: dict[str, FileState] = {}
     budget = _Budget(read=limits.read_budget_bytes, text=limits.text_budget_bytes)
+    too_deep: list[str] = []
     truncated = False
-    for root, rel, info, virtual in _walk(paths):
+    for root, rel, info, virtual in _walk(paths, too_deep.append):
         if len(files) >= limits.max_files:
             truncated = True
             break
         state = _file_state(root, rel, info, virtual, reuse.get(virtual), limits, budget)
         if state is not None:
             files[virtual] = state
-    return Snapshot(files, truncated)
+    return Snapshot(files, truncated or bool(too_deep))
 
 
-def _walk(paths: ThreadPaths) -> Iterator[tuple[SafeDir, str, EntryInfo, str]]:
+def _walk(paths: ThreadPaths, on_too_deep: Callable[[str], None]) -> Iterator[tuple[SafeDir, str, EntryInfo, str]]:
     """Every non-directory entry of workspace and outputs, sorted: its mount's
     SafeDir, its path below it, what ``lstat`` said and its virtual path.
-    Nothing is followed: the agent's code may swap anything here at any time."""
+    Nothing is followed: the agent's code may swap anything here at any time;
+    folders past the walk's depth cap go to ``on_too_deep`` (the snapshot is then partial)."""
     for host_root, virtual_root in ((paths.workspace, WORKSPACE), (paths.outputs, OUTPUTS)):
         try:
             root = SafeDir.open(host_root)
@@ -231,7 +233,7 @@ def _walk(paths: ThreadPaths) -> Iterator[tuple[SafeDir, str, EntryInfo, str]]:
             continue
         with root:
             skip = frozenset(NOISE_DIRS) | ({TOOL_RESULTS.name} if virtual_root == OUTPUTS else frozenset())
-            for rel, info in root.walk(skip_dirs=skip):
+            for rel, info in root.walk(skip_dirs=skip, on_too_deep=on_too_deep):
                 if info.kind != "dir":
                     yield root, rel, info, str(virtual_root / rel)
 
