@@ -9,8 +9,9 @@
 * ``DEERFLOW_LOOP_GUARD=1``: a sync metadata-store call on an event loop's thread raises
   (:mod:`deerflow.persistence.aio`), in the tests and in every server they start.
 * ``deerflow_home`` gives a test a fresh DEERFLOW_HOME.
-* At the end of the session, processes that tests started and left running are listed, killed
-  and reaped, and the session fails: a leak must be seen, not inherited by the next CI step.
+* At the end of the session (of each pytest-xdist worker), processes that tests started and left
+  running are listed, killed and reaped, and the session fails: a leak must be seen, not inherited
+  by the next CI step.
 """
 
 from __future__ import annotations
@@ -83,16 +84,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Kill what the tests left running; fail the session if there was anything."""
+    """Kill what the tests left running; fail the session if there was anything.
+
+    Under pytest-xdist each worker checks its own descendants and hands what it killed to the
+    controller (``workeroutput``, read in :func:`pytest_testnodedown`), which fails the session and
+    names them; the controller runs no test, and its children are the workers themselves.
+    """
+    if session.config.pluginmanager.has_plugin("dsession"):
+        if session.config.stash.get(_LEAKED, []) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
     deadline = time.monotonic() + LEAK_SETTLE_SECONDS
     left = leftover_children()
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
         left = leftover_children()
     if left:
-        session.config.stash[_LEAKED] = end_processes(left)
+        leaked = end_processes(left)
+        session.config.stash[_LEAKED] = leaked
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # a pytest-xdist worker: its controller reports them
+            workeroutput["deerflow_leaked"] = [[info.pid, info.started, info.command] for info in leaked]
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist controller: collect what a finished worker killed at its end (see above)."""
+    for pid, started, command in getattr(node, "workeroutput", {}).get("deerflow_leaked", []):
+        node.config.stash.setdefault(_LEAKED, []).append(ProcessInfo(pid, started, command))
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
