@@ -39,6 +39,7 @@ _HOST_ONLY = "host-private files only (config, databases, caches, state outside 
 ALLOWED = {
     "deerflow/threadfs/root.py": "the layer itself: descriptor-relative calls",
     "deerflow/threadfs/_resolve.py": "the layer itself: openat2 and the O_NOFOLLOW walk",
+    "deerflow/threadfs/tree.py": "the layer itself: remove_tree's descriptor-relative O_NOFOLLOW calls",
     "deerflow/sandbox/files/virtual_paths.py": "VirtualFS's own read_bytes (a facade over SafeDir)",
     "deerflow_kernel/result.py": "RunResult.read_bytes fetches over the server API, no file access",
     "deerflow/acp/mcp_servers.py": _HOST_ONLY,
@@ -62,8 +63,6 @@ ALLOWED = {
     "deerflow/persistence/files.py": _HOST_ONLY,
     "deerflow/persistence/sqlite.py": _HOST_ONLY,
     "deerflow/plugins/loader.py": _HOST_ONLY,
-    "deerflow/runs/thread_ops.py": "deletes a whole thread folder with shutil.rmtree, which uses "
-                                      "descriptors and never follows links on Linux",
     "deerflow/sandbox/execution/bwrap.py": "the sandbox's private skeleton under a mkdtemp directory",
     "deerflow/sandbox/network/egress_proxy.py": "the proxy's private socket directory (mkdtemp)",
     "deerflow/sandbox/kernels/kernel.py": "manager.json in a host-private mkdtemp directory (the runtime "

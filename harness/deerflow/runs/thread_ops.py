@@ -9,7 +9,7 @@ holds the thread (its lease) is asked here too, since deleting a busy thread is 
 
 from __future__ import annotations
 
-import shutil
+import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from deerflow.agents.thread_state import ThreadState
 from deerflow.config.paths import check_id
 from deerflow.errors import NotFoundError, ThreadBusy
 from deerflow.persistence.store import ThreadExists, ThreadIdUnavailable, ThreadRecord
+from deerflow.threadfs import remove_tree
 
 if TYPE_CHECKING:
     from deerflow.config.paths import HomePaths
@@ -90,7 +91,7 @@ class ThreadOps:
         await self._check_idle(thread_id)
         await self.checkpointer.adelete_thread(thread_id)
         await self.store.aio.delete_thread(thread_id, user_id)
-        shutil.rmtree(self.home.thread(user_id, thread_id).root, ignore_errors=True)
+        await asyncio.to_thread(remove_tree, self.home.thread(user_id, thread_id).root)  # the agent's tree: off the loop
 
     def _state_reader(self) -> Any:
         if self._reader is None:

@@ -8,6 +8,6 @@ files only, atomic writes under unpredictable names) and why they exist, and
 from deerflow.threadfs._resolve import force_walk, using_openat2
 from deerflow.threadfs.entries import EntryInfo, Kind, UnsafePath
 from deerflow.threadfs.root import SafeDir
-from deerflow.threadfs.tree import MAX_WALK_DEPTH
+from deerflow.threadfs.tree import MAX_WALK_DEPTH, remove_tree
 
-__all__ = ["MAX_WALK_DEPTH", "EntryInfo", "Kind", "SafeDir", "UnsafePath", "force_walk", "using_openat2"]
+__all__ = ["MAX_WALK_DEPTH", "EntryInfo", "Kind", "SafeDir", "UnsafePath", "force_walk", "remove_tree", "using_openat2"]

@@ -11,7 +11,11 @@ levels: each directory is listed by re-opening its relative path beneath the roo
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from deerflow.threadfs.entries import EntryInfo, UnsafePath
@@ -61,3 +65,70 @@ def _listing(root: SafeDir, rel: str) -> list[EntryInfo] | None:
         return root.scandir(rel)
     except UnsafePath:
         return None
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the folder ``path`` and everything in it, best effort, whatever its depth.
+
+    What is inside is the agent's: links are removed, never followed, and the tree's depth is
+    not the host's.  ``shutil.rmtree`` recurses (``RecursionError`` past ~1000 levels, which
+    ``ignore_errors`` does not cover); here every folder met is first moved up into ``path``
+    itself under a random name, so no folder is ever more than one level down and one
+    descriptor per level is never needed.  A link or file where ``path`` should be is
+    unlinked.  Errors (an entry the sandbox changed meanwhile) are skipped, as
+    ``ignore_errors=True`` would.
+    """
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        try:
+            top = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except FileNotFoundError:
+            return
+        except OSError:  # a link or a file where the folder was
+            with contextlib.suppress(OSError):
+                os.unlink(path.name, dir_fd=parent)
+            return
+        try:
+            _empty_flattening(top)
+        finally:
+            os.close(top)
+        with contextlib.suppress(OSError):
+            os.rmdir(path.name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def _empty_flattening(top: int) -> None:
+    """Empty the folder open at ``top``: files unlinked, folders moved up into it, then emptied."""
+    pending: list[str | None] = [None]  # None: ``top`` itself; a name: a folder directly in ``top``
+    while pending:
+        name = pending.pop()
+        try:
+            fd = top if name is None else os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name or "", dir_fd=top)  # a link swapped in for the folder
+            continue
+        try:
+            with os.scandir(fd) as entries:
+                found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+            for entry, is_dir in found:
+                with contextlib.suppress(OSError):
+                    if not is_dir:
+                        os.unlink(entry, dir_fd=fd)
+                    elif name is None:
+                        pending.append(entry)
+                    else:
+                        moved = f".removing-{secrets.token_hex(8)}"
+                        os.rename(entry, moved, src_dir_fd=fd, dst_dir_fd=top)
+                        pending.append(moved)
+        finally:
+            if fd != top:
+                os.close(fd)
+        if name is not None:
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=top)
