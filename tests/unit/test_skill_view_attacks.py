@@ -22,19 +22,13 @@ from deerflow.errors import Conflict
 from deerflow.skills import SkillLibrary
 from deerflow.skills.catalog import Skill
 from deerflow.skills.projection import project_skills
-from deerflow.threadfs import force_walk, using_openat2
+from fixtures.resolvers import resolver_fixture  # noqa: F401  (registers the fixture)
 from fixtures.skill_runs import write_skill
 
 SECRET = "host-canary-skills-view"
 
 
-@pytest.fixture(autouse=True, params=["openat2", "walk"])
-def resolver(request: pytest.FixtureRequest):
-    force_walk(request.param == "walk")
-    if request.param == "openat2" and not using_openat2():
-        pytest.skip("openat2 is not available on this kernel")
-    yield request.param
-    force_walk(False)
+pytestmark = pytest.mark.usefixtures("resolver")  # every test under both resolvers
 
 
 @pytest.fixture

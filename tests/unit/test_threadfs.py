@@ -12,16 +12,8 @@ import threading
 
 import pytest
 
-from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath, force_walk, using_openat2
-
-
-@pytest.fixture(params=["openat2", "walk"])
-def resolver(request):
-    force_walk(request.param == "walk")
-    if request.param == "openat2" and not using_openat2():
-        pytest.skip("openat2 is not available on this kernel")
-    yield request.param
-    force_walk(False)
+from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath
+from fixtures.resolvers import resolver_fixture  # noqa: F401  (registers the fixture)
 
 
 @pytest.fixture
