@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from fixtures.notebook_text import outputs, texts
 from fixtures.web_browser import need_chromium
 
 pytestmark = pytest.mark.integration
@@ -21,17 +22,15 @@ def test_browser_research_notebook(deerflow_home, monkeypatch) -> None:
         monkeypatch.delenv(name, raising=False)
     nb = nbformat.read(NOTEBOOKS / "05_browser_research.ipynb", as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
-    assert [o for o in outputs if o.output_type == "error"] == []
-    shown = "\n".join(o.text if o.output_type == "stream" else
-                      o.get("data", {}).get("text/plain", "") + o.get("data", {}).get("text/markdown", "")
-                      for o in outputs)
+    shown_outputs = outputs(nb)
+    assert [o for o in shown_outputs if o.output_type == "error"] == []
+    shown = texts(nb)
 
     assert "3 artifacts: plans.png, availability.png, summary.md" in shown
     assert "**The Starter plan.**" in shown and "## Sources" in shown
     assert "/plans.html (screenshot: screenshots/plans.png)" in shown
     assert "`browser_type`" in shown and "`browser_click`" in shown  # the run's view lists the actions
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2  # both screenshots, loaded and shown
+    assert sum("image/png" in o.get("data", {}) for o in shown_outputs) == 2  # both screenshots, loaded and shown
     frames = int(shown.split("The live view received ")[1].split(" frames")[0])
     assert frames >= 2  # the first page, then the page the agent opened while watched
     assert "error - Error: refused http://169.254.169.254/latest/meta-data/: cloud metadata address" in shown

@@ -18,27 +18,13 @@ from deerflow.models.factory import create_chat_model
 from deerflow.sandbox.factory import make_provider
 from deerflow.tools.builtins import builtin_groups
 from fixtures.mcp_notebook import TIME_TOOLS, check_mcp_notebook
+from fixtures.notebook_text import outputs, texts
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-
-
-def outputs(nb) -> list[dict]:
-    return [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
-
-
-def texts(nb) -> str:
-    """Everything the notebook printed or displayed as text, in order."""
-    parts = []
-    for o in outputs(nb):
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif o.output_type in ("execute_result", "display_data"):
-            parts += [o.data.get("text/plain", ""), o.data.get("text/markdown", "")]
-    return "\n".join(parts)
 
 
 def thread_files(home: Path, folder: str) -> set[str]:

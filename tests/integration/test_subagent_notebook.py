@@ -9,20 +9,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from fixtures.notebook_text import texts
+
 pytestmark = pytest.mark.integration
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_subagents.ipynb"
-
-
-def shown(nb) -> str:
-    parts = []
-    for cell in nb.cells:
-        for o in cell.get("outputs", []):
-            if o.output_type == "stream":
-                parts.append(o.text)
-            elif o.output_type in ("execute_result", "display_data"):
-                parts += [o.data.get("text/plain", ""), o.data.get("text/markdown", "")]
-    return "\n".join(parts)
 
 
 def test_the_subagents_notebook_shows_one_met_and_one_unmet_delegation(deerflow_home, monkeypatch):
@@ -32,7 +23,7 @@ def test_the_subagents_notebook_shows_one_met_and_one_unmet_delegation(deerflow_
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     assert [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"] == []
-    text = shown(nb)
+    text = texts(nb)
     assert "Write the summary    completed  acceptance=MET    citations=consistent" in text
     assert "Write the glossary   completed  acceptance=UNMET  citations=unknown_citations" in text
     assert "FLAGGED: cites receipts that do not exist: r1" in text
