@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -73,6 +75,37 @@ def test_streamed_chunks_add_up_to_the_invoked_message() -> None:
     assert total.content == invoked.content
     assert total.tool_calls == invoked.tool_calls
     assert total.usage_metadata == invoked.usage_metadata
+
+
+def test_an_async_stream_reads_the_conversation_once_off_the_loop_and_hops_once() -> None:
+    """BaseChatModel's default ``_astream`` made one executor hop per chunk (six a tool-calling step)."""
+    model = ScriptedChatModel(script=TWO_TURNS, words_per_chunk=1)
+    conversation = [HumanMessage("weather?")]
+    answered_in: list[int] = []
+    real = model._answer
+
+    def answer(*args, **kwargs):
+        answered_in.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    object.__setattr__(model, "_answer", answer)
+
+    async def stream() -> tuple[list, int]:
+        hops = 0
+        loop = asyncio.get_running_loop()
+        plain = loop.run_in_executor
+
+        def counted(*args, **kwargs):
+            nonlocal hops
+            hops += 1
+            return plain(*args, **kwargs)
+
+        loop.run_in_executor = counted  # type: ignore[method-assign]
+        return [c async for c in model.astream(conversation)], hops
+
+    chunks, hops = asyncio.run(stream())
+    assert len(chunks) >= 4 and "".join(str(c.content) for c in chunks) == "I will look that up for you right away."
+    assert hops == 1 and len(answered_in) == 1 and answered_in[0] != threading.get_ident()
 
 
 def test_turn_is_chosen_from_the_conversation_not_from_the_instance() -> None:

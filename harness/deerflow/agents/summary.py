@@ -44,13 +44,13 @@ from langchain_core.messages import (
     ToolMessage,
     get_buffer_string,
 )
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from deerflow.config.schema import SummarizationConfig
 from deerflow.models.replay import RecordingChatModel
 from deerflow.models.scripted import ModelError, ScriptedChatModel
+from deerflow.models.tokens import approximate_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class SummaryPolicy:
 
 def conversation_tokens(messages: Sequence[BaseMessage], summary: str | None) -> int:
     """Approximate tokens of the messages plus the summary (4 characters a token)."""
-    return count_tokens_approximately(messages) + math.ceil(len(summary or "") / 4)
+    return approximate_tokens(messages) + math.ceil(len(summary or "") / 4)
 
 
 def live_messages(messages: Sequence[AnyMessage], through_id: str | None) -> list[AnyMessage]:

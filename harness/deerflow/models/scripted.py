@@ -24,6 +24,7 @@ start conversations of their own, such as subagents) is parsed in
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import weakref
@@ -64,6 +65,7 @@ from deerflow.models.script_format import (
     load_script,
     parse_script,
 )
+from deerflow.models.tokens import approximate_tokens
 
 __all__ = [
     "TURN_STAMP", "ModelCall", "ModelError", "Script", "ScriptConversation", "ScriptError",
@@ -213,7 +215,7 @@ def stream_message(
 
 def approximate_usage(messages: Sequence[BaseMessage], answer: AIMessage) -> UsageMetadata:
     """Token usage as ``usage_metadata``, estimated so token displays have numbers."""
-    input_tokens = count_tokens_approximately(messages)
+    input_tokens = approximate_tokens(messages)  # remembered per message: a long thread is not re-read
     output_tokens = count_tokens_approximately([answer])
     return {
         "input_tokens": input_tokens,
@@ -361,12 +363,12 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        if not self.latency:
-            async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
-                yield chunk
-            return
-        await asyncio.sleep(self.latency)
-        for chunk in self._stream(messages, stop, **kwargs):
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        # The answer (it reads the conversation) in one hop off the loop, its chunks yielded here:
+        # BaseChatModel's default makes one executor hop per chunk, six a tool-calling step.
+        message = await asyncio.to_thread(functools.partial(self._answer, messages, stop=stop, kwargs=kwargs))
+        for chunk in stream_message(message, words_per_chunk=self.words_per_chunk):
             yield chunk
 
     def _stream(

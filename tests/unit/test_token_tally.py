@@ -1,0 +1,61 @@
+"""``approximate_tokens`` counts as LangChain's ``count_tokens_approximately`` does, each message once."""
+
+from __future__ import annotations
+
+import gc
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+import deerflow.models.tokens as tokens
+from deerflow.models.tokens import approximate_tokens
+
+
+def conversation(n: int) -> list:
+    kinds = [
+        lambda i: HumanMessage(f"question {i} " + "x" * (i % 37)),
+        lambda i: AIMessage("", tool_calls=[{"name": "python", "args": {"code": "1+" * i}, "id": f"c{i}"}]),
+        lambda i: ToolMessage(f"result {i}", tool_call_id=f"c{i}", name="python"),
+        lambda i: AIMessage([{"type": "text", "text": "a" * i}, {"type": "image_url", "image_url": {"url": "x"}}]),
+        lambda i: SystemMessage(f"note {i}", name="deerflow"),
+    ]
+    return [kinds[i % len(kinds)](i) for i in range(n)]
+
+
+def test_the_sum_equals_langchains_count_for_every_prefix_and_kind_of_message() -> None:
+    messages = conversation(60)
+    for end in range(len(messages) + 1):
+        assert approximate_tokens(messages[:end]) == count_tokens_approximately(messages[:end])
+
+
+def test_a_message_edited_in_place_is_counted_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    message = AIMessage("short")
+    assert approximate_tokens([message]) == count_tokens_approximately([message])
+    message.content = "a much longer answer than before " * 20
+    assert approximate_tokens([message]) == count_tokens_approximately([message])
+    message.tool_calls = [{"name": "python", "args": {"code": "x" * 400}, "id": "c1", "type": "tool_call"}]
+    assert approximate_tokens([message]) == count_tokens_approximately([message])
+
+
+def test_a_remembered_message_is_read_once_and_its_entry_goes_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = conversation(200)
+    approximate_tokens(messages)
+    read: list[int] = []
+    real = tokens.count_tokens_approximately
+    monkeypatch.setattr(tokens, "count_tokens_approximately", lambda ms: read.append(len(ms)) or real(ms))
+    fresh = HumanMessage("one more")
+    assert approximate_tokens([*messages, fresh]) == count_tokens_approximately([*messages, fresh])
+    assert read == [1]  # only the new message was read
+    before = len(tokens._TALLY)
+    del messages, fresh
+    gc.collect()
+    assert len(tokens._TALLY) <= before - 201  # nothing is kept alive by the tally
+
+
+def test_threads_counting_the_same_conversation_agree() -> None:
+    messages = conversation(500)
+    expected = count_tokens_approximately(messages)
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(lambda _: approximate_tokens(messages), range(64))) == {expected}
