@@ -26,6 +26,7 @@ from deerflow.sandbox.execution.local import LocalSandboxProvider
 from deerflow.sandbox.execution.provider import SandboxProvider
 from deerflow.sandbox.kernels.kernel_pool import KernelPool
 from deerflow.tools.builtins.exec_tools import exec_tools
+from fixtures.notebook_text import cell_outputs
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::UserWarning")]
 needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bubblewrap (bwrap) is not installed")
@@ -165,7 +166,7 @@ def _cell_texts(nb: nbformat.NotebookNode) -> list[list[tuple[str, str]]]:
         if cell.cell_type != "code":
             continue
         row = []
-        for out in cell.outputs:
+        for out in cell_outputs(cell):  # one print may arrive in pieces, however the kernel flushed it
             if out.output_type == "stream":
                 row.append((out.name, out.text))
             elif out.output_type == "error":
