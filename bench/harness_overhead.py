@@ -21,8 +21,11 @@ plain ``create_agent`` measured in that same process, so a before/after compares
 milliseconds taken at different loads.
 
 Prints the load average, the commit measured and a markdown table (goal: ratio at most
-1.5x at N=10, marginal at most 1.2x, fixed cost at most 20 ms CPU above plain).  deepagents
-is not a column: it is not installed in the project's venv nor in any extra.
+1.5x at N=10, marginal at most 1.2x, fixed cost at most 20 ms CPU above plain).  When deepagents
+is installed (the ``bench`` extra: ``pip install -e '.[bench]'``, which ``make bench`` does), it
+is a second peer column: ``create_deep_agent`` (its default middleware: a todo list, files in
+the state, a general-purpose subagent, summarization, tool-call patching) with the same model,
+tool and saver, built and invoked per run like the plain side.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 from langchain.agents import create_agent
@@ -76,22 +80,32 @@ async def timed(work: Callable[[], Awaitable[None]]) -> Timed:
 
 
 class Plain:
-    """``create_agent`` + one tool + ``AsyncSqliteSaver``: built and invoked per run."""
+    """``create_agent`` (or another builder of the same signature) + one tool + ``AsyncSqliteSaver``:
+    built and invoked per run."""
 
-    def __init__(self, saver: AsyncSqliteSaver) -> None:
-        self.saver = saver
+    def __init__(self, saver: AsyncSqliteSaver, build: Callable[..., Any] = create_agent, name: str = "plain") -> None:
+        self.saver, self.build, self.name = saver, build, name
         self.runs = 0
 
     async def run(self, steps: int) -> Timed:
         model = ScriptedChatModel(bench_tools.SCRIPTS[f"bench-{steps}"])  # parsed before the timer
         self.runs += 1
-        cfg = {"configurable": {"thread_id": f"t{self.runs}"}, "recursion_limit": 10_000}
+        cfg: Any = {"configurable": {"thread_id": f"{self.name}-{self.runs}"}, "recursion_limit": 10_000}
 
         async def work() -> None:
-            agent = create_agent(model, [echo], checkpointer=self.saver)
+            agent = self.build(model, [echo], checkpointer=self.saver)
             await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
 
         return await timed(work)
+
+
+def deep_agents_builder() -> Callable[..., Any] | None:
+    """deepagents' ``create_deep_agent``, or None when it is not installed (no column)."""
+    try:
+        from deepagents import create_deep_agent
+    except ImportError:
+        return None
+    return create_deep_agent
 
 
 class DeerFlow:
@@ -131,7 +145,10 @@ async def measure(sizes: list[int], rounds: int) -> dict[tuple[str, int], list[T
         manager = await RunManager.open(loaded=load_config(write_config(home, sizes), env={}),
                                         home=HomePaths(home / "home"))
         try:
-            sides = {"create_agent": Plain(saver), "DeerFlow": DeerFlow(manager)}
+            sides: dict[str, Plain | DeerFlow] = {"create_agent": Plain(saver)}
+            if (deep := deep_agents_builder()) is not None:
+                sides["deepagents"] = Plain(saver, deep, "deep")
+            sides["DeerFlow"] = DeerFlow(manager)
             for side in sides.values():  # warm-up: first-use imports and caches, untimed
                 await side.run(min(sizes))
             for r in range(rounds):
@@ -165,21 +182,27 @@ def table(samples: dict[tuple[str, int], list[Timed]], sizes: list[int]) -> list
     med = {key: (statistics.median(s[0] for s in v) * 1000, statistics.median(s[1] for s in v) * 1000)
            for key, v in samples.items()}
     lo, hi = min(sizes), max(sizes)
-    lines = ["| measure (ms, CPU / wall) | create_agent | DeerFlow | DeerFlow ÷ create_agent (CPU) | goal |",
-             "|---|---|---|---|---|"]
+    deep = ("deepagents", lo) in med
+    peers = ["create_agent", "deepagents"] if deep else ["create_agent"]
+    lines = ["| measure (ms, CPU / wall) | " + " | ".join(peers) + " | DeerFlow | DeerFlow ÷ create_agent (CPU) | "
+             + ("DeerFlow ÷ deepagents (CPU) | " if deep else "") + "goal |",
+             "|---|" + "---|" * (len(peers) * 2 + 2)]
+
+    def row(label: str, figures: dict[str, tuple[float, float]], goal: str, fmt: str = "{:.1f}") -> str:
+        cells = [f"{fmt.format(figures[s][0])} / {fmt.format(figures[s][1])}" for s in [*peers, "DeerFlow"]]
+        ratios = [f"{figures['DeerFlow'][0] / figures[p][0]:.2f}×" for p in peers]
+        return f"| {label} | " + " | ".join(cells + ratios) + f" | {goal} |"
+
     for n in sizes:
-        (pc, pw), (dc, dw) = med[("create_agent", n)], med[("DeerFlow", n)]
-        goal = "≤ 1.5×" if n == 10 else ""
-        lines.append(f"| whole run, N={n} | {pc:.1f} / {pw:.1f} | {dc:.1f} / {dw:.1f} | {dc / pc:.2f}× | {goal} |")
+        lines.append(row(f"whole run, N={n}", {s: med[(s, n)] for s in [*peers, "DeerFlow"]},
+                         "≤ 1.5×" if n == 10 else ""))
     if hi > lo:
         marg = {s: ((med[(s, hi)][0] - med[(s, lo)][0]) / (hi - lo), (med[(s, hi)][1] - med[(s, lo)][1]) / (hi - lo))
-                for s in ("create_agent", "DeerFlow")}
-        (pm, pmw), (dm, dmw) = marg["create_agent"], marg["DeerFlow"]
-        lines.append(f"| marginal per extra step (N={lo}→{hi}) | {pm:.2f} / {pmw:.2f} | {dm:.2f} / {dmw:.2f} "
-                     f"| {dm / pm:.2f}× | ≤ 1.2× |")
+                for s in [*peers, "DeerFlow"]}
+        lines.append(row(f"marginal per extra step (N={lo}→{hi})", marg, "≤ 1.2× (create_agent)", "{:.2f}"))
     (pc, pw), (dc, dw) = med[("create_agent", lo)], med[("DeerFlow", lo)]
-    lines.append(f"| fixed cost above plain (whole run at N={lo}, DeerFlow − create_agent) | | "
-                 f"+{dc - pc:.1f} / +{dw - pw:.1f} | | ≤ +20 ms CPU |")
+    lines.append(f"| fixed cost above plain (whole run at N={lo}, DeerFlow − create_agent) | "
+                 + "| " * len(peers) + f"+{dc - pc:.1f} / +{dw - pw:.1f} | " + "| " * len(peers) + "≤ +20 ms CPU |")
     return lines
 
 
