@@ -51,6 +51,7 @@ from deerflow.agents.summary import (
 from deerflow.config.schema import AppConfig
 from deerflow.errors import ConfigError
 from deerflow.models.factory import ResolvedModel, create_chat_model
+from deerflow.models.tokens import approximate_tokens
 
 DEFAULT_WINDOW_FRACTION = 0.75
 
@@ -102,7 +103,7 @@ def messages_within(messages: Sequence[BaseMessage], tokens: int) -> int:
     """How many of the latest ``messages`` fit in ``tokens`` (at least 2: the last call and its result)."""
     used = kept = 0
     for message in reversed(messages):
-        used += count_tokens_approximately([message])
+        used += approximate_tokens((message,))  # each message counted once per thread, not once per request
         if used > tokens:
             break
         kept += 1
