@@ -36,8 +36,9 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
+from deerflow.arguments import OneLineParser
 from deerflow.custom_agents.commands import add_agents_parser, run_agents_command
 from deerflow.errors import ToolFailure, UserError
 from deerflow.lab import EXAMPLES_DIR
@@ -58,19 +59,8 @@ PG_POOL_LOGGER = "psycopg.pool"  # its failures arrive as one StoreUnavailable l
 USAGE_GROUPINGS = ("user", "thread", "day", "model")  # deerflow.runtime.usage.GROUPINGS, without importing LangChain
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a malformed command line as one line on stderr (status 2), like every other error.
-
-    argparse's own ``error`` prints the whole usage first; ``--help`` still shows it.  The
-    subcommands' parsers are of this class too (``add_subparsers`` uses the parent's class).
-    """
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="deerflow", description="DeerFlow Notebook agent harness")
+    parser = OneLineParser(prog="deerflow", description="DeerFlow Notebook agent harness")
     parser.add_argument("--config", help="config.yaml to use (default: standard lookup)")
     parser.add_argument("--home", help="DEERFLOW_HOME to use")
     parser.add_argument("--user", help="user id (default: $DEERFLOW_USER, else the OS user)")
