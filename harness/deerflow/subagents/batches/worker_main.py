@@ -69,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         stats = asyncio.run(run_worker(loaded, home, concurrency=args.concurrency, lease_seconds=args.lease,
                                        until_idle=args.until_idle))
+    except UserError as exc:  # a sandbox or store the config names but that is not there: one line
+        print(f"deerflow: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     print(f"worker done: {stats.finished} items finished, {stats.cancelled} cancelled, "
