@@ -170,3 +170,21 @@ def test_a_deleted_agents_memory_can_still_be_read_and_cleared_but_not_added_to(
     assert_refused(run_cli(capsys, "memory", "add", "Likes tables", "--agent", "writer"), "unknown agent 'writer'")
     assert cli("memory", "clear", "--agent", "writer").returncode == 0
     assert_refused(run_cli(capsys, "memory", "list", "--agent", "writer"), "unknown agent 'writer'")
+
+
+def test_a_name_no_agent_can_have_is_refused_but_what_was_filed_under_it_can_be_cleared(cli, capsys, deerflow_home):
+    from contextlib import ExitStack
+
+    from deerflow.config.loader import load_config
+    from deerflow.config.paths import HomePaths
+    from deerflow.memory.book import MemoryBook
+    from deerflow.memory.store import open_store
+
+    assert_refused(run_cli(capsys, "memory", "add", "x", "--agent", "Writer"), "invalid agent name 'Writer'")
+    config = load_config(None).config
+    with ExitStack() as stack:  # what `memory add --agent Writer` filed before it was refused
+        store = open_store(config.storage, home=HomePaths(deerflow_home).home, stack=stack,
+                           embedding=config.memory.embedding)
+        MemoryBook(store, "local", agent="Writer").add("Filed under a typo")
+    assert cli("memory", "clear", "--agent", "Writer").returncode == 0
+    assert_refused(run_cli(capsys, "memory", "list", "--agent", "Writer"), "invalid agent name 'Writer'")

@@ -67,10 +67,15 @@ def check_agent(agents: AgentStore, agent: str, verb: str, book: MemoryBook) -> 
 
     Raises:
         NotFoundError: no such agent (the message lists the user's agents).
+        UserError: ``agent`` is not a name an agent can have.
     """
-    if agents.exists(agent) or (verb not in WRITES and book.list()):
+    try:
+        exists = agents.exists(agent)
+    except UserError:  # a name no agent can have (upper case...): facts the old CLI filed there stay reachable
+        exists = False
+    if exists or (verb not in WRITES and book.list()):
         return
-    agents.get(agent)  # raises the NotFoundError that lists the user's agents
+    agents.get(agent)  # raises the NotFoundError that lists the user's agents (or the name's problem)
 
 
 def memory_action(book: MemoryBook, verb: str, argument: str = "", *, max_tokens: int = 2000) -> dict[str, Any]:
