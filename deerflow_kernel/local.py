@@ -101,9 +101,14 @@ class InProcessBackend(Backend):
         return info.to_dict()
 
     def mcp(self, action: str) -> dict[str, Any]:
+        from deerflow.mcp.config import config_problem
+
         if action == "reset":
             self.client.reset_mcp()
             return {"reset": True}
+        problem = config_problem(self.client.loaded.extensions_path)
+        if problem is not None:  # one line in the cell, not "no MCP servers configured"
+            raise problem
         tools = self.client.mcp_tools() if action == "tools" else None
         return {"servers": self.client.mcp_servers(), **({"tools": tools} if tools is not None else {})}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -33,22 +34,60 @@ def write_whole(target: str | Path, write: Callable[[IO[Any]], T], *, binary: bo
     Raises:
         UserError: ``target`` is a directory, or its folder is missing or not writable.
     """
-    path = Path(target)
-    if path.is_dir():
-        raise UserError(f"cannot write {target}: it is a directory")
-    partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    partial = PartialFile.open(target, binary=binary)
     try:
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise UserError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as out:
-            result = write(out)
-        os.replace(partial, path)
+        with partial.stream:
+            result = write(partial.stream)
+        partial.commit()
     except BaseException:
-        partial.unlink(missing_ok=True)
+        partial.discard()
         raise
     return result
+
+
+@dataclass
+class PartialFile:
+    """A file being written beside ``target`` under an unpredictable name, not yet in its place.
+
+    For writers that cannot hand :func:`write_whole` a plain callable (the client's export is
+    a coroutine; it calls these blocking steps off its event loop): :meth:`open`, write to
+    :attr:`stream` and close it, then :meth:`commit` (rename over ``target``) or, on any
+    failure, :meth:`discard` (``target`` stays exactly as it was).
+    """
+
+    target: Path
+    path: Path
+    stream: IO[Any]
+
+    @classmethod
+    def open(cls, target: str | Path, *, binary: bool = False) -> PartialFile:
+        """Create the temporary file (``O_EXCL``: never an existing file or a planted link).
+
+        Raises:
+            UserError: ``target`` is a directory, or its folder is missing or not writable.
+        """
+        path = Path(target)
+        if path.is_dir():
+            raise UserError(f"cannot write {target}: it is a directory")
+        partial = path.with_name(f".{path.name}.{secrets.token_hex(8)}.part")
+        try:
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError as exc:
+            raise UserError(f"cannot write {target}: {exc.strerror or exc}") from None
+        stream = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")
+        return cls(path, partial, stream)
+
+    def commit(self) -> None:
+        """Close the stream and put the complete file in place of ``target``."""
+        self.stream.close()
+        os.replace(self.path, self.target)
+
+    def discard(self) -> None:
+        """Close the stream and remove the temporary file; ``target`` is left alone."""
+        try:
+            self.stream.close()
+        finally:
+            self.path.unlink(missing_ok=True)
 
 
 def check_appendable(target: str | Path) -> None:
@@ -72,4 +111,4 @@ def check_appendable(target: str | Path) -> None:
         raise UserError(f"cannot write {target}: permission denied")
 
 
-__all__ = ["check_appendable", "write_whole"]
+__all__ = ["PartialFile", "check_appendable", "write_whole"]

@@ -104,3 +104,31 @@ def test_a_worker_refuses_a_lease_or_concurrency_that_is_not_positive(capsys, de
     for option, value in (("--lease", "0"), ("--lease", "-5"), ("--concurrency", "0"), ("--concurrency", "two")):
         assert_refused(run_cli(capsys, "batches", "worker", option, value, "--until-idle"), f"argument {option}",
                        code=2)
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["--lease", "0"], ["--concurrency", "two"], ["extra"]])
+def test_the_worker_process_refuses_a_bad_command_line_in_one_line(capsys, argv):
+    """``python -m deerflow.subagents.batches.worker_main`` as the CLI does: one line, status 2, no usage."""
+    from deerflow.subagents.batches import worker_main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        worker_main.main(argv)
+    out, err = capsys.readouterr()
+    assert_refused((exited.value.code, out, err), "deerflow batches worker: error:", code=2)
+    assert "usage:" not in err
+
+
+def test_the_worker_process_reports_a_sandbox_it_cannot_reach_in_one_line(capsys, tmp_path, deerflow_home,
+                                                                           monkeypatch):
+    """A config error found once the worker opens its services (no Docker engine at DOCKER_HOST) is one
+    line and the configuration status, as in the CLI, not a traceback."""
+    from deerflow.subagents.batches import worker_main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG + "sandbox:\n  use: docker\n")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-docker.sock'}")
+    capsys.readouterr()
+    code = worker_main.main(["--config", str(config), "--home", str(deerflow_home), "--until-idle"])
+    out, err = capsys.readouterr()
+    assert_refused((code, out, err), "no Docker engine reachable", code=2)

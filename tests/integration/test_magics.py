@@ -354,3 +354,20 @@ def test_the_run_view_says_what_memory_learned_and_its_undo_forgets_it(shell, tm
     assert "undid the memory change of run" in line.children[0].value
     run(shell, "%deerflow memory list")
     assert "white-tailed" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("{not json", "malformed JSON"),
+    ('{"mcpServers": ["remote"]}', "'mcpServers' must be an object of server entries"),
+])
+def test_a_malformed_extensions_file_is_one_line_naming_it(shell, tmp_path, capsys, text, reason):
+    extensions = tmp_path / "extensions_config.json"  # beside the config.yaml in use
+    extensions.write_text(text)
+    for source in ("%deerflow mcp", "%deerflow mcp tools"):
+        message = usage_error(shell, source)
+        assert reason in message and str(extensions) in message and "\n" not in message, message
+    assert "no MCP servers configured" not in capsys.readouterr().out
+    if "mcpServers" not in text:  # the skills are read from the same file
+        assert str(extensions) in usage_error(shell, "%deerflow skills")
+        assert str(extensions) in usage_error(shell, "%%deerflow --model write\nhi")
+    assert extensions.read_text() == text

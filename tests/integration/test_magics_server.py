@@ -179,3 +179,18 @@ def test_what_a_run_taught_memory_reaches_the_kernel_and_is_undone_over_http(ser
         assert remote.memory("list")["facts"] == []
     finally:
         remote.close()
+
+
+def test_a_malformed_extensions_file_on_the_server_is_one_line_naming_it(shell, server):
+    # none was beside the server's config.yaml when it started: the one in its DEERFLOW_HOME is in use
+    extensions = server.work / "server-home" / "extensions_config.json"
+    extensions.write_text("{not json")
+    try:
+        for source in ("%deerflow mcp", "%deerflow mcp tools", "%deerflow skills"):
+            with pytest.raises(UsageError) as refused:
+                run(shell, source)
+            message = str(refused.value)
+            assert "malformed JSON" in message and str(extensions) in message and "\n" not in message, message
+        assert extensions.read_text() == "{not json"
+    finally:
+        extensions.unlink()

@@ -90,3 +90,47 @@ async def test_mcp_routes_require_authentication(jp_fetch):
         with pytest.raises(HTTPClientError) as info:
             await jp_fetch(*API, *parts, method=method, body=body, headers={"Authorization": ""})
         assert info.value.code == 403
+
+
+MALFORMED = [
+    ("{not json", "malformed JSON"),
+    ("[]", "the top level must be a JSON object"),
+    ('{"mcpServers": ["remote"], "skills": {}}', "'mcpServers' must be an object of server entries"),
+]
+
+
+async def status_and_detail(jp_fetch, *parts: str, **kw) -> tuple[int, str]:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API, *parts, **kw)
+    assert info.value.response is not None
+    return info.value.code, json.loads(info.value.response.body)["detail"]
+
+
+@pytest.mark.parametrize(("text", "reason"), MALFORMED)
+async def test_a_malformed_extensions_file_is_named_never_an_empty_config(jp_fetch, extensions: Path, text, reason):
+    extensions.write_text(text)
+    for parts in (("servers",), ("tools",), ("config",)):
+        status, detail = await status_and_detail(jp_fetch, *parts)
+        assert status == 500 and reason in detail and str(extensions) in detail, (parts, detail)
+        assert "\n" not in detail
+    assert extensions.read_text() == text  # nothing was rewritten
+    if "mcpServers" in text:  # the skills section is fine: skills are listed
+        assert (await jp_fetch("deerflow", "api", "skills")).code == 200
+    else:
+        with pytest.raises(HTTPClientError) as skills:
+            await jp_fetch("deerflow", "api", "skills")
+        assert skills.value.code == 500 and str(extensions) in json.loads(skills.value.response.body)["detail"]
+        thread = json.loads((await jp_fetch("deerflow", "api", "threads", method="POST", body="{}")).body)
+        with pytest.raises(HTTPClientError) as ran:  # a run reads the skills section too: refused before it starts
+            await jp_fetch("deerflow", "api", "threads", thread["thread_id"], "runs", "wait", method="POST",
+                           body=json.dumps({"assistant_id": "lead_agent", "input": {"messages": [
+                               {"role": "user", "content": "hi"}]}}))
+        assert ran.value.code == 500 and str(extensions) in json.loads(ran.value.response.body)["detail"]
+
+
+async def test_an_edit_is_refused_over_a_file_that_is_not_json_and_leaves_it_as_it_was(jp_fetch, extensions: Path):
+    extensions.write_text("{not json")
+    status, detail = await status_and_detail(jp_fetch, "config", method="PUT",
+                                             body=json.dumps({"mcpServers": {"local": stdio_entry()}}))
+    assert status == 422 and "malformed JSON" in detail and str(extensions) in detail
+    assert extensions.read_text() == "{not json"

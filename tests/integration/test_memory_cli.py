@@ -138,3 +138,53 @@ def test_edit_prompt_and_a_failed_export_in_process(capsys, deerflow_home, tmp_p
     assert earlier.read_text() == '{"facts": []}\n' and leftovers(tmp_path) == []
     code, out, _ = run_cli(capsys, "memory", "list", "--json")
     assert [f["text"] for f in json.loads(out)] == ["I study white-tailed deer in Minnesota"]  # nothing lost
+
+
+def _make_agent(home, name: str, user: str = "local") -> None:
+    """A custom agent as a bootstrap run leaves it (its config.yaml and SOUL.md), without the run."""
+    folder = home / "users" / user / "agents" / name
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(f"name: {name}\ndescription: writes reports\n")
+    (folder / "SOUL.md").write_text("You write short reports.\n")
+
+
+def test_an_agent_the_user_does_not_have_is_refused_and_nothing_is_stored(cli, capsys, deerflow_home):
+    assert_refused(run_cli(capsys, "memory", "add", "Prefers short answers", "--agent", "nope"),
+                   "unknown agent 'nope'", code=1)
+    assert_refused(run_cli(capsys, "memory", "list", "--agent", "nope"), "unknown agent 'nope'", code=1)
+    assert listed(cli) == []  # not filed under the lead agent either
+    _make_agent(deerflow_home, "writer")
+    added = cli("memory", "add", "Prefers short answers", "--agent", "writer")
+    assert added.returncode == 0, added.stderr
+    assert_refused(run_cli(capsys, "memory", "add", "x", "--agent", "nope"), "your agents: writer")
+
+
+def test_a_deleted_agents_memory_can_still_be_read_and_cleared_but_not_added_to(cli, capsys, deerflow_home):
+    import shutil
+
+    _make_agent(deerflow_home, "writer")
+    assert cli("memory", "add", "Prefers short answers", "--agent", "writer").returncode == 0
+    shutil.rmtree(deerflow_home / "users" / "local" / "agents" / "writer")  # what `agents delete` does
+    shown = cli("memory", "list", "--json", "--agent", "writer")
+    assert [f["text"] for f in json.loads(shown.stdout)] == ["Prefers short answers"]
+    assert_refused(run_cli(capsys, "memory", "add", "Likes tables", "--agent", "writer"), "unknown agent 'writer'")
+    assert cli("memory", "clear", "--agent", "writer").returncode == 0
+    assert_refused(run_cli(capsys, "memory", "list", "--agent", "writer"), "unknown agent 'writer'")
+
+
+def test_a_name_no_agent_can_have_is_refused_but_what_was_filed_under_it_can_be_cleared(cli, capsys, deerflow_home):
+    from contextlib import ExitStack
+
+    from deerflow.config.loader import load_config
+    from deerflow.config.paths import HomePaths
+    from deerflow.memory.book import MemoryBook
+    from deerflow.memory.store import open_store
+
+    assert_refused(run_cli(capsys, "memory", "add", "x", "--agent", "Writer"), "invalid agent name 'Writer'")
+    config = load_config(None).config
+    with ExitStack() as stack:  # what `memory add --agent Writer` filed before it was refused
+        store = open_store(config.storage, home=HomePaths(deerflow_home).home, stack=stack,
+                           embedding=config.memory.embedding)
+        MemoryBook(store, "local", agent="Writer").add("Filed under a typo")
+    assert cli("memory", "clear", "--agent", "Writer").returncode == 0
+    assert_refused(run_cli(capsys, "memory", "list", "--agent", "Writer"), "invalid agent name 'Writer'")

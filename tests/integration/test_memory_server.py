@@ -54,3 +54,19 @@ async def test_memory_is_owner_only(jp_fetch):
     gone = json.loads((await jp_fetch(*API, "memory", fact["id"], method="DELETE", headers=ALICE)).body)
     assert gone["forgotten"]["id"] == fact["id"]
     assert json.loads((await jp_fetch(*API, "memory", headers=ALICE)).body) == {"facts": []}
+
+
+async def test_an_agent_the_user_does_not_have_is_a_404_and_nothing_is_stored(jp_fetch, deerflow_home: Path):
+    fact = json.dumps({"text": "Prefers short answers", "agent": "nope"})
+    assert await status_of(jp_fetch, "memory", method="POST", headers=ALICE, body=fact) == 404
+    assert await status_of(jp_fetch, "memory", headers=ALICE, params={"agent": "nope"}) == 404
+    assert await status_of(jp_fetch, "memory", "undo", method="POST", headers=ALICE,
+                           body=json.dumps({"agent": "nope"})) == 404
+    folder = deerflow_home / "users" / "bob" / "agents" / "writer"  # bob's agent is not alice's
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text("name: writer\n")
+    (folder / "SOUL.md").write_text("You write short reports.\n")
+    mine = json.dumps({"text": "Prefers short answers", "agent": "writer"})
+    assert await status_of(jp_fetch, "memory", method="POST", headers=ALICE, body=mine) == 404
+    assert (await jp_fetch(*API, "memory", method="POST", headers=BOB, body=mine)).code == 201
+    assert json.loads((await jp_fetch(*API, "memory", headers=ALICE)).body) == {"facts": []}

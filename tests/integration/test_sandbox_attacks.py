@@ -7,7 +7,10 @@ scripted model that plays what a prompt-injected model would: its own
 a host-side writer or reader is about to use, and the next tool call makes the
 host act on it.  A host canary outside the thread (a directory with a secret
 file, under ``tmp_path``) must stay unchanged, its content must never appear in
-any event, and nothing new may appear in it.
+any event, and nothing new may appear in it.  The canary, the sandbox parameter and the helpers
+are in ``fixtures/sandbox_attacks.py``; the attacks that make the host do unbounded work (a
+huge file, a crowded notebook, a pathological traceback) are in
+``test_sandbox_attacks_bounded.py``.
 
 The link targets are absolute *host* paths: they do not exist inside the
 sandbox, and they do not need to: the host, not the sandbox, would follow them.
@@ -17,10 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,19 @@ from deerflow.client import RunResult
 from deerflow.config.paths import HomePaths
 from deerflow.runs.thread_files import ArtifactNotFound
 from deerflow.runtime import events as ev
-from deerflow.sandbox.execution.bwrap import find_bwrap
-from fixtures.hang_guard import runs_to_the_end
-from fixtures.mcp_servers import call, scripted_config, stdio_entry, write_extensions
+from fixtures.mcp_servers import call, stdio_entry, write_extensions
+from fixtures.sandbox_attacks import (  # canary_fixture registers the fixture `canary`
+    OUT,
+    SECRET,
+    WS,
+    Canary,
+    all_text,
+    assert_untouched,
+    canary_fixture,  # noqa: F401
+    config,
+    py,
+    tool_results,
+)
 from fixtures.web_browser import PAGES, need_chromium
 from fixtures.web_server import serve
 
@@ -42,9 +53,6 @@ pytestmark = [
     pytest.mark.integration,
 ]
 
-WS = "/mnt/user-data/workspace"
-OUT = "/mnt/user-data/outputs"
-SECRET = "host-canary-7f3a9c-do-not-read"
 RACE_CALLS = 200  # the issue's bound: >= 200 attempts per racing tool
 PER_RUN = 50  # the loop guard allows 50 calls of one tool per run
 PER_TURN = 25  # parallel tool calls per scripted turn
@@ -73,90 +81,6 @@ threading.Thread(target=_swap_loop, daemon=True).start()
 print('swapper started')
 """
 STOP_SWAPPER = "_swap_stop.set(); import time; time.sleep(0.2); print('swaps', _swaps[0])"
-
-
-@dataclass
-class Canary:
-    """A host directory outside every thread, with one secret file in it."""
-
-    dir: Path
-    file: Path
-    sandbox: dict[str, Any]
-
-    def snapshot(self) -> dict[str, tuple[str, int]]:
-        """Every entry below the directory (not following links): digest and mtime."""
-        found = {}
-        for root, dirs, files in os.walk(self.dir):
-            for name in dirs + files:
-                path = Path(root, name)
-                st = path.lstat()
-                digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
-                found[str(path.relative_to(self.dir))] = (digest, st.st_mtime_ns)
-        return found
-
-
-def _docker_problem() -> str | None:
-    """Why the Docker variant cannot run here (None: it can): an engine and a locally built image."""
-    image = os.environ.get("DEERFLOW_TEST_DOCKER_IMAGE")
-    if not image:
-        return "DEERFLOW_TEST_DOCKER_IMAGE is not set (.ci/run builds one with tests/fixtures/docker/)"
-    try:
-        import docker
-        from docker.errors import DockerException
-        from requests.exceptions import RequestException
-    except ImportError:
-        return "the docker SDK is not installed"
-    try:
-        client = docker.from_env()
-        client.ping()
-        client.images.get(image)
-    except (DockerException, RequestException) as exc:
-        return f"no Docker engine or image {image}: {type(exc).__name__}"
-    return None
-
-
-@pytest.fixture(params=["bwrap", "docker"])
-def canary(request: pytest.FixtureRequest, tmp_path: Path) -> Canary:
-    """The host canary, and the sandbox the attack is planted from (each test runs in both)."""
-    if request.param == "bwrap":
-        if find_bwrap() is None:
-            pytest.skip("bubblewrap (bwrap) is not installed")
-        sandbox: dict[str, Any] = {"use": "bwrap"}
-    else:
-        problem = _docker_problem()
-        if problem:
-            pytest.skip(problem)
-        sandbox = {"use": "docker", "image": os.environ["DEERFLOW_TEST_DOCKER_IMAGE"], "warm_pool_size": 0}
-    directory = tmp_path / "host-canary"
-    directory.mkdir()
-    secret = directory / "canary.txt"
-    secret.write_text(SECRET)
-    return Canary(directory, secret, sandbox)
-
-
-def py(code: str) -> dict[str, Any]:
-    return call("python", code=code)
-
-
-def config(tmp_path: Path, turns: list[Any], canary: Canary, **extra: Any) -> Path:
-    path, _log = scripted_config(tmp_path, turns, extra={"sandbox": canary.sandbox, **extra})
-    return path
-
-
-def all_text(result: RunResult) -> str:
-    """Everything the run emitted, as text (tool results, messages, notices)."""
-    return "\n".join(repr(e) for e in result.events)
-
-
-def tool_results(result: RunResult, name: str) -> list[ev.ToolResult]:
-    return [e for e in result.events if isinstance(e, ev.ToolResult) and e.name == name]
-
-
-def assert_untouched(canary: Canary, before: dict[str, tuple[str, int]], *results: RunResult) -> None:
-    assert canary.snapshot() == before
-    assert canary.file.read_text() == SECRET
-    for result in results:
-        assert SECRET not in all_text(result)
 
 
 def test_cell_outputs_do_not_follow_a_planted_figures_link(tmp_path: Path, deerflow_home: Path,
@@ -458,71 +382,4 @@ def test_install_skill_never_copies_a_package_through_a_planted_link(tmp_path: P
     for answer in answers:
         assert answer.status == "error" and "symbolic link" in answer.text, answer.text
     assert not pending.exists() or not any(pending.rglob("SKILL.md"))  # nothing frozen from outside
-    assert_untouched(canary, before, result)
-
-
-def test_a_traceback_written_by_the_sandboxed_code_cannot_stall_the_server(tmp_path: Path, deerflow_home: Path,
-                                                                           canary: Canary) -> None:
-    """The cell's error output is the sandboxed code's to write (IPython's ``_showtraceback``): a
-    2 MB frame header once sent the host's traceback summary into a quadratic regex, which holds
-    the GIL, so every thread of the server stood still for as long.  The run goes in a child
-    interpreter, killed at the hang guard (an in-process guard would wait as long as the regex)."""
-    plant = ("get_ipython()._showtraceback(ValueError, ValueError('planted'), "
-             "['File a.py:1' + ', in f(' * 300_000 + '\\n--> 1 x()\\n'])")
-    path = config(tmp_path, [{"tool_calls": [py(plant)]}, "Done."], canary)
-    assert runs_to_the_end(f"""
-        from deerflow import DeerFlowClient
-        from deerflow.runtime import events as ev
-        with DeerFlowClient(config_path={str(path)!r}) as client:
-            result = client.chat("fail loudly")
-        assert result.status == "success", result.error
-        (answer,) = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name == "python"]
-        assert "ValueError: planted" in answer.text and "File a.py:1, in f(" in answer.text, answer.text[:500]
-    """)
-
-
-def test_an_agent_notebook_rewritten_by_the_sandbox_is_not_parsed_past_its_bound(tmp_path: Path, deerflow_home: Path,
-                                                                                 canary: Canary) -> None:
-    """Every python call re-reads agent.ipynb when the sandboxed code changed it, on the kernel pool's
-    loop while nbformat holds the GIL per cell: a file of tiny cells past the log's bound is moved
-    aside unparsed (a new log starts), so no cell can make the next one stall the server."""
-    crowd = ("import json\ncells = [{'cell_type': 'markdown', 'id': f'c{i}', 'metadata': {}, 'source': 'x'} "
-             "for i in range(10_001)]\njson.dump({'cells': cells, 'metadata': {}, 'nbformat': 4, 'nbformat_minor': 5}, "
-             "open('agent.ipynb', 'w'))\nprint('crowded')")
-    turns = [{"tool_calls": [py(crowd)]}, {"tool_calls": [py("6 * 7")]}, "Done."]
-    before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
-        result = client.chat("compute")
-        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
-    assert result.status == "success", result.error
-    assert [e.status for e in tool_results(result, "python")] == ["success"] * 2
-    assert (workspace / "agent.corrupt-1.ipynb").stat().st_size > 10_000
-    # the crowding cell is logged right after it ran, in the new log that replaced the crowded file
-    assert ["".join(c["source"]) for c in json.loads((workspace / "agent.ipynb").read_text())["cells"]] == [crowd, "6 * 7"]
-    assert_untouched(canary, before, result)
-
-
-def test_file_tools_refuse_a_huge_sparse_file_without_reading_it(tmp_path: Path, deerflow_home: Path,
-                                                                 canary: Canary) -> None:
-    """A sparse file costs the sandbox no disk and no time; the file tools read at most their bound
-    of it into the host (the old code read it whole: 1 TiB ran the server out of memory).  1 GiB
-    here keeps the old code's failure survivable."""
-    plant = ("with open('huge.txt', 'wb') as out:\n    out.write(b'a' * 10_000)\n    out.truncate(1 << 30)\n"
-             "print('planted')")
-    huge = f"{WS}/huge.txt"
-    turns = [{"tool_calls": [py(plant)]},
-             {"tool_calls": [call("read_file", path=huge, start_line=1, end_line=1)]},
-             {"tool_calls": [call("write_file", path=huge, content="x", append=True)]},
-             {"tool_calls": [call("str_replace", path=huge, old_str="a", new_str="b")]},
-             "Done."]
-    before = canary.snapshot()
-    with DeerFlowClient(config_path=config(tmp_path, turns, canary)) as client:
-        result = client.chat("read the big file")
-        workspace = HomePaths(deerflow_home).thread("local", result.thread_id).workspace
-    assert result.status == "success", result.error
-    answers = [e for e in result.events if isinstance(e, ev.ToolResult) and e.name != "python"]
-    assert [a.name for a in answers] == ["read_file", "write_file", "str_replace"]
-    for answer in answers:
-        assert answer.status == "error" and "larger than" in answer.text and "python or bash" in answer.text, answer.text
-    assert (workspace / "huge.txt").stat().st_size == 1 << 30
     assert_untouched(canary, before, result)

@@ -191,9 +191,11 @@ def _record(name: str) -> logging.LogRecord:
 
 
 def test_log_records_are_one_line_without_debug():
-    line = cli._OneLine("%(message)s", debug=False).format(_record("deerflow.x"))
+    from deerflow.cli.log_format import _OneLine
+
+    line = _OneLine("%(message)s", debug=False).format(_record("deerflow.x"))
     assert line == f"deerflow.x: error: it failed: ValueError: first line ({cli.DEBUG_HINT})"
-    full = cli._OneLine("%(message)s", debug=True).format(_record("deerflow.x"))
+    full = _OneLine("%(message)s", debug=True).format(_record("deerflow.x"))
     assert "Traceback" in full
 
 

@@ -46,7 +46,7 @@ ALLOWED = {
     "deerflow/acp/session.py": "acp-workspace is written by the ACP agent, a host process we start; "
                                "mounted read-only in the sandbox",
     "deerflow/config/loader.py": _HOST_ONLY,
-    "deerflow/cli.py": "opens /dev/null for stdout once stdout's reader has gone (deerflow ... | head)",
+    "deerflow/cli/__init__.py": "opens /dev/null for stdout once stdout's reader has gone (deerflow ... | head)",
     "deerflow/doctor.py": "moves broken $DEERFLOW_HOME databases aside (host-private files)",
     "deerflow/lab.py": "copies the packaged example notebooks into a folder the user names (deerflow lab)",
     "deerflow/custom_agents/profile.py": _HOST_ONLY,

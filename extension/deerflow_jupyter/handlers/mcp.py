@@ -6,6 +6,10 @@
     GET  /deerflow/api/mcp/servers   each server's state (nothing is started)
     GET  /deerflow/api/mcp/tools     start the servers not started yet and list their tools
 
+A malformed ``extensions_config.json`` (not JSON, the wrong types) is an answer naming the
+file and what is wrong (500, a configuration error), never an empty list or config; runs go on
+without MCP servers and say so in a notice.
+
 Declarative MCP config is exposed to an authenticated management surface;
 with several users (``single_user = False``) only the server's owner may change
 it or reset the cache.  Secrets never appear in a response.
@@ -74,7 +78,9 @@ class McpServersHandler(_McpHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.send_json({"servers": (await self.mcp()).servers()})
+        mcp = await self.mcp()
+        mcp.check_config()  # a malformed file is a 500 naming it, not an empty list of servers
+        self.send_json({"servers": mcp.servers()})
 
 
 class McpToolsHandler(_McpHandler):
@@ -82,5 +88,6 @@ class McpToolsHandler(_McpHandler):
     @authorized
     async def get(self) -> None:
         mcp = await self.mcp()
+        mcp.check_config()
         await mcp.discover(user_id=self.user_id)
         self.send_json({"tools": mcp.tool_list(), "servers": mcp.servers()})

@@ -14,7 +14,9 @@
     POST   /deerflow/api/memory/undo                  {"run"?: ID, "agent"?} → {"undone": {...}}
 
 There is no user parameter: facts are read and written in the authenticated
-user's namespace, so another user's fact id is a 404 like an unknown one.
+user's namespace, so another user's fact id is a 404 like an unknown one.  An
+``agent`` the user does not have is a 404 too (a deleted agent whose facts remain
+may still be read and cleared, never written to).
 Store calls run off the event loop.
 """
 
@@ -26,8 +28,9 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, Field
 from tornado import web
 
+from deerflow.custom_agents import AgentStore
 from deerflow.memory import MemoryBook, MemoryService
-from deerflow.memory.commands import memory_action
+from deerflow.memory.commands import check_agent, memory_action
 from deerflow.memory.guard import MAX_FACT_CHARS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
@@ -49,16 +52,25 @@ class _MemoryHandler(DeerFlowHandler):
             raise web.HTTPError(503, "memory is not available on this server")
         return service
 
-    async def book(self, agent: str | None = None) -> MemoryBook:
+    async def book(self, verb: str, agent: str | None = None) -> MemoryBook:
+        """The book of ``agent`` (else ``?agent=``, else the lead agent's) for ``verb``.
+
+        An agent the user does not have is a 404 (``check_agent``): nothing is stored under a
+        misspelt name, and an empty list is not shown as if it were the agent's.
+        """
         service = await self.service()
-        return service.book(self.user_id, agent or self.get_query_argument("agent", None) or None)
+        name = agent or self.get_query_argument("agent", None) or None
+        book = service.book(self.user_id, name)
+        if name is not None:
+            await service.in_store(check_agent, AgentStore.for_user(self.host.home, self.user_id), name, verb, book)
+        return book
 
     async def in_store(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """A blocking store call on the memory service's threads (closing waits for it)."""
         return await (await self.service()).in_store(fn, *args, **kwargs)
 
     async def act(self, verb: str, argument: str = "", *, agent: str | None = None) -> dict[str, Any]:
-        book = await self.book(agent)
+        book = await self.book(verb, agent)
         service = await self.service()
         return await service.in_store(memory_action, book, verb, argument,
                                       max_tokens=service.config.memory.max_injection_tokens)
@@ -74,7 +86,7 @@ class MemoryHandler(_MemoryHandler):
     @authorized
     async def post(self) -> None:
         body = self.body(FactBody)
-        book = await self.book(body.agent)
+        book = await self.book("add", body.agent)
         fact = await self.in_store(book.add, body.text, category=body.category)
         self.send_json({"fact": fact.to_dict()}, status=201)
 
@@ -114,7 +126,7 @@ class MemoryChangesHandler(_MemoryHandler):
         except ValueError:
             raise web.HTTPError(400, "wait must be a number of seconds") from None
         agent = self.get_query_argument("agent", None) or None
-        await self.book(agent)  # 503 without memory; the agent name checked
+        await self.book("changes", agent)  # 503 without memory; the agent name checked
         service = await self.service()
         change = await service.changes_after(self.user_id, agent, run, timeout=wait)
         self.send_json({"change": change.to_dict() if change is not None else None})
@@ -145,7 +157,7 @@ class MemoryFactHandler(_MemoryHandler):
     @web.authenticated
     @authorized
     async def get(self, fact_id: str) -> None:
-        book = await self.book()
+        book = await self.book("list")
         self.send_json({"fact": (await self.in_store(book.get, fact_id)).to_dict()})
 
     @web.authenticated
@@ -157,7 +169,7 @@ class MemoryFactHandler(_MemoryHandler):
     @authorized
     async def patch(self, fact_id: str) -> None:
         body = self.body(EditBody)
-        book = await self.book()
+        book = await self.book("edit")
         self.send_json({"fact": (await self.in_store(book.edit, fact_id, body.text)).to_dict()})
 
 

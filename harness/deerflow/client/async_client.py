@@ -293,30 +293,33 @@ class AsyncDeerFlowClient:
 
     async def export(self, thread_id: str, dest: str | Path | IO[bytes], *,
                      folders: Sequence[ExportFolder] = ("outputs",)) -> ThreadExport:
-        """Write a zip of the thread's ``folders`` to ``dest`` (a path, replaced, or a binary stream).
+        """Write a zip of the thread's ``folders`` to ``dest`` (a path, replaced whole, or a binary stream).
 
         Only regular files go in; links, FIFOs and the like in the thread are listed in
         ``ThreadExport.skipped``, never followed (``ThreadFiles.export``).
 
         Raises:
             NotFoundError: no such thread.
-            UserError: an unknown folder; ``ExportTooLarge`` past the export's bound (no file is left).
+            UserError: an unknown folder, a ``dest`` that cannot be written; ``ExportTooLarge`` past the
+                export's bound.  On any failure a file already at ``dest`` is left exactly as it was.
         """
         manager = await self.manager()
         if not isinstance(dest, (str, Path)):
             return await manager.files.export(self.user_id, thread_id, dest, folders=folders)
+        from deerflow.outfile import PartialFile
         from deerflow.runs.thread_files import export_folders
 
         export_folders(folders)  # a bad folder, like an unknown thread, leaves dest as it was
         await manager.athread(thread_id, self.user_id)
-        target = Path(dest)
-        out = await asyncio.to_thread(target.open, "wb")
+        # written beside dest and renamed over it once whole: a failure midway leaves an older dest as it was
+        partial = await asyncio.to_thread(PartialFile.open, dest, binary=True)
         try:
-            with out:
-                return await manager.files.export(self.user_id, thread_id, out, folders=folders)
+            done = await manager.files.export(self.user_id, thread_id, partial.stream, folders=folders)
+            await asyncio.to_thread(partial.commit)
         except BaseException:
-            await asyncio.to_thread(target.unlink, missing_ok=True)
+            await asyncio.to_thread(partial.discard)
             raise
+        return done
 
     async def browser_frames(self, thread_id: str, *, interval: float = 0.5,
                              max_frames: int | None = None) -> AsyncGenerator[bytes, None]:

@@ -64,9 +64,10 @@ def _print_lines(lines: list[str]) -> None:
 
 def _file_error(path: Path) -> str | None:
     """Why ``extensions_config.json`` gives no servers at all (malformed, unreadable), else None."""
-    from deerflow.mcp.config import parse_snapshot, read_signature
+    from deerflow.mcp.config import config_problem
 
-    return parse_snapshot(*read_signature(path)).file_error
+    problem = config_problem(path)
+    return str(problem) if problem is not None else None
 
 
 def server_lines(servers: list[dict[str, Any]]) -> list[str]:

@@ -207,11 +207,29 @@ class ServerEntry:
 
 @dataclass(frozen=True)
 class McpConfigSnapshot:
-    """The MCP servers of one version of the file."""
+    """The MCP servers of one version of the file.
+
+    ``problem`` is why the file gives no servers at all (malformed JSON, the wrong types,
+    unreadable), naming the file: runs go on without MCP and say so in a notice, while a
+    listing of the servers raises it (:meth:`check`) rather than show an empty config.
+    """
 
     signature: ConfigSignature
     servers: dict[str, ServerEntry] = field(default_factory=dict)
-    file_error: str | None = None
+    problem: ConfigError | None = field(default=None, compare=False)
+
+    @property
+    def file_error(self) -> str | None:
+        return str(self.problem) if self.problem is not None else None
+
+    def check(self) -> None:
+        """Raise :attr:`problem`, if any (a ``ConfigError`` naming the file).
+
+        A fresh exception each time: the snapshot is cached, and one object raised again and
+        again would carry every earlier traceback with it.
+        """
+        if self.problem is not None:
+            raise ConfigError(self.problem.problem, file=self.problem.file, key=self.problem.key)
 
     def enabled(self) -> dict[str, McpServerConfig]:
         return {n: e.config for n, e in self.servers.items() if e.enabled and e.config is not None}
@@ -234,20 +252,27 @@ def parse_snapshot(signature: ConfigSignature, data: bytes | None, *,
     """Validate every server entry of the file's bytes (each on its own)."""
     if data is None:
         missing = signature.digest.startswith("unreadable")
-        return McpConfigSnapshot(signature, file_error="the file cannot be read" if missing else None)
+        return McpConfigSnapshot(signature, problem=ConfigError("the file cannot be read", file=signature.path)
+                                 if missing else None)
     try:
         raw = json.loads(data.decode("utf-8") or "{}")
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return McpConfigSnapshot(signature, file_error=str(ConfigError(f"malformed JSON: {exc}",
-                                                                      file=signature.path)))
-    servers = raw.get(SERVERS_KEY, {}) if isinstance(raw, dict) else None
+        return McpConfigSnapshot(signature, problem=ConfigError(f"malformed JSON: {exc}", file=signature.path))
+    if not isinstance(raw, dict):
+        return McpConfigSnapshot(signature, problem=ConfigError("the top level must be a JSON object",
+                                                                file=signature.path))
+    servers = raw.get(SERVERS_KEY, {})
     if not isinstance(servers, dict):
-        error = ConfigError(f"'{SERVERS_KEY}' must be an object of server entries", file=signature.path,
-                            key=SERVERS_KEY)
-        return McpConfigSnapshot(signature, file_error=str(error))
+        return McpConfigSnapshot(signature, problem=ConfigError(f"'{SERVERS_KEY}' must be an object of server "
+                                                                "entries", file=signature.path, key=SERVERS_KEY))
     env = os.environ if env is None else env
     entries = {name: parse_entry(name, value, file=signature.path, env=env) for name, value in servers.items()}
     return McpConfigSnapshot(signature, entries)
+
+
+def config_problem(path: Path) -> ConfigError | None:
+    """Why ``path`` gives no MCP servers at all (malformed, wrong types, unreadable), else None."""
+    return parse_snapshot(*read_signature(path)).problem
 
 
 def parse_entry(name: str, value: Any, *, file: str | None, env: Mapping[str, str] | None) -> ServerEntry:

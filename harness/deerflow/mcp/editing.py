@@ -19,9 +19,16 @@ from deerflow.mcp.secrets import mask_servers, unmask_servers
 
 
 def masked_config(path: Path) -> dict[str, Any]:
-    """``{"path", "mcpServers"}`` with every secret masked."""
-    servers = read_document(path).get(SERVERS_KEY) or {}
-    return {"path": str(path), SERVERS_KEY: mask_servers(servers if isinstance(servers, dict) else {})}
+    """``{"path", "mcpServers"}`` with every secret masked.
+
+    Raises:
+        ConfigError: the file is not a JSON object, or its ``mcpServers`` is not an object
+            (shown as such, never as an empty config an edit would then overwrite).
+    """
+    servers = read_document(path).get(SERVERS_KEY)
+    if servers is not None and not isinstance(servers, dict):
+        raise ConfigError(f"'{SERVERS_KEY}' must be an object of server entries", file=str(path), key=SERVERS_KEY)
+    return {"path": str(path), SERVERS_KEY: mask_servers(servers or {})}
 
 
 def update_config(path: Path, servers: Any) -> dict[str, Any]:

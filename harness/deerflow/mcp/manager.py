@@ -336,6 +336,11 @@ class McpManager:
         await self.prepare_run(user_id=user_id, thread_id=None)
         return self.catalog()
 
+    def check_config(self) -> None:
+        """Raise the ``ConfigError`` (naming the file) of an ``extensions_config.json`` that gives no
+        servers at all: a listing that depends on it must not answer with an empty config."""
+        self.catalog().snapshot.check()
+
     def servers(self) -> list[dict[str, object]]:
         """Each configured server's state (JSON-able, no secrets)."""
         catalog = self.catalog()

@@ -9,7 +9,8 @@
     deerflow memory export [--out FILE]
     deerflow memory changes [--json]    # what each run taught memory
     deerflow memory undo [RUN]          # put the facts back as before that run's extraction
-    (each takes --agent NAME for a custom agent's memory)
+    (each takes --agent NAME for a custom agent's memory: an agent you have, or for the
+     verbs that read or remove facts, a deleted agent whose facts remain)
 
 Kept out of :mod:`deerflow.cli`, which only wires it in.  It opens the memory
 store directly (no run manager, no sandbox): the command is instant and works
@@ -55,7 +56,7 @@ def add_parser(sub: Any) -> None:
 def run(client: Any, args: argparse.Namespace) -> int:
     """Execute ``deerflow memory ...``; user errors propagate to the main CLI (one line, status 1)."""
     from deerflow.memory.book import MemoryBook
-    from deerflow.memory.commands import act_on_home, render_text
+    from deerflow.memory.commands import act_on_home, check_agent, render_text
     from deerflow.memory.store import open_store
 
     verb = args.memory_command
@@ -64,11 +65,14 @@ def run(client: Any, args: argparse.Namespace) -> int:
             store = open_store(client.config.storage, home=client.home.home, stack=stack,
                                embedding=client.config.memory.embedding)
             book = MemoryBook(store, client.user_id, agent=args.agent, max_facts=client.config.memory.max_facts)
+            if args.agent is not None:
+                check_agent(client.agent_store(), args.agent, verb, book)
             print(book.add(args.text, category=args.category).id)
         return 0
     argument = {"edit": lambda: f"{args.id} {shlex.quote(args.text)}", "prompt": lambda: args.topic}.get(
         verb, lambda: getattr(args, "id", ""))()
-    result = act_on_home(client.config, client.home.home, client.user_id, verb, argument, agent=args.agent)
+    result = act_on_home(client.config, client.home.home, client.user_id, verb, argument, agent=args.agent,
+                         agents=client.agent_store() if args.agent is not None else None)
     if verb == "list" and args.json:
         print(json.dumps(result["facts"], ensure_ascii=False))
     elif verb == "changes" and args.json:

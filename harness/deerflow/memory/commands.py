@@ -14,12 +14,16 @@ import contextlib
 import shlex
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deerflow.errors import UserError
 from deerflow.memory.book import MemoryBook
 
+if TYPE_CHECKING:
+    from deerflow.custom_agents.store import AgentStore
+
 VERBS = ("list", "add", "edit", "forget", "clear", "export", "changes", "undo", "prompt")
+WRITES = frozenset({"add", "edit", "undo"})  # verbs that put facts into an agent's memory
 USAGE = "memory list | add TEXT | edit ID TEXT | forget ID | clear | export | changes | undo [RUN] | prompt [TOPIC]"
 
 
@@ -36,14 +40,42 @@ def split_verb(text: str) -> tuple[str, str]:
 
 
 def act_on_home(config: Any, home: Path, user_id: str, verb: str, argument: str = "", *,
-                agent: str | None = None) -> dict[str, Any]:
-    """Open the home's memory store, run one verb, close it (CLI and the in-kernel backend)."""
+                agent: str | None = None, agents: AgentStore | None = None) -> dict[str, Any]:
+    """Open the home's memory store, run one verb, close it (CLI and the in-kernel backend).
+
+    ``agents`` (the user's custom agents) is needed with ``agent``: see :func:`check_agent`.
+    """
     from deerflow.memory.store import open_store
 
     with ExitStack() as stack:
         store = open_store(config.storage, home=home, stack=stack, embedding=config.memory.embedding)
         book = MemoryBook(store, user_id, agent=agent, max_facts=config.memory.max_facts)
+        if agent is not None:
+            if agents is None:
+                raise TypeError("act_on_home: an agent's memory needs the user's agents (agents=...)")
+            check_agent(agents, agent, verb, book)
         return memory_action(book, verb, argument, max_tokens=config.memory.max_injection_tokens)
+
+
+def check_agent(agents: AgentStore, agent: str, verb: str, book: MemoryBook) -> None:
+    """Refuse the memory of a custom agent the user does not have, before ``verb`` touches it.
+
+    A misspelt ``--agent`` would otherwise file facts under a name no run ever reads, or show
+    an empty memory as if it were the agent's.  Deleting an agent leaves its memory, so the
+    verbs that only read or remove facts may still name a deleted agent while facts remain
+    (to list, export or forget them); :data:`WRITES` never may.  Blocking (a stat, a store read).
+
+    Raises:
+        NotFoundError: no such agent (the message lists the user's agents).
+        UserError: ``agent`` is not a name an agent can have.
+    """
+    try:
+        exists = agents.exists(agent)
+    except UserError:  # a name no agent can have (upper case...): facts the old CLI filed there stay reachable
+        exists = False
+    if exists or (verb not in WRITES and book.list()):
+        return
+    agents.get(agent)  # raises the NotFoundError that lists the user's agents (or the name's problem)
 
 
 def memory_action(book: MemoryBook, verb: str, argument: str = "", *, max_tokens: int = 2000) -> dict[str, Any]:

@@ -9,7 +9,6 @@ Several workers may share one database: claims are atomic and leased.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
@@ -17,6 +16,7 @@ from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+from deerflow.arguments import OneLineParser
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
 from deerflow.config.schema import AppConfig
@@ -47,9 +47,10 @@ async def run_worker(loaded: LoadedConfig, home: HomePaths, *, concurrency: int 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ...worker_main ARGV``: the exit status; a bad command line is one line and status 2."""
     from deerflow.subagents.cli import positive
 
-    parser = argparse.ArgumentParser(prog="deerflow batches worker", description="run durable batch items")
+    parser = OneLineParser(prog="deerflow batches worker", description="run durable batch items")
     parser.add_argument("--config", help="config.yaml to use")
     parser.add_argument("--home", help="DEERFLOW_HOME to use")
     parser.add_argument("--concurrency", type=positive(int), help="items run at the same time (default: config)")
@@ -68,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         stats = asyncio.run(run_worker(loaded, home, concurrency=args.concurrency, lease_seconds=args.lease,
                                        until_idle=args.until_idle))
+    except UserError as exc:  # a sandbox or store the config names but that is not there: one line
+        print(f"deerflow: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     print(f"worker done: {stats.finished} items finished, {stats.cancelled} cancelled, "
