@@ -117,3 +117,9 @@ class ToolFailure(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def first_line(exc: BaseException, limit: int = 500) -> str:
+    """The first line of ``exc``'s message, bounded: what a one-line report shows of a failure."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else ""

@@ -132,3 +132,18 @@ def test_the_worker_process_reports_a_sandbox_it_cannot_reach_in_one_line(capsys
     code = worker_main.main(["--config", str(config), "--home", str(deerflow_home), "--until-idle"])
     out, err = capsys.readouterr()
     assert_refused((code, out, err), "no Docker engine reachable", code=2)
+
+
+def test_the_worker_process_reports_a_failure_with_no_user_error_in_one_line(capsys, tmp_path):
+    """``--home`` naming a file: the worker cannot make its folders; one line and status 1, no traceback."""
+    from deerflow.subagents.batches import worker_main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    home = tmp_path / "home-is-a-file"
+    home.write_text("not a folder")
+    capsys.readouterr()
+    code = worker_main.main(["--config", str(config), "--home", str(home), "--until-idle"])
+    out, err = capsys.readouterr()
+    assert_refused((code, out, err), "deerflow: the batch worker stopped: ", code=1)
+    assert home.read_text() == "not a folder"

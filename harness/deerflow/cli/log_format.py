@@ -6,6 +6,8 @@ import logging
 import sys
 from typing import Any
 
+from deerflow.errors import first_line
+
 DEBUG_HINT = "deerflow --debug ... shows the traceback"
 RUN_FAILURE_LOGGER = "deerflow.runs.execution"  # its failures also arrive as the run's error event
 PG_POOL_LOGGER = "psycopg.pool"  # its failures arrive as one StoreUnavailable line (persistence/pgsql.py)
@@ -60,11 +62,6 @@ class _OneLine(logging.Formatter):
             line += f": {getattr(record, 'exc_error', None) or type(exc).__name__ + ': ' + first_line(exc)}" \
                     f" ({DEBUG_HINT})"
         return f"{record.name}: {record.levelname.lower()}: {line}"
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:500] if text else ""
 
 
 __all__ = ["DEBUG_HINT", "configure_logging", "first_line"]

@@ -18,7 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
 from deerflow.agents.lead_agent import LeadAgent
-from deerflow.errors import UserError
+from deerflow.errors import UserError, first_line
 from deerflow.models.script_format import ModelError
 from deerflow.runs.deliverables import DeliveryWatch
 from deerflow.runs.stream_seen import install as install_incremental_seen
@@ -50,7 +50,7 @@ def guard_stop(event: Any) -> tuple[str, str] | None:
     guard = event.data.get(ev.STOPPED_BY)
     if not isinstance(guard, str) or not guard or "task_id" in event.data:  # a subagent's stop ends only it
         return None
-    return guard, _first_line(Exception(event.text)).strip("[] ") or f"{guard} ended the run"
+    return guard, first_line(Exception(event.text)).strip("[] ") or f"{guard} ended the run"
 
 
 def graph_config(context: RunContext) -> RunnableConfig:
@@ -128,7 +128,7 @@ async def _stream_run(
         return Outcome("error", message, projector)
     except Exception as exc:
         logger.exception("run %s on thread %s failed", context.run_id, context.thread_id)
-        message = f"{type(exc).__name__}: {_first_line(exc)}"
+        message = f"{type(exc).__name__}: {first_line(exc)}"
         await publish(projector.make(ev.Error, kind="runtime", message=message))
         return Outcome("error", message, projector)
     if projector.clarification is not None:
@@ -144,7 +144,3 @@ def model_error_message(exc: BaseException, limit: int = 2_000) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:500] if text else ""

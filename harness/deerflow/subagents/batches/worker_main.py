@@ -20,7 +20,7 @@ from deerflow.arguments import OneLineParser
 from deerflow.config.loader import LoadedConfig, load_config
 from deerflow.config.paths import HomePaths, default_home
 from deerflow.config.schema import AppConfig
-from deerflow.errors import UserError
+from deerflow.errors import UserError, first_line
 from deerflow.subagents.batches.submitter import item_runner, open_store
 from deerflow.subagents.batches.worker import BatchWorker, WorkerStats
 from deerflow.subagents.controller import SubagentController
@@ -74,6 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        logging.getLogger(__name__).debug("the worker stopped", exc_info=exc)
+        print(f"deerflow: the batch worker stopped: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
+        return 1
     print(f"worker done: {stats.finished} items finished, {stats.cancelled} cancelled, "
           f"{stats.lost_leases} results discarded (lease lost)")
     return 0
