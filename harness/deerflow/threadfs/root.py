@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 
 from deerflow.threadfs._resolve import open_beneath, split_relative
 from deerflow.threadfs.entries import EntryInfo, Kind, UnsafePath, kind_of, translate
-from deerflow.threadfs.tree import MAX_WALK_DEPTH, walk_tree
+from deerflow.threadfs.tree import MAX_WALK_DEPTH, remove_entry, walk_tree
 
 _READ_CHUNK = 1 << 16
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -367,26 +367,22 @@ class SafeDir:
             os.close(parent)
 
     def rmtree(self, rel: str) -> None:
-        """Remove directory ``rel`` and everything in it, following no link."""
+        """Remove directory ``rel`` and everything in it (or the file or link at ``rel``), following
+        no link, iteratively: the agent decides how deep its folders go (see
+        :func:`~deerflow.threadfs.tree.remove_entry`).  A missing ``rel`` is no error."""
         parts = self._parts(rel)
         if not parts:
             raise UnsafePath("bad_path", rel, "refusing to remove the root itself")
-        if self.kind(rel) != "dir":
-            self.unlink(rel)
-            return
-        with self.subdir(rel) as sub:
-            for entry in sub.scandir():
-                if entry.kind == "dir":
-                    sub.rmtree(entry.name)
-                else:
-                    sub.unlink(entry.name)
-        parent = self._open_parent(parts)
         try:
-            os.rmdir(parts[-1], dir_fd=parent)
-        except FileNotFoundError:
-            pass
+            parent = self._open_parent(parts)
+        except UnsafePath as exc:
+            if exc.code == "not_found":
+                return
+            raise
+        try:
+            remove_entry(parent, parts[-1])
         except OSError as exc:
-            raise translate(exc, rel) from None
+            raise translate(exc, self._show(rel)) from None
         finally:
             os.close(parent)
 
