@@ -185,11 +185,15 @@ class SafeDir:
     def read_text(self, rel: str, *, encoding: str = "utf-8", max_bytes: int | None = None) -> str:
         return self.read_bytes(rel, max_bytes=max_bytes).decode(encoding)
 
-    def scandir(self, rel: str = "") -> list[EntryInfo]:
-        """The entries of directory ``rel``, sorted by name, none followed."""
+    def scandir(self, rel: str = "", *, limit: int | None = None) -> list[EntryInfo]:
+        """The entries of directory ``rel``, sorted by name, none followed.
+
+        ``limit`` bounds the work on a directory the agent may have filled with millions of
+        entries: at most that many names are read (the first ones in directory order), then sorted.
+        """
         fd = self._open(rel, _DIR_FLAGS) if self._parts(rel) else os.dup(self._fd)
         try:
-            names = os.listdir(fd)
+            names = os.listdir(fd) if limit is None else _first_names(fd, limit)
             out = []
             for name in sorted(names):
                 try:
@@ -209,16 +213,19 @@ class SafeDir:
             os.close(fd)
 
     def walk(self, rel: str = "", *, max_depth: int = MAX_WALK_DEPTH, skip_dirs: frozenset[str] = frozenset(),
-             on_too_deep: Callable[[str], None] | None = None) -> Iterator[tuple[str, EntryInfo]]:
+             on_too_deep: Callable[[str], None] | None = None,
+             max_entries: int | None = None) -> Iterator[tuple[str, EntryInfo]]:
         """Every entry below ``rel``, depth first and sorted, as ``(relative path, info)``.
 
         Links are reported, never followed; directories named in ``skip_dirs``
         are reported but not entered; an unreadable directory is skipped.  No walk
         enters more than :data:`~deerflow.threadfs.tree.MAX_WALK_DEPTH` levels (the
         agent decides how deep its folders go): a directory at the limit is reported,
-        not entered, and handed to ``on_too_deep`` for callers that say so."""
+        not entered, and handed to ``on_too_deep`` for callers that say so.  ``max_entries``
+        bounds the whole walk's work (entries read, not only yielded): it stops after that many."""
         base = "/".join(self._parts(rel))
-        return walk_tree(self, base, max_depth=max_depth, skip_dirs=skip_dirs, on_too_deep=on_too_deep)
+        return walk_tree(self, base, max_depth=max_depth, skip_dirs=skip_dirs, on_too_deep=on_too_deep,
+                         max_entries=max_entries)
 
     # -- writing -------------------------------------------------------------
 
@@ -463,6 +470,19 @@ class SafeDir:
             raise
         os.close(fd)
         return tmp
+
+
+def _first_names(fd: int, limit: int) -> list[str]:
+    """At most ``limit`` names of the directory open at ``fd`` (directory order), read lazily."""
+    names: list[str] = []
+    if limit <= 0:
+        return names
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            names.append(entry.name)
+            if len(names) >= limit:
+                break
+    return names
 
 
 def _unlink_quietly(name: str, dir_fd: int) -> None:

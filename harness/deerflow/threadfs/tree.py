@@ -29,24 +29,29 @@ MAX_WALK_DEPTH = 256
 
 
 def walk_tree(root: SafeDir, base: str, *, max_depth: int, skip_dirs: frozenset[str],
-              on_too_deep: Callable[[str], None] | None) -> Iterator[tuple[str, EntryInfo]]:
+              on_too_deep: Callable[[str], None] | None,
+              max_entries: int | None = None) -> Iterator[tuple[str, EntryInfo]]:
     """``(path, info)`` for every entry below ``base`` (already split and joined), pre-order, sorted.
 
     The order is the recursive walk's: a directory is yielded, then everything in it, then
     its next sibling.  A directory at the depth limit (``max_depth``, never more than
     :data:`MAX_WALK_DEPTH`) is yielded but not entered, and passed to ``on_too_deep``.
+    With ``max_entries``, no listing reads more entries than are left to yield, and the walk
+    ends once that many were yielded.
     """
     limit = min(max_depth, MAX_WALK_DEPTH)
-    top = _listing(root, base)
+    left = max_entries  # None: unbounded
+    top = _listing(root, base, left)
     if top is None:
         return
     stack: list[tuple[str, int, Iterator[EntryInfo]]] = [(base, 1, iter(top))]
-    while stack:
+    while stack and (left is None or left > 0):
         parent, depth, entries = stack[-1]
         entry = next(entries, None)
         if entry is None:
             stack.pop()
             continue
+        left = None if left is None else left - 1
         path = f"{parent}/{entry.name}" if parent else entry.name
         yield path, entry
         if entry.kind != "dir" or entry.name in skip_dirs:
@@ -55,15 +60,16 @@ def walk_tree(root: SafeDir, base: str, *, max_depth: int, skip_dirs: frozenset[
             if on_too_deep is not None:
                 on_too_deep(path)
             continue
-        children = _listing(root, path)
+        children = _listing(root, path, left)
         if children:
             stack.append((path, depth + 1, iter(children)))
 
 
-def _listing(root: SafeDir, rel: str) -> list[EntryInfo] | None:
-    """The sorted entries of ``rel``; ``None`` for a directory that is gone, swapped or unreadable."""
+def _listing(root: SafeDir, rel: str, limit: int | None) -> list[EntryInfo] | None:
+    """The sorted entries of ``rel`` (at most ``limit``); ``None`` for a directory that is gone,
+    swapped or unreadable."""
     try:
-        return root.scandir(rel)
+        return root.scandir(rel, limit=limit)
     except UnsafePath:
         return None
 
