@@ -157,6 +157,23 @@ class SafeDir:
             raise
         return fd
 
+    def open_socket(self, rel: str) -> int:
+        """An ``O_PATH`` descriptor of the Unix socket file ``rel`` (caller closes it).
+
+        Connecting to ``/proc/self/fd/<it>`` reaches exactly this socket: a link planted at
+        ``rel`` is refused (never followed), anything but a socket is ``not_socket``, and so is a
+        socket with other hard links (its other name could be anywhere).
+        """
+        fd = self._open(rel, os.O_PATH)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISSOCK(st.st_mode) or st.st_nlink > 1:
+                raise UnsafePath("not_socket", rel, f"{self._show(rel)} is not a socket the host may connect to")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def read_bytes(self, rel: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of regular file ``rel``.
 
