@@ -43,8 +43,6 @@ ALLOWED = {
     "deerflow/sandbox/files/virtual_paths.py": "VirtualFS's own read_bytes (a facade over SafeDir)",
     "deerflow_kernel/result.py": "RunResult.read_bytes fetches over the server API, no file access",
     "deerflow/acp/mcp_servers.py": _HOST_ONLY,
-    "deerflow/acp/session.py": "acp-workspace is written by the ACP agent, a host process we start; "
-                               "mounted read-only in the sandbox",
     "deerflow/config/loader.py": _HOST_ONLY,
     "deerflow/cli/__init__.py": "opens /dev/null for stdout once stdout's reader has gone (deerflow ... | head)",
     "deerflow/doctor.py": "moves broken $DEERFLOW_HOME databases aside (host-private files)",
@@ -83,7 +81,6 @@ ALLOWED = {
     "deerflow/skills/installer.py": "the user's installed skills, never mounted writable",
     "deerflow/memory/store.py": _HOST_ONLY,
     "deerflow/skills/pending.py": "frozen copies under <thread>/pending-changes/, which no sandbox mounts",
-    "deerflow/skills/scan.py": "scans private copies (extracted archives, frozen pending copies)",
     "deerflow/subagents/batches/sql.py": _HOST_ONLY,
     "deerflow_jupyter/handlers/quickstart.py": "reads the packaged quickstart template (package data)",
     "deerflow_jupyter/handlers/skills.py": "an uploaded archive into a private temp file",

@@ -9,7 +9,8 @@ updates and plans stay internal (counted, never concatenated).
 
 The client side we implement is deliberately small:
 
-* file reads/writes are served only inside the workspace (the agent's cwd);
+* file reads/writes are served only inside the workspace (the agent's cwd), through its
+  held descriptor, no link followed (:class:`_WorkspaceClient`);
 * permission requests are answered by :mod:`deerflow.acp.permissions`;
 * terminals are not offered (``terminal: false``): the agent runs its own tools.
 
@@ -25,9 +26,10 @@ import asyncio
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.schema import (
@@ -47,7 +49,11 @@ from acp.transports import default_environment
 
 from deerflow.acp.permissions import PermissionDecision, PermissionSetting, answer, decide
 from deerflow.config.schema import AcpAgentConfig
+from deerflow.threadfs import SafeDir, UnsafePath
 
+_T = TypeVar("_T")
+MAX_READ_BYTES = 16 * 1024 * 1024
+"""The largest file the agent may read through the client (it lands in the agent's context)."""
 CLIENT_INFO = Implementation(name="deerflow-notebook", title="DeerFlow Notebook", version="0.1")
 _STDERR_TAIL = 1500
 
@@ -94,11 +100,20 @@ class AcpInvocation:
 
 
 class _WorkspaceClient:
-    """The client half of ACP: collects message text, confines files, answers permissions."""
+    """The client half of ACP: collects message text, confines files, answers permissions.
 
-    def __init__(self, invocation: AcpInvocation) -> None:
+    The workspace is the agent's to shape (and the lead agent's prompt shapes the agent), so its
+    files are served through the held :class:`SafeDir`: a path is checked lexically against the
+    workspace, then opened once, beneath the held directory, with no link followed; the check on
+    what was opened (a regular file) and the read use that one descriptor.  Resolving the path,
+    then reading it by name again, let a link swapped in between reach any host file.
+    """
+
+    def __init__(self, invocation: AcpInvocation, workspace: SafeDir) -> None:
         self._inv = invocation
-        self._root = invocation.workspace.resolve()
+        self._dir = workspace
+        absolute = Path(os.path.abspath(invocation.workspace))
+        self._roots = (absolute, absolute.parent.resolve() / absolute.name)  # as given, and as the agent's cwd
         self.parts: list[str] = []
         self.thoughts = 0
         self.decisions: list[PermissionDecision] = []
@@ -116,27 +131,37 @@ class _WorkspaceClient:
         return answer(options, allowed=allowed)
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
-        target = self._inside(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+        rel = self._inside(path)
+        await asyncio.to_thread(self._served, path, self._dir.write_text, rel, content)
         return WriteTextFileResponse()
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
                              **kwargs: Any) -> ReadTextFileResponse:
-        target = self._inside(path)
-        if not target.is_file():
-            raise RequestError.resource_not_found(path)
-        lines = target.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+        rel = self._inside(path)
+        data = await asyncio.to_thread(self._served, path, self._dir.read_bytes, rel, max_bytes=MAX_READ_BYTES)
+        lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
         start = max((line or 1) - 1, 0)
         chosen = lines[start:start + limit] if limit else lines[start:]
         return ReadTextFileResponse(content="".join(chosen))
 
-    def _inside(self, path: str) -> Path:
-        candidate = Path(path)
-        candidate = (candidate if candidate.is_absolute() else self._root / candidate).resolve()
-        if candidate != self._root and self._root not in candidate.parents:
-            raise RequestError.invalid_params({"path": path, "reason": "outside the ACP workspace"})
-        return candidate
+    def _inside(self, path: str) -> str:
+        """``path`` below the workspace, lexically (nothing on disk is consulted: the open that
+        follows refuses links), or an ``invalid_params`` error for anything outside it."""
+        candidate = Path(os.path.normpath(path if os.path.isabs(path) else self._roots[0] / path))
+        for root in self._roots:
+            if candidate.is_relative_to(root):
+                return candidate.relative_to(root).as_posix()
+        raise RequestError.invalid_params({"path": path, "reason": "outside the ACP workspace"})
+
+    @staticmethod
+    def _served(path: str, operation: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """``operation`` on the held workspace; a refusal becomes the agent's request error."""
+        try:
+            return operation(*args, **kwargs)
+        except UnsafePath as exc:
+            if exc.code == "not_found":
+                raise RequestError.resource_not_found(path) from None
+            raise RequestError.invalid_params({"path": path, "reason": exc.message}) from None
 
 
 def resolve_command(invocation: AcpInvocation) -> str:
@@ -160,10 +185,14 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
         AcpError: missing executable, the agent failing or refusing the protocol, timeout.
     """
     command = resolve_command(invocation)
-    invocation.workspace.mkdir(parents=True, exist_ok=True)
-    client = _WorkspaceClient(invocation)
+    try:
+        workspace = await asyncio.to_thread(SafeDir.open, invocation.workspace, label=".", create=True)
+    except UnsafePath as exc:
+        raise AcpError(f"ACP agent {invocation.name!r} cannot start: its workspace is not a plain folder ({exc})",
+                       code="acp_workspace_unsafe") from None
+    client = _WorkspaceClient(invocation, workspace)
     env = {**default_environment(), **invocation.config.env}
-    with tempfile.TemporaryFile() as stderr:
+    with workspace, tempfile.TemporaryFile() as stderr:
         try:
             async with asyncio.timeout(invocation.config.timeout_seconds):
                 stop = await _converse(invocation, client, command, env, stderr, prompt)

@@ -13,6 +13,8 @@ rule                severity  what it looks for
 ==================  ========  ==================================================
 symlink             critical  any symbolic link in the package
 special_file        critical  FIFOs, sockets, devices
+too_deep            critical  folders nested deeper than the walk goes (``MAX_WALK_DEPTH``)
+unreadable          critical  the package, or a file of it, cannot be read
 nested_skill        critical  a ``SKILL.md`` below the package root
 executable          critical  ELF, PE, Mach-O 32/64 (both byte orders), fat Mach-O
                               (32/64, and Java class), WebAssembly
@@ -42,8 +44,6 @@ skill's code is the boundary.
 from __future__ import annotations
 
 import os
-import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +52,7 @@ import re2
 
 from deerflow.skills.manifest import MANIFEST
 from deerflow.skills.shell_rules import destructive_rm
+from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath
 
 Severity = Literal["critical", "warning"]
 
@@ -185,6 +186,7 @@ _MACHO = frozenset({
     b"\xca\xfe\xba\xbf", b"\xbf\xba\xfe\xca",  # fat binary with 64-bit offsets
 })
 TEXT_PROBE = 8192
+_SHOWN_PATH = 200
 
 
 def executable_kind(head: bytes) -> str | None:
@@ -242,37 +244,57 @@ def scan_file(path: str, data: bytes) -> list[Finding]:
 
 
 def scan_package(root: Path) -> ScanReport:
-    """Scan every entry below ``root`` (links are reported, never followed)."""
+    """Scan every entry below ``root`` (links are reported, never followed).
+
+    The walk goes through :class:`~deerflow.threadfs.SafeDir`: iterative, nothing followed, each
+    file read through the one descriptor its check opened, and no deeper than
+    :data:`~deerflow.threadfs.MAX_WALK_DEPTH` levels.  A package nested deeper (its author decides
+    how deep) is refused with a ``too_deep`` finding instead of crashing the scan with a path
+    past ``PATH_MAX`` or leaving its depths unread.
+    """
     findings: list[Finding] = []
+    too_deep: list[str] = []
     files = 0
-    for entry, rel in _walk(root):
-        mode = entry.stat(follow_symlinks=False).st_mode
-        if stat.S_ISLNK(mode):
-            findings.append(Finding("symlink", "critical", rel, 0, "is a symbolic link; packages hold files only"))
-        elif stat.S_ISDIR(mode):
-            continue
-        elif not stat.S_ISREG(mode):
-            findings.append(Finding("special_file", "critical", rel, 0, "is not a regular file"))
-        else:
-            files += 1
-            if entry.name.upper() == MANIFEST.upper() and "/" in rel:
-                findings.append(Finding("nested_skill", "critical", rel, 0,
-                                        "a SKILL.md below the package root (one package, one skill)"))
-            findings.extend(scan_file(rel, Path(entry.path).read_bytes()))
+    try:
+        top = SafeDir.open(root)
+    except UnsafePath as exc:
+        return ScanReport((Finding("unreadable", "critical", ".", 0, f"the package folder cannot be read: {exc}"),))
+    with top:
+        for rel, info in top.walk(on_too_deep=too_deep.append):
+            if info.kind == "file":
+                files += 1
+                findings.extend(_scan_entry(top, rel, info.name))
+            elif info.kind != "dir":
+                findings.append(_structure_finding(info.kind, rel))
+    if too_deep:
+        shown = too_deep[0] if len(too_deep[0]) <= _SHOWN_PATH else too_deep[0][:_SHOWN_PATH] + "..."
+        findings.append(Finding("too_deep", "critical", shown, 0,
+                                f"folders nest more than {MAX_WALK_DEPTH} levels deep; not scanned below"))
     return ScanReport(tuple(findings), files)
 
 
-def _walk(root: Path) -> Iterator[tuple[os.DirEntry[str], str]]:
-    stack = [(root, "")]
-    while stack:
-        directory, prefix = stack.pop()
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for entry in entries:
-            rel = f"{prefix}{entry.name}"
-            yield entry, rel
-            if entry.is_dir(follow_symlinks=False):
-                stack.append((Path(entry.path), rel + "/"))
+def _scan_entry(top: SafeDir, rel: str, name: str) -> list[Finding]:
+    """The findings for regular file ``rel``, read through the descriptor that checked it."""
+    findings = []
+    if name.upper() == MANIFEST.upper() and "/" in rel:
+        findings.append(Finding("nested_skill", "critical", rel, 0,
+                                "a SKILL.md below the package root (one package, one skill)"))
+    try:  # a package tree is not a thread's: a hard link here cannot reach out, only be read
+        with os.fdopen(top.open_file(rel, hard_links_ok=True), "rb") as handle:
+            data = handle.read()
+    except UnsafePath as exc:  # replaced since it was listed: judge what is there now
+        if exc.code == "not_found":
+            return findings
+        kind = {"symlink": "symlink", "not_regular": "other"}.get(exc.code)
+        return [*findings, _structure_finding(kind, rel) if kind else
+                Finding("unreadable", "critical", rel, 0, f"cannot be read: {exc}")]
+    return findings + scan_file(rel, data)
+
+
+def _structure_finding(kind: str, rel: str) -> Finding:
+    if kind == "symlink":
+        return Finding("symlink", "critical", rel, 0, "is a symbolic link; packages hold files only")
+    return Finding("special_file", "critical", rel, 0, "is not a regular file")
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:

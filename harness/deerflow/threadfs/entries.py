@@ -19,7 +19,8 @@ class UnsafePath(OSError):
 
     Attributes:
         code: ``not_found``, ``symlink`` (a link on the way), ``not_regular``
-            (FIFO, socket, device), ``is_dir``, ``not_dir``, ``hard_link``,
+            (FIFO, socket, device), ``not_socket`` (where a socket was expected),
+            ``is_dir``, ``not_dir``, ``hard_link``,
             ``exists``, ``too_large``, ``bad_path`` or ``io``.
         rel: The relative path as asked for (no host prefix).
     """

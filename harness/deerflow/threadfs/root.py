@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 
 from deerflow.threadfs._resolve import open_beneath, split_relative
 from deerflow.threadfs.entries import EntryInfo, Kind, UnsafePath, kind_of, translate
-from deerflow.threadfs.tree import MAX_WALK_DEPTH, walk_tree
+from deerflow.threadfs.tree import MAX_WALK_DEPTH, remove_entry, walk_tree
 
 _READ_CHUNK = 1 << 16
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY
@@ -157,6 +157,23 @@ class SafeDir:
             raise
         return fd
 
+    def open_socket(self, rel: str) -> int:
+        """An ``O_PATH`` descriptor of the Unix socket file ``rel`` (caller closes it).
+
+        Connecting to ``/proc/self/fd/<it>`` reaches exactly this socket: a link planted at
+        ``rel`` is refused (never followed), anything but a socket is ``not_socket``, and so is a
+        socket with other hard links (its other name could be anywhere).
+        """
+        fd = self._open(rel, os.O_PATH)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISSOCK(st.st_mode) or st.st_nlink > 1:
+                raise UnsafePath("not_socket", rel, f"{self._show(rel)} is not a socket the host may connect to")
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def read_bytes(self, rel: str, *, max_bytes: int | None = None) -> bytes:
         """The bytes of regular file ``rel``.
 
@@ -185,11 +202,15 @@ class SafeDir:
     def read_text(self, rel: str, *, encoding: str = "utf-8", max_bytes: int | None = None) -> str:
         return self.read_bytes(rel, max_bytes=max_bytes).decode(encoding)
 
-    def scandir(self, rel: str = "") -> list[EntryInfo]:
-        """The entries of directory ``rel``, sorted by name, none followed."""
+    def scandir(self, rel: str = "", *, limit: int | None = None) -> list[EntryInfo]:
+        """The entries of directory ``rel``, sorted by name, none followed.
+
+        ``limit`` bounds the work on a directory the agent may have filled with millions of
+        entries: at most that many names are read (the first ones in directory order), then sorted.
+        """
         fd = self._open(rel, _DIR_FLAGS) if self._parts(rel) else os.dup(self._fd)
         try:
-            names = os.listdir(fd)
+            names = os.listdir(fd) if limit is None else _first_names(fd, limit)
             out = []
             for name in sorted(names):
                 try:
@@ -209,16 +230,19 @@ class SafeDir:
             os.close(fd)
 
     def walk(self, rel: str = "", *, max_depth: int = MAX_WALK_DEPTH, skip_dirs: frozenset[str] = frozenset(),
-             on_too_deep: Callable[[str], None] | None = None) -> Iterator[tuple[str, EntryInfo]]:
+             on_too_deep: Callable[[str], None] | None = None,
+             max_entries: int | None = None) -> Iterator[tuple[str, EntryInfo]]:
         """Every entry below ``rel``, depth first and sorted, as ``(relative path, info)``.
 
         Links are reported, never followed; directories named in ``skip_dirs``
         are reported but not entered; an unreadable directory is skipped.  No walk
         enters more than :data:`~deerflow.threadfs.tree.MAX_WALK_DEPTH` levels (the
         agent decides how deep its folders go): a directory at the limit is reported,
-        not entered, and handed to ``on_too_deep`` for callers that say so."""
+        not entered, and handed to ``on_too_deep`` for callers that say so.  ``max_entries``
+        bounds the whole walk's work (entries read, not only yielded): it stops after that many."""
         base = "/".join(self._parts(rel))
-        return walk_tree(self, base, max_depth=max_depth, skip_dirs=skip_dirs, on_too_deep=on_too_deep)
+        return walk_tree(self, base, max_depth=max_depth, skip_dirs=skip_dirs, on_too_deep=on_too_deep,
+                         max_entries=max_entries)
 
     # -- writing -------------------------------------------------------------
 
@@ -367,26 +391,22 @@ class SafeDir:
             os.close(parent)
 
     def rmtree(self, rel: str) -> None:
-        """Remove directory ``rel`` and everything in it, following no link."""
+        """Remove directory ``rel`` and everything in it (or the file or link at ``rel``), following
+        no link, iteratively: the agent decides how deep its folders go (see
+        :func:`~deerflow.threadfs.tree.remove_entry`).  A missing ``rel`` is no error."""
         parts = self._parts(rel)
         if not parts:
             raise UnsafePath("bad_path", rel, "refusing to remove the root itself")
-        if self.kind(rel) != "dir":
-            self.unlink(rel)
-            return
-        with self.subdir(rel) as sub:
-            for entry in sub.scandir():
-                if entry.kind == "dir":
-                    sub.rmtree(entry.name)
-                else:
-                    sub.unlink(entry.name)
-        parent = self._open_parent(parts)
         try:
-            os.rmdir(parts[-1], dir_fd=parent)
-        except FileNotFoundError:
-            pass
+            parent = self._open_parent(parts)
+        except UnsafePath as exc:
+            if exc.code == "not_found":
+                return
+            raise
+        try:
+            remove_entry(parent, parts[-1])
         except OSError as exc:
-            raise translate(exc, rel) from None
+            raise translate(exc, self._show(rel)) from None
         finally:
             os.close(parent)
 
@@ -467,6 +487,19 @@ class SafeDir:
             raise
         os.close(fd)
         return tmp
+
+
+def _first_names(fd: int, limit: int) -> list[str]:
+    """At most ``limit`` names of the directory open at ``fd`` (directory order), read lazily."""
+    names: list[str] = []
+    if limit <= 0:
+        return names
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            names.append(entry.name)
+            if len(names) >= limit:
+                break
+    return names
 
 
 def _unlink_quietly(name: str, dir_fd: int) -> None:

@@ -12,6 +12,7 @@ levels: each directory is listed by re-opening its relative path beneath the roo
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -28,24 +29,29 @@ MAX_WALK_DEPTH = 256
 
 
 def walk_tree(root: SafeDir, base: str, *, max_depth: int, skip_dirs: frozenset[str],
-              on_too_deep: Callable[[str], None] | None) -> Iterator[tuple[str, EntryInfo]]:
+              on_too_deep: Callable[[str], None] | None,
+              max_entries: int | None = None) -> Iterator[tuple[str, EntryInfo]]:
     """``(path, info)`` for every entry below ``base`` (already split and joined), pre-order, sorted.
 
     The order is the recursive walk's: a directory is yielded, then everything in it, then
     its next sibling.  A directory at the depth limit (``max_depth``, never more than
     :data:`MAX_WALK_DEPTH`) is yielded but not entered, and passed to ``on_too_deep``.
+    With ``max_entries``, no listing reads more entries than are left to yield, and the walk
+    ends once that many were yielded.
     """
     limit = min(max_depth, MAX_WALK_DEPTH)
-    top = _listing(root, base)
+    left = max_entries  # None: unbounded
+    top = _listing(root, base, left)
     if top is None:
         return
     stack: list[tuple[str, int, Iterator[EntryInfo]]] = [(base, 1, iter(top))]
-    while stack:
+    while stack and (left is None or left > 0):
         parent, depth, entries = stack[-1]
         entry = next(entries, None)
         if entry is None:
             stack.pop()
             continue
+        left = None if left is None else left - 1
         path = f"{parent}/{entry.name}" if parent else entry.name
         yield path, entry
         if entry.kind != "dir" or entry.name in skip_dirs:
@@ -54,15 +60,16 @@ def walk_tree(root: SafeDir, base: str, *, max_depth: int, skip_dirs: frozenset[
             if on_too_deep is not None:
                 on_too_deep(path)
             continue
-        children = _listing(root, path)
+        children = _listing(root, path, left)
         if children:
             stack.append((path, depth + 1, iter(children)))
 
 
-def _listing(root: SafeDir, rel: str) -> list[EntryInfo] | None:
-    """The sorted entries of ``rel``; ``None`` for a directory that is gone, swapped or unreadable."""
+def _listing(root: SafeDir, rel: str, limit: int | None) -> list[EntryInfo] | None:
+    """The sorted entries of ``rel`` (at most ``limit``); ``None`` for a directory that is gone,
+    swapped or unreadable."""
     try:
-        return root.scandir(rel)
+        return root.scandir(rel, limit=limit)
     except UnsafePath:
         return None
 
@@ -71,10 +78,7 @@ def remove_tree(path: Path) -> None:
     """Delete the folder ``path`` and everything in it, best effort, whatever its depth.
 
     What is inside is the agent's: links are removed, never followed, and the tree's depth is
-    not the host's.  ``shutil.rmtree`` recurses (``RecursionError`` past ~1000 levels, which
-    ``ignore_errors`` does not cover); here every folder met is first moved up into ``path``
-    itself under a random name, so no folder is ever more than one level down and one
-    descriptor per level is never needed.  A link or file where ``path`` should be is
+    not the host's (see :func:`remove_entry`).  A link or file where ``path`` should be is
     unlinked.  Errors (an entry the sandbox changed meanwhile) are skipped, as
     ``ignore_errors=True`` would.
     """
@@ -83,22 +87,42 @@ def remove_tree(path: Path) -> None:
     except OSError:
         return
     try:
-        try:
-            top = os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
-        except FileNotFoundError:
-            return
-        except OSError:  # a link or a file where the folder was
-            with contextlib.suppress(OSError):
-                os.unlink(path.name, dir_fd=parent)
-            return
-        try:
-            _empty_flattening(top)
-        finally:
-            os.close(top)
         with contextlib.suppress(OSError):
-            os.rmdir(path.name, dir_fd=parent)
+            remove_entry(parent, path.name)
     finally:
         os.close(parent)
+
+
+def remove_entry(parent: int, name: str) -> None:
+    """Remove ``name`` in the directory open at ``parent``: a file or link unlinked (never
+    followed), a folder emptied and removed, iteratively.
+
+    ``shutil.rmtree`` and a recursive walk recurse (``RecursionError`` past ~1000 levels, which
+    ``ignore_errors`` does not cover); here every folder met is first moved up into the folder
+    being removed under a random name, so no folder is ever more than one level down and one
+    descriptor per level is never needed.  Entries that vanish or resist on the way are skipped.
+
+    Raises:
+        OSError: the folder itself could not be removed at the end (``ENOTEMPTY``: something
+            could not be removed, or was added meanwhile); a missing ``name`` is no error.
+    """
+    try:
+        top = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                      dir_fd=parent)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        with contextlib.suppress(FileNotFoundError):  # a link or a file where the folder was
+            os.unlink(name, dir_fd=parent)
+        return
+    try:
+        _empty_flattening(top)
+    finally:
+        os.close(top)
+    with contextlib.suppress(FileNotFoundError):
+        os.rmdir(name, dir_fd=parent)
 
 
 def _empty_flattening(top: int) -> None:

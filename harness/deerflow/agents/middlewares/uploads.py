@@ -24,7 +24,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.files.uploads import UploadInfo, list_uploads
+from deerflow.sandbox.files.uploads import UploadInfo, alist_uploads, list_uploads
 from deerflow.sandbox.files.virtual_paths import UPLOADS, WORKSPACE
 
 NOTE_KIND = "uploads"
@@ -126,12 +126,20 @@ class UploadsMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
         context = runtime.context
         if not isinstance(context, RunContext):
             return None
-        current = [upload_record(info) for info in list_uploads(context.paths)]
-        changes = compare_uploads(state.get("uploaded_files") or [], current)
-        if not changes:
-            return None
-        note = HumanMessage(content=render_upload_note(changes), additional_kwargs={"deerflow_note": NOTE_KIND})
-        return {"uploaded_files": current, "messages": [note]}
+        return _announce(state, list_uploads(context.paths))
 
     async def abefore_model(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
+        context = runtime.context
+        if not isinstance(context, RunContext):
+            return None
+        return _announce(state, await alist_uploads(context.paths))  # a directory listing: off the loop
+
+
+def _announce(state: Any, files: list[UploadInfo]) -> dict[str, Any] | None:
+    """The state update announcing what changed in ``files`` since the last note, if anything."""
+    current = [upload_record(info) for info in files]
+    changes = compare_uploads(state.get("uploaded_files") or [], current)
+    if not changes:
+        return None
+    note = HumanMessage(content=render_upload_note(changes), additional_kwargs={"deerflow_note": NOTE_KIND})
+    return {"uploaded_files": current, "messages": [note]}

@@ -2,7 +2,8 @@
 
 The bodies of the glob and grep tools, beside :mod:`deerflow.sandbox.files.fs_ops` (read, write,
 list).  Both walk with :meth:`VirtualFS.walk`, cap their results (each lands in the model's
-context) and say when they did, and skip (and count) symlinks that leave their mount; grep also
+context) and say when they did, say when the walk stopped at its depth cap (the agent decides how
+deep its folders go, the host does not follow), and skip (and count) symlinks that leave their mount; grep also
 skips binary and huge files.  Patterns run on RE2 (linear time), so a pattern the model writes
 cannot stall a search.
 """
@@ -36,6 +37,8 @@ class GlobResult:
     truncated: bool
     limit: int
     skipped_links: int
+    depth_limit: int | None = None
+    """Set when the walk stopped at this depth: folders there were listed, not entered."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,8 @@ class GrepResult:
     skipped_binary: int
     skipped_large: int
     skipped_links: int
+    depth_limit: int | None = None
+    """As :attr:`GlobResult.depth_limit`: files below that depth were not searched."""
 
 
 def glob(
@@ -76,7 +81,8 @@ def glob(
     """
     path, pattern = _split_pattern(pattern, path)
     regex = _glob_regex(pattern)
-    shown, walk = vfs.walk(path)
+    too_deep: list[int] = []
+    shown, walk = vfs.walk(path, on_too_deep=too_deep.append)
     found: list[str] = []
     skipped = 0
     for item in walk:
@@ -86,7 +92,8 @@ def glob(
             if len(found) > max_results:
                 break
     return GlobResult(
-        pattern, shown, tuple(found[:max_results]), len(found) > max_results, max_results, skipped
+        pattern, shown, tuple(found[:max_results]), len(found) > max_results, max_results, skipped,
+        min(too_deep, default=None),
     )
 
 
@@ -107,7 +114,8 @@ def grep(
     """
     regex = _grep_regex(pattern, literal=literal, case_sensitive=case_sensitive)
     name_filter = _glob_regex(glob) if glob else None
-    shown, walk = vfs.walk(path)
+    too_deep: list[int] = []
+    shown, walk = vfs.walk(path, on_too_deep=too_deep.append)
     matches: list[GrepMatch] = []
     counts: dict[str, int] = dict.fromkeys(
         ("files_searched", "skipped_binary", "skipped_large", "skipped_links"), 0
@@ -128,7 +136,8 @@ def grep(
                     break
     truncated = len(matches) > max_matches
     return GrepResult(
-        pattern, shown, tuple(matches[:max_matches]), truncated, max_matches, **counts
+        pattern, shown, tuple(matches[:max_matches]), truncated, max_matches, **counts,
+        depth_limit=min(too_deep, default=None),
     )
 
 

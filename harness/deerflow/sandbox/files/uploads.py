@@ -26,6 +26,7 @@ Saving is defensive because the name and the bytes come from outside:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import stat
 from collections.abc import Iterator
@@ -40,6 +41,8 @@ from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 
 DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024  # same defaults as UploadsConfig
 DEFAULT_MAX_UPLOAD_FILES = 200
+LISTING_MAX_ENTRIES = 10_000
+"""Entries a listing reads at most (well above any sensible ``max_files``, far below what blocks)."""
 MAX_NAME_BYTES = 255
 _CHUNK = 1 << 16
 
@@ -127,14 +130,23 @@ def save_upload(
 
 def list_uploads(paths: ThreadPaths) -> list[UploadInfo]:
     """The thread's uploaded files, by name (temp files and links are not listed; nothing when the
-    uploads directory is missing or not a plain directory)."""
+    uploads directory is missing or not a plain directory).
+
+    Blocking (use :func:`alist_uploads` on the event loop) and bounded: at most
+    :data:`LISTING_MAX_ENTRIES` entries are read, whatever was put in the directory.
+    """
     try:
         with _open_uploads(paths) as uploads:
-            found = ((e.name, uploads.lstat(e.name)) for e in _upload_files(uploads))
+            found = ((e.name, uploads.lstat(e.name)) for e in _upload_files(uploads, limit=LISTING_MAX_ENTRIES))
             return [UploadInfo(name, f"{UPLOADS}/{name}", st.st_size, st.st_mtime) for name, st in found
                     if st is not None]  # None: removed while listed
     except UnsafePath:
         return []
+
+
+async def alist_uploads(paths: ThreadPaths) -> list[UploadInfo]:
+    """:func:`list_uploads`, off the event loop."""
+    return await asyncio.to_thread(list_uploads, paths)
 
 
 def _open_uploads(paths: ThreadPaths, *, create: bool = False) -> SafeDir:
@@ -193,9 +205,9 @@ def _chunks(data: bytes | IO[bytes] | Path) -> Iterator[bytes]:
     yield from iter(lambda: data.read(_CHUNK), b"")
 
 
-def _upload_files(uploads: SafeDir) -> list[EntryInfo]:
+def _upload_files(uploads: SafeDir, *, limit: int | None = None) -> list[EntryInfo]:
     """The regular files in ``uploads``, by name (links, directories and hidden temp files left out)."""
-    return [e for e in uploads.scandir() if e.kind == "file" and not e.name.startswith(".")]
+    return [e for e in uploads.scandir(limit=limit) if e.kind == "file" and not e.name.startswith(".")]
 
 
 def _info(uploads: SafeDir, name: str) -> UploadInfo:

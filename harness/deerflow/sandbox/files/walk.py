@@ -8,7 +8,7 @@ followed, and ``NOISE_DIRS`` are never descended into.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -69,13 +69,18 @@ class VirtualWalk:
         def locate(self, path: str, *, write: bool) -> ResolvedPath: ...
         def mounts_under(self, virtual_path: str) -> list[Mount]: ...
 
-    def walk(self, path: str, *, max_depth: int | None = None) -> tuple[str, Iterator[WalkEntry]]:
+    def walk(self, path: str, *, max_depth: int | None = None,
+             on_too_deep: Callable[[int], None] | None = None) -> tuple[str, Iterator[WalkEntry]]:
         """The shown path and the entries below it, sorted, depth first.
 
         Traversal goes through :meth:`SafeDir.walk`: links are reported but
         never followed (no loops, no way out), and ``NOISE_DIRS`` are not
         descended into.  A virtual ancestor (``/mnt/user-data``) walks every
         mount below it.  Path errors are raised at once, not on first iteration.
+        No walk goes deeper than :data:`~deerflow.threadfs.MAX_WALK_DEPTH` levels below a
+        mount's walked folder (the agent decides how deep its folders go): each folder met
+        there is listed but not entered, and its depth (as ``WalkEntry.depth``) is passed to
+        ``on_too_deep``, so a caller can say its listing is incomplete.
 
         Raises:
             ToolFailure: as :meth:`locate`, or ``not_found``.
@@ -97,7 +102,7 @@ class VirtualWalk:
                 )
             roots = [_Root(rp.host, PurePosixPath(rp.virtual), PurePosixPath(), rp.mount, rp.rel)]
             shown = rp.virtual
-        return shown, self._walk_roots(roots, max_depth or 1 << 30)
+        return shown, self._walk_roots(roots, max_depth or 1 << 30, on_too_deep)
 
     def _kind_or_none(self, rp: ResolvedPath) -> str | None:
         try:
@@ -108,7 +113,8 @@ class VirtualWalk:
                 return None
             raise tool_failure(exc, shown=rp.virtual) from None
 
-    def _walk_roots(self, roots: list[_Root], max_depth: int) -> Iterator[WalkEntry]:
+    def _walk_roots(self, roots: list[_Root], max_depth: int,
+                    on_too_deep: Callable[[int], None] | None) -> Iterator[WalkEntry]:
         for root in roots:
             try:
                 top = SafeDir.open(root.mount.host)
@@ -133,12 +139,20 @@ class VirtualWalk:
                     continue
                 if kind is None and root.mount_rel:
                     continue
-                yield from self._walk_dir(top, root, depth, max_depth)
+                yield from self._walk_dir(top, root, depth, max_depth, on_too_deep)
 
-    def _walk_dir(self, top: SafeDir, root: _Root, depth: int, max_depth: int) -> Iterator[WalkEntry]:
+    def _walk_dir(self, top: SafeDir, root: _Root, depth: int, max_depth: int,
+                  on_too_deep: Callable[[int], None] | None) -> Iterator[WalkEntry]:
         base = root.mount_rel
         prefix = f"{base}/" if base else ""
-        for rel_below, info in top.walk(base, max_depth=max_depth - depth + 1, skip_dirs=NOISE_DIRS):
+
+        def too_deep(rel_below: str) -> None:
+            levels = len(PurePosixPath(rel_below[len(prefix):]).parts)
+            if on_too_deep is not None and depth + levels - 1 < max_depth:  # not the caller's own limit
+                on_too_deep(depth + levels - 1)
+
+        for rel_below, info in top.walk(base, max_depth=max_depth - depth + 1, skip_dirs=NOISE_DIRS,
+                                        on_too_deep=too_deep):
             parts = PurePosixPath(rel_below[len(prefix):]).parts
             vpath = root.virtual.joinpath(*parts)
             rpath = root.rel.joinpath(*parts)

@@ -15,9 +15,11 @@ sandboxed case work:
   sockets there, and in a long-lived container the sandboxed code sees it
   before and while the host uses it.  So the host holds it by descriptor
   (:class:`~deerflow.sandbox.execution.provider.KernelRuntime`): ``kernel.json``
-  and ``kernel.log`` are created ``O_EXCL`` through it, the client reaches the
-  sockets as ``/proc/self/fd/<held>/k-N`` (a swapped parent folder cannot
-  redirect it), and the directory is removed through its parent's descriptor.
+  and ``kernel.log`` are created ``O_EXCL`` through it, the client and the manager
+  reach each socket through an ``O_PATH`` descriptor of ``k-N`` opened beneath it
+  with no link followed (:mod:`~deerflow.sandbox.kernels.ipc`: a link planted at
+  ``k-N`` fails the start with one line), and the directory is removed through its
+  parent's descriptor.
 * **message interrupts.**  ``interrupt_mode="message"`` asks the kernel to
   SIGINT its own process group over the control channel.  A signal from the
   host would hit the ``bwrap`` monitor, not the kernel behind the pid
@@ -56,6 +58,7 @@ from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.execution.mount_fds import ensure_thread
 from deerflow.sandbox.execution.process import descendants, kill_strays
 from deerflow.sandbox.execution.provider import KernelLaunch, KernelRuntime, SandboxProvider
+from deerflow.sandbox.kernels.ipc import HeldSockets, held_manager
 from deerflow.threadfs import SafeDir, UnsafePath
 
 if TYPE_CHECKING:  # jupyter_client and nbformat are imported on first use (a kernel start, a cell)
@@ -187,6 +190,7 @@ class ThreadKernel:
         self._runtime: KernelRuntime | None = None
         self._dir: SafeDir | None = None  # the runtime directory, held while the kernel runs
         self._private: Path | None = None  # host-private: manager.json
+        self._held: HeldSockets | None = None  # the kernel's sockets, by descriptor
         self._log: Any = None
         self._spine: frozenset[int] = frozenset()
 
@@ -225,11 +229,11 @@ class ThreadKernel:
     async def _launch(self, launch: KernelLaunch, runtime: SafeDir) -> None:
         """Spawn the kernel from ``launch`` (passing its descriptors) and wait until it answers.
 
-        The client's sockets are ``/proc/self/fd/<runtime>/k-N``: resolved through the held
-        directory, whatever the sandbox did to the folders above it.
+        The client's sockets are reached through descriptors of ``k-N`` opened in the held
+        directory once the kernel made them (:class:`HeldSockets`), whatever the sandbox did
+        to those names or to the folders above.
         """
         from jupyter_client.kernelspec import KernelSpec
-        from jupyter_client.manager import AsyncKernelManager
 
         spec = KernelSpec(
             argv=[*launch.argv, "-f", f"{launch.runtime_view}/kernel.json"],
@@ -237,7 +241,9 @@ class ThreadKernel:
             language="python",
             interrupt_mode="message",
         )
-        km = AsyncKernelManager(
+        held = self._held = HeldSockets(runtime)
+        km = held_manager(
+            held,
             kernel_spec_manager=_fixed_spec_manager_class()(spec),
             kernel_name="deerflow",
             transport="ipc",
@@ -264,9 +270,13 @@ class ThreadKernel:
             # again (they may name something else by then).
             launch.release()
             getattr(km, "_launch_args", {}).pop("pass_fds", None)
+            await held.open_when_made(km.ports, timeout=self.startup_timeout, alive=km.is_alive)
             self._kc = km.client()
             self._kc.start_channels()
             await self._kc.wait_for_ready(timeout=self.startup_timeout)
+        except UnsafePath as exc:  # a link (or not a socket) where the kernel made one
+            await self.shutdown(now=True)
+            raise KernelStartError(f"the Python kernel's runtime folder was tampered with: {exc}") from None
         except (RuntimeError, TimeoutError) as exc:
             detail = self._log_tail()
             await self.shutdown(now=True)
@@ -321,9 +331,7 @@ class ThreadKernel:
             await self.restart()
         elif outcome == "timeout":
             result.timed_out = True
-            assert self._km is not None, "a kernel that timed out is still there"
-            await self._km.interrupt_kernel()
-            if await self._collect(collector, self.interrupt_grace) == "idle":
+            if await self._interrupt() and await self._collect(collector, self.interrupt_grace) == "idle":
                 result.recovery = "interrupted"
             else:
                 result.recovery = "restarted"
@@ -362,8 +370,18 @@ class ThreadKernel:
 
     async def interrupt(self) -> None:
         """Ask the kernel to interrupt the running cell (no-op when stopped)."""
-        if self._km is not None and self._km.has_kernel:
+        await self._interrupt()
+
+    async def _interrupt(self) -> bool:
+        """Send the interrupt over the control channel; ``False`` when it cannot be sent (no kernel,
+        or its control socket was replaced by something the host refuses to connect to)."""
+        if self._km is None or not self._km.has_kernel:
+            return False
+        try:
             await self._km.interrupt_kernel()
+        except UnsafePath:
+            return False
+        return True
 
     async def restart(self) -> None:
         """Replace the kernel with a fresh one (all state is lost)."""
@@ -379,8 +397,14 @@ class ThreadKernel:
             if kc is not None:
                 kc.stop_channels()
             if km is not None and km.has_kernel:
-                await km.shutdown_kernel(now=now)
+                try:
+                    await km.shutdown_kernel(now=now)
+                except UnsafePath:  # its control socket is not one the host connects to: kill it
+                    await km.shutdown_kernel(now=True)
         finally:
+            if self._held is not None:  # every ZMQ socket using the descriptors is closed by now
+                self._held.close()
+                self._held = None
             if self._log is not None:
                 self._log.close()
                 self._log = None

@@ -14,8 +14,8 @@ install command instead of breaking runs that never use ACP.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
-from itertools import islice
 from pathlib import Path
 
 from langchain.tools import ToolRuntime
@@ -29,6 +29,7 @@ from deerflow.threadfs import SafeDir, UnsafePath
 
 ACP_TOOL_NAME = "invoke_acp_agent"
 ACP_WORKSPACE_VIRTUAL = "/mnt/acp-workspace"
+SNAPSHOT_MAX_ENTRIES = 2000
 
 
 class InvokeAcpArgs(BaseModel):
@@ -74,12 +75,13 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
     invocation = AcpInvocation(name=name, config=config, workspace=workspace,
                                attended=context.interaction.attended,
                                mcp_servers=to_acp(source()) if callable(source) else [])
-    before = _snapshot(workspace)
+    before = await asyncio.to_thread(_snapshot, workspace)
     try:
         result = await invoke(invocation, prompt)
     except AcpError as exc:
         raise ToolFailure(exc.message, code=exc.code) from None
-    changed = [p for p, stamp in _snapshot(workspace).items() if before.get(p) != stamp]
+    after = await asyncio.to_thread(_snapshot, workspace)
+    changed = [p for p, stamp in after.items() if before.get(p) != stamp]
     text = result.text.strip() or f"(the agent sent no message; stop reason: {result.stop_reason})"
     if changed:
         text += "\n\nFiles written by the agent: " + ", ".join(f"{ACP_WORKSPACE_VIRTUAL}/{p}" for p in changed)
@@ -87,14 +89,16 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Relative path → (size, mtime_ns) of the workspace's files (bounded walk, nothing followed)."""
+    """Relative path → (size, mtime_ns) of the workspace's files: a blocking walk (run it off the
+    event loop), bounded in the entries it reads (the agent decides how many there are), nothing
+    followed."""
     try:
         top = SafeDir.open(root)
     except UnsafePath:
         return {}
     out: dict[str, tuple[int, int]] = {}
     with top:
-        for rel, info in islice(top.walk(), 2000):
+        for rel, info in top.walk(max_entries=SNAPSHOT_MAX_ENTRIES):
             if info.kind == "file":
                 out[rel] = (info.size, info.mtime_ns)
     return out

@@ -169,6 +169,9 @@ def render_glob(result: search.GlobResult) -> str:
         text += f"\n[Stopped at {result.limit} results; use a narrower pattern.]"
     if result.skipped_links:
         text += f"\n[{result.skipped_links} symlink(s) pointing outside the sandbox were skipped.]"
+    if result.depth_limit is not None:
+        text += (f"\n[Listing truncated at depth {result.depth_limit}: folders that deep under {result.path} "
+                 "were not searched; glob a deeper path to go on.]")
     return text
 
 
@@ -189,6 +192,9 @@ def render_grep(result: search.GrepResult) -> str:
         )
     if result.skipped_links:
         notes.append(f"{result.skipped_links} symlink(s) pointing outside the sandbox skipped")
+    if result.depth_limit is not None:
+        notes.append(f"listing truncated at depth {result.depth_limit}: files deeper under {result.path} "
+                     "not searched; grep a deeper path to go on")
     return text + ("\n[" + "; ".join(notes) + ".]" if notes else "")
 
 
