@@ -33,7 +33,6 @@ import ctypes.util
 import errno
 import fcntl
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -54,6 +53,7 @@ from deerflow.skills.archive import (
 from deerflow.skills.catalog import SkillInfo, load_skill
 from deerflow.skills.manifest import RESERVED_NAMES, parse_skill_md
 from deerflow.skills.scan import ScanReport, scan_package
+from deerflow.threadfs import remove_tree
 
 LOCK_DIR = ".skill-install-locks"
 LOCK_TIMEOUT = 60.0
@@ -145,7 +145,7 @@ def install_package(source: Path, target: InstallTarget, *, replace: bool = Fals
             installed = load_skill(target.custom_root / skill.name, "custom")
         return InstallResult(installed.info(), report, replaced)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_tree(staging)  # iterative: the package's depth is the author's
 
 
 def _unpack(source: Path, dest: Path, limits: PackageLimits) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from deerflow.skills.catalog import Skill, load_skill
 from deerflow.skills.installer import SkillScanBlocked
 from deerflow.skills.manifest import MANIFEST, parse_skill_md
 from deerflow.skills.scan import ScanReport, scan_package
-from deerflow.threadfs import SafeDir
+from deerflow.threadfs import SafeDir, remove_tree
 
 PENDING_DIR = "pending-changes"
 STALE_AFTER_SECONDS = 24 * 3600  # a question nobody answered within a day is answered "no" by then
@@ -69,7 +68,7 @@ def freeze_package(source: SafeDir, thread_root: Path, *, limits: PackageLimits)
         if report.blocked:
             raise SkillScanBlocked(skill.name, report)
     except BaseException:
-        shutil.rmtree(holder, ignore_errors=True)
+        remove_tree(holder)  # iterative: the package's depth is the author's
         raise
     return PendingPackage(snapshot_id, staged, skill, report)
 
@@ -85,7 +84,7 @@ def frozen_package(thread_root: Path, snapshot_id: str, name: str) -> Path | Non
 def discard(thread_root: Path, snapshot_id: str) -> None:
     """Remove a frozen copy (after its install, or when it is no longer wanted)."""
     if _ID.match(snapshot_id):
-        shutil.rmtree(thread_root / PENDING_DIR / snapshot_id, ignore_errors=True)
+        remove_tree(thread_root / PENDING_DIR / snapshot_id)
 
 
 __all__ = ["PENDING_DIR", "PendingPackage", "discard", "freeze_package", "frozen_package"]
@@ -115,7 +114,7 @@ def sweep_stale(thread_root: Path, *, max_age: float = STALE_AFTER_SECONDS, now:
         if info.st_mtime >= cutoff:
             continue
         if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
+            remove_tree(Path(entry.path))
         else:
             os.unlink(entry.path)
         removed += 1

@@ -42,6 +42,7 @@ from deerflow.sandbox.execution.provider import (
     Launch,
     SandboxProvider,
 )
+from deerflow.threadfs import remove_tree
 
 
 class LocalSandboxProvider(SandboxProvider):
@@ -70,7 +71,7 @@ class LocalSandboxProvider(SandboxProvider):
         self.environment = check_environment(environment or {})
         self._shell = shutil.which("bash") or "/bin/sh"
         self._homes = Path(tempfile.mkdtemp(prefix="deerflow-local-home-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._homes, True)
+        self._cleanup = weakref.finalize(self, remove_tree, self._homes)  # the agent's: any depth, links
 
     def close(self) -> None:
         """Remove the per-thread home directories (idempotent)."""
