@@ -41,14 +41,24 @@ SleepyScriptedModel = _sleepy_class()
 SCRIPTS: dict = {}
 """Scripts parsed before any timer starts, by key (``PreparsedScriptedModel``'s ``script_key``)."""
 
+ANSWER_CLOCK: list[float] = []
+"""``time.process_time()`` at each answer of a ``PreparsedScriptedModel``: consecutive answers of
+one run are one agent step apart (``bench/long_thread.py`` reads steps off it)."""
+
 
 def _preparsed_class():
     """A scripted model whose script was parsed outside the timer (the bench's both sides do the same)."""
+    import time
+
     from deerflow.models.scripted import ScriptedChatModel
 
     class Preparsed(ScriptedChatModel):
         def __init__(self, script_key: str, **kwargs):
             super().__init__(script=SCRIPTS[script_key], **kwargs)
+
+        def _answer(self, messages, *, stop, kwargs):
+            ANSWER_CLOCK.append(time.process_time())
+            return super()._answer(messages, stop=stop, kwargs=kwargs)
 
     return Preparsed
 

@@ -3,19 +3,21 @@
 Each run plays N zero-latency tool-calling steps (the script parsed before any timer
 starts) on a thread that already holds ``--history`` messages (seeded straight into
 the checkpointer, outside the timer: alternating user / assistant messages of ~210
-characters) or on a new thread.  The per-step cost on each is the marginal step,
-``(run at N=hi − run at N=lo) / (hi − lo)``, so what a run pays once (loading the
-thread from its checkpoint, building the agent, recording the run) drops out.  Plain
-side: ``create_agent`` (no middleware, one tool, ``add_messages``) on an
+characters) or on a new thread.  A step is read inside the run: the scripted model
+notes the process's CPU time at each answer (``bench_tools.ANSWER_CLOCK``), and
+consecutive answers are one step apart (the rest of the model call, the tool, the
+checkpoint, the next call's middleware), so what a run pays once (loading the thread
+from its checkpoint, building the agent, recording the run) is never in it, and no
+two noisy whole-run medians are subtracted.  Per step = (last answer − first) / N.
+Plain side: ``create_agent`` (no middleware, one tool, ``add_messages``) on an
 ``AsyncSqliteSaver``; floor side: the same ``create_agent`` with DeerFlow's ``messages``
 channel (``ThreadState``: the incremental reducer in a ``DeltaChannel``) and still no
 middleware, so what it pays per step on a long thread is LangChain's own per-model-call
 work, the floor under any harness built on ``create_agent``; DeerFlow side:
 ``RunManager.start()`` + wait on a warm host.
-The variants are interleaved over rounds, each run timed in CPU (``process_time``, all
-threads); medians.
+The variants are interleaved over rounds, CPU time (``process_time``, all threads); medians.
 
-    .venv/bin/python bench/long_thread.py [--history 2000] [--steps 1,11] [--rounds 5]
+    .venv/bin/python bench/long_thread.py [--history 2000] [--steps 11] [--rounds 9]
 
 Goal: DeerFlow's per-step cost at 2,000 messages at most 1.3x a fresh thread's.
 """
@@ -46,12 +48,12 @@ from deerflow.agents.thread_state import ThreadState  # noqa: E402
 from deerflow.config.loader import load_config  # noqa: E402
 from deerflow.config.paths import HomePaths  # noqa: E402
 from deerflow.models.script_format import load_script  # noqa: E402
-from deerflow.models.scripted import TURN_STAMP, ScriptedChatModel  # noqa: E402
+from deerflow.models.scripted import TURN_STAMP  # noqa: E402
 from deerflow.run_options import RunOptions  # noqa: E402
 from deerflow.runs.manager import RunManager, RunRequest  # noqa: E402
 from deerflow.runs.thread_ops import state_reader  # noqa: E402
 
-Key = tuple[str, int, int]  # (side, history, steps)
+Key = tuple[str, int]  # (side, history)
 
 
 def history(messages: int, steps: int) -> list[BaseMessage]:
@@ -71,13 +73,12 @@ class Sides:
             thread_id = (await self.manager.acreate_thread("local")).thread_id
             await state_reader(self.manager.checkpointer).aupdate_state(
                 {"configurable": {"thread_id": thread_id}}, {"messages": history(size, steps)}, as_node="model")
-        cpu = time.process_time()
+        bench_tools.ANSWER_CLOCK.clear()
         live = await self.manager.start(RunRequest(prompt="go", thread_id=thread_id, options=RunOptions(
             recursion_limit=10_000, model_name=f"bench-{steps}")))
         finished = await live.wait()
-        spent = time.process_time() - cpu
         assert finished.status == "success", finished.error
-        return spent
+        return per_step(steps)
 
     async def plain(self, size: int, steps: int) -> float:
         return await self._create_agent(size, steps, None)
@@ -86,56 +87,56 @@ class Sides:
         return await self._create_agent(size, steps, ThreadState)
 
     async def _create_agent(self, size: int, steps: int, state: Any) -> float:
-        model = ScriptedChatModel(bench_tools.SCRIPTS[f"bench-{steps}"])
+        model = bench_tools.PreparsedScriptedModel(script_key=f"bench-{steps}")
         self.n += 1
         cfg: Any = {"configurable": {"thread_id": f"plain-{self.n}"}, "recursion_limit": 10_000}
         if size:
             seeder = create_agent(model, [echo], checkpointer=self.saver, state_schema=state)
             await seeder.aupdate_state(cfg, {"messages": history(size, steps)}, as_node="model")
-        cpu = time.process_time()
+        bench_tools.ANSWER_CLOCK.clear()
         agent = create_agent(model, [echo], checkpointer=self.saver, state_schema=state)
         await agent.ainvoke({"messages": [{"role": "user", "content": "go"}]}, cfg)
-        return time.process_time() - cpu
+        return per_step(steps)
 
 
-async def measure(size: int, steps: list[int], rounds: int) -> dict[Key, list[float]]:
-    for n in steps:
-        bench_tools.SCRIPTS[f"bench-{n}"] = load_script(harness_overhead.script(n))
+def per_step(steps: int) -> float:
+    """CPU seconds a step, read off the run's answers (one answer per step, then the final one)."""
+    clock = bench_tools.ANSWER_CLOCK
+    assert len(clock) == steps + 1, f"{len(clock)} answers for {steps} steps"
+    return (clock[-1] - clock[0]) / steps
+
+
+async def measure(size: int, steps: int, rounds: int) -> dict[Key, list[float]]:
+    bench_tools.SCRIPTS[f"bench-{steps}"] = load_script(harness_overhead.script(steps))
     samples: dict[Key, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         conn = await aiosqlite.connect(str(home / "plain.db"))
         saver = AsyncSqliteSaver(conn)
         await saver.setup()
-        manager = await RunManager.open(loaded=load_config(harness_overhead.write_config(home, steps), env={}),
+        manager = await RunManager.open(loaded=load_config(harness_overhead.write_config(home, [steps]), env={}),
                                         home=HomePaths(home / "home"))
         try:
             sides = Sides(manager, saver)
             runs = {"create_agent": sides.plain, "floor": sides.floor, "DeerFlow": sides.deerflow}
             for run in runs.values():  # warm-up, untimed
-                await run(0, min(steps))
+                await run(0, steps)
             for r in range(rounds):
                 order = list(runs.items()) if r % 2 == 0 else list(reversed(runs.items()))
                 for h in ((0, size) if r % 2 == 0 else (size, 0)):
-                    for n in steps:
-                        for name, run in order:
-                            samples.setdefault((name, h, n), []).append(await run(h, n))
+                    for name, run in order:
+                        samples.setdefault((name, h), []).append(await run(h, steps))
         finally:
             await manager.close()
             await conn.close()
     return samples
 
 
-def table(samples: dict[Key, list[float]], size: int, steps: list[int]) -> list[str]:
+def table(samples: dict[Key, list[float]], size: int, steps: int) -> list[str]:
     med = {k: statistics.median(v) * 1000 for k, v in samples.items()}
-    lo, hi = min(steps), max(steps)
-
-    def per_step(side: str, h: int) -> float:
-        return (med[(side, h, hi)] - med[(side, h, lo)]) / (hi - lo)
-
-    rows = {side: (per_step(side, 0), per_step(side, size)) for side in ("create_agent", "floor", "DeerFlow")}
+    rows = {side: (med[(side, 0)], med[(side, size)]) for side in ("create_agent", "floor", "DeerFlow")}
     (pf, pl), (ff, fl), (df, dl) = rows["create_agent"], rows["floor"], rows["DeerFlow"]
-    return [f"| per extra step (ms CPU, N={lo}→{hi}) | create_agent | create_agent + DeerFlow's channel "
+    return [f"| per step (ms CPU, read inside {steps}-step runs) | create_agent | create_agent + DeerFlow's channel "
             "(no middleware) | DeerFlow | goal |", "|---|---|---|---|---|",
             f"| fresh thread | {pf:.2f} | {ff:.2f} | {df:.2f} | |",
             f"| thread of {size:,} messages | {pl:.2f} | {fl:.2f} | {dl:.2f} | |",
@@ -146,10 +147,10 @@ def table(samples: dict[Key, list[float]], size: int, steps: list[int]) -> list[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--history", type=int, default=2000)
-    parser.add_argument("--steps", default="1,11")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=11)
+    parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    steps = sorted({int(s) for s in args.steps.split(",")})
+    steps = args.steps
     before = harness_overhead.load()
     samples = asyncio.run(measure(args.history, steps, args.rounds))
     print(f"commit {harness_overhead.commit()}, {time.strftime('%Y-%m-%d')}, load average {before} before, "

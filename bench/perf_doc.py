@@ -36,8 +36,7 @@ def harness(rounds: int) -> list[str]:
 def long_thread(rounds: int) -> list[str]:
     import long_thread as bench
 
-    steps = [1, 11]
-    return bench.table(asyncio.run(bench.measure(2000, steps, max(3, rounds // 2))), 2000, steps)
+    return bench.table(asyncio.run(bench.measure(2000, 11, max(5, rounds))), 2000, 11)
 
 
 def startup(rounds: int) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -48,10 +49,21 @@ def test_a_remembered_message_is_read_once_and_its_entry_goes_with_it(monkeypatc
     fresh = HumanMessage("one more")
     assert approximate_tokens([*messages, fresh]) == count_tokens_approximately([*messages, fresh])
     assert read == [1]  # only the new message was read
-    before = len(tokens._TALLY)
+    watched = weakref.ref(fresh)
     del messages, fresh
     gc.collect()
-    assert len(tokens._TALLY) <= before - 201  # nothing is kept alive by the tally
+    assert watched() is None  # nothing is kept alive by the tally
+
+
+def test_entries_of_dead_messages_are_swept_when_the_table_doubles(monkeypatch: pytest.MonkeyPatch) -> None:
+    tally = tokens._Tally()
+    monkeypatch.setattr(tokens, "SWEEP_FLOOR", 100)
+    tally._sweep_at = 100
+    for _ in range(10):
+        tally.count(conversation(60))  # each conversation dies after its count
+    gc.collect()
+    tally.count(conversation(60))
+    assert len(tally) <= 2 * 100 + 60  # bounded by the live messages, not by all ever counted
 
 
 def test_threads_counting_the_same_conversation_agree() -> None:

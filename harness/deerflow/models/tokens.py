@@ -8,8 +8,9 @@ per message, so a list's count is exactly the sum of its messages' counts; this 
 remembers each message's count and sums.
 
 A count is remembered against the message object (a weak reference: nothing is kept
-alive, an entry goes with its message) and the lengths it was counted from, so a
-message edited in place (its text or its tool calls) is counted again.
+alive; entries of dead messages are swept whenever the table has doubled) and the
+lengths it was counted from, so a message edited in place (its text or its tool calls)
+is counted again.
 """
 
 from __future__ import annotations
@@ -17,27 +18,30 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 __all__ = ["approximate_tokens"]
 
 Shape = tuple[int, int]
+SWEEP_FLOOR = 10_000  # entries before the first sweep of dead messages
 _Entry = tuple["weakref.ref[BaseMessage]", Shape, int]
 
 
 def _shape(message: BaseMessage) -> Shape:
-    return len(message.content), len(getattr(message, "tool_calls", None) or ())
+    # isinstance, not getattr(..., "tool_calls", None): a missing attribute goes through pydantic's
+    # __getattr__ and an AttributeError, which made this sum slower than re-reading the text
+    return len(message.content), len(message.tool_calls) if isinstance(message, AIMessage) else 0
 
 
 class _Tally:
     """Per-message counts, keyed by the message's identity while it lives."""
 
     def __init__(self) -> None:
-        # No lock: model calls run on the event loop and in executor threads, and a weak reference's
-        # callback runs wherever the collector does (a lock held there could deadlock). Each dict
-        # operation is atomic; the worst a race does is drop an entry, which is counted again.
+        # No lock: model calls run on the event loop and in executor threads. Each dict operation
+        # is atomic; the worst a race does is drop an entry, which is counted again.
         self._counts: dict[int, _Entry] = {}
+        self._sweep_at = SWEEP_FLOOR
 
     def count(self, messages: Iterable[BaseMessage]) -> int:
         total = 0
@@ -51,15 +55,19 @@ class _Tally:
         return total
 
     def _remember(self, message: BaseMessage, shape: Shape) -> _Entry:
-        key = id(message)
-        ref = weakref.ref(message, lambda dead, key=key: self._forget(key, dead))
-        entry = (ref, shape, count_tokens_approximately([message]))
-        self._counts[key] = entry
+        # a plain weak reference (no callback, no closure): two objects per message for the
+        # collector to trace, and entries of dead messages are swept when the table doubles
+        entry = (weakref.ref(message), shape, count_tokens_approximately([message]))
+        self._counts[id(message)] = entry
+        if len(self._counts) > self._sweep_at:
+            self._sweep()
         return entry
 
-    def _forget(self, key: int, dead: weakref.ref[BaseMessage]) -> None:
-        if (entry := self._counts.get(key)) is not None and entry[0] is dead:
-            self._counts.pop(key, None)
+    def _sweep(self) -> None:
+        for key, entry in list(self._counts.items()):
+            if entry[0]() is None:
+                self._counts.pop(key, None)
+        self._sweep_at = max(SWEEP_FLOOR, 2 * len(self._counts))
 
     def __len__(self) -> int:
         return len(self._counts)
