@@ -4,29 +4,15 @@ skill copy held a 1,500-deep chain, and ``shutil.rmtree`` (``ignore_errors`` or 
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.execution.local import LocalSandboxProvider
 from deerflow.skills.pending import PENDING_DIR, discard
+from fixtures.deep_trees import deep_chain
 
 DEPTH = 1500
-
-
-def deep_chain(top: Path) -> None:
-    """``top/a/a/.../a/bottom.txt``, 1,500 folders deep, made by descriptors (the path is past PATH_MAX)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(DEPTH):
-            os.mkdir("a", dir_fd=fd)
-            deeper = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = deeper
-        os.close(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
-    finally:
-        os.close(fd)
 
 
 def test_a_local_sandbox_home_with_a_deep_chain_and_a_link_out_is_removed_on_close(tmp_path: Path) -> None:
@@ -35,7 +21,7 @@ def test_a_local_sandbox_home_with_a_deep_chain_and_a_link_out_is_removed_on_clo
     (outside / "keep.txt").write_text("host file")
     provider = LocalSandboxProvider()
     home = provider.home(ThreadPaths(tmp_path / "thread").ensure())
-    deep_chain(home)
+    deep_chain(home, DEPTH)
     (home / "out").symlink_to(outside)
     homes = home.parent
     provider.close()
@@ -47,6 +33,6 @@ def test_discarding_a_pending_copy_with_a_deep_chain_removes_it(tmp_path: Path) 
     snapshot = uuid.uuid4().hex
     held = tmp_path / PENDING_DIR / snapshot
     (held / "pkg").mkdir(parents=True)
-    deep_chain(held / "pkg")
+    deep_chain(held / "pkg", DEPTH)
     discard(tmp_path, snapshot)
     assert not held.exists() and (tmp_path / PENDING_DIR).is_dir()

@@ -9,20 +9,7 @@ from pathlib import Path
 import pytest
 
 from deerflow.threadfs import remove_tree
-
-
-def deep_chain(top: Path, levels: int) -> Path:
-    """``top/a/a/.../a`` made level by level through descriptors (paths that deep exceed PATH_MAX)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(levels):
-        os.mkdir("a", dir_fd=fd)
-        nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as leaf:
-        leaf.write("bottom")
-    os.close(fd)
-    return top
+from fixtures.deep_trees import deep_chain
 
 
 def test_a_1500_deep_tree_with_links_out_is_removed_and_nothing_outside_is_touched(tmp_path: Path) -> None:
@@ -31,7 +18,7 @@ def test_a_1500_deep_tree_with_links_out_is_removed_and_nothing_outside_is_touch
     (outside / "keep.txt").write_text("host file")
     root = tmp_path / "thread"
     root.mkdir()
-    deep_chain(root, 1500)
+    deep_chain(root, 1500, text="bottom")
     (root / "outputs").mkdir()
     (root / "outputs" / "report.md").write_text("hi")
     (root / "outputs" / "to-host").symlink_to(outside)  # a link to a host folder: removed, not followed

@@ -13,19 +13,8 @@ from pathlib import Path
 import pytest
 
 from deerflow.threadfs import SafeDir, UnsafePath, remove_tree
+from fixtures.deep_trees import deep_chain
 from fixtures.resolvers import resolver_fixture  # noqa: F401  (registers the fixture)
-
-
-def _deep_chain(top: Path, levels: int) -> None:
-    """``top/a/.../a/leaf.txt``, ``levels`` deep, made through descriptors (past PATH_MAX)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(levels):
-        os.mkdir("a", dir_fd=fd)
-        nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
-    os.close(fd)
 
 
 @pytest.fixture
@@ -39,7 +28,7 @@ def host(tmp_path: Path) -> Path:
 def test_a_1600_deep_tree_is_removed_without_recursion(tmp_path: Path, host: Path, resolver: str) -> None:
     ws = tmp_path / "ws"
     (ws / "victim").mkdir(parents=True)
-    _deep_chain(ws / "victim", 1600)
+    deep_chain(ws / "victim", 1600)
     (ws / "victim" / "to-host").symlink_to(host)
     (ws / "victim" / "a" / "to-file").symlink_to(host / "keep.txt")
     os.mkfifo(ws / "victim" / "a" / "pipe")

@@ -7,7 +7,6 @@ so "no match" read as "not there".
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,28 +16,16 @@ from deerflow.sandbox.files import search
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.threadfs import MAX_WALK_DEPTH, remove_tree
 from deerflow.tools.builtins.file_tools import render_glob, render_grep
+from fixtures.deep_trees import deep_chain
 
 DEPTH = MAX_WALK_DEPTH + 20
-
-
-def _deep_chain(top: Path, levels: int) -> None:
-    """``top/d/d/.../d/needle.txt`` made through descriptors (the path is past PATH_MAX)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(levels):
-        os.mkdir("d", dir_fd=fd)
-        nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    with os.fdopen(os.open("needle.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as out:
-        out.write("needle\n")
-    os.close(fd)
 
 
 @pytest.fixture
 def vfs(tmp_path: Path):
     paths = HomePaths(tmp_path / "home").thread("alice", "t1").ensure()
     (paths.workspace / "shallow.txt").write_text("needle\n")
-    _deep_chain(paths.workspace, DEPTH)
+    deep_chain(paths.workspace, DEPTH, folder="d", leaf="needle.txt", text="needle\n")
     yield VirtualFS(paths)
     remove_tree(paths.workspace / "d")  # pytest's clean-up recurses and fails on the chain
 

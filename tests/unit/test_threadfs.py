@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath
+from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath, remove_tree
+from fixtures.deep_trees import deep_chain
 from fixtures.resolvers import resolver_fixture  # noqa: F401  (registers the fixture)
 
 
@@ -196,36 +197,9 @@ def _renameat2_exchange():
     return exchange
 
 
-def _deep_chain(top, depth: int) -> str:
-    """``a/a/.../a`` ``depth`` levels below ``top`` with a file at the bottom, made with
-    ``mkdirat`` per level (a path this long is past what some path calls take)."""
-    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir("a", dir_fd=fd)
-            nxt = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        os.close(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
-    finally:
-        os.close(fd)
-    return "/".join(["a"] * depth)
-
-
-def _remove_chain(top) -> None:
-    """Undo :func:`_deep_chain` one level at a time from the top (``shutil.rmtree``, and so
-    pytest's clean-up of old temporary folders, recurses and fails on it)."""
-    while os.path.isdir(top / "a" / "a"):
-        os.rename(top / "a" / "a", top / "a-next")
-        os.rmdir(top / "a")
-        os.rename(top / "a-next", top / "a")
-    os.unlink(top / "a" / "bottom.txt")
-    os.rmdir(top / "a")
-
-
 def test_walk_of_a_1500_deep_chain_stops_at_the_cap_and_says_where(layout):
     root, ws, _ = layout
-    _deep_chain(ws, 1500)
+    deep_chain(ws, 1500)
     try:
         root.write_text("z.txt", "after the chain\n")
         paths = [p for p, _ in root.walk()]  # the recursive walk raised RecursionError here
@@ -236,7 +210,7 @@ def test_walk_of_a_1500_deep_chain_stops_at_the_cap_and_says_where(layout):
         assert too_deep == ["/".join(["a"] * MAX_WALK_DEPTH)]
         assert [p for p, _ in root.walk(max_depth=3)] == ["a", "a/a", "a/a/a", "z.txt"]
     finally:
-        _remove_chain(ws)
+        remove_tree(ws / "a")
 
 
 def test_walk_order_is_depth_first_and_sorted(layout):
