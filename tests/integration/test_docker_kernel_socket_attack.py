@@ -12,16 +12,14 @@ the real socket, the kernel works).  Skipped without an engine, as test_docker_s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import zmq
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.sandbox.kernels.kernel import KernelStartError
 from deerflow.sandbox.kernels.kernel_pool import KernelPool
+from fixtures.zmq_victim import victim_fixture  # noqa: F401  (registers the fixture)
 
 docker = pytest.importorskip("docker", reason="the docker SDK is not installed (pip install '.[docker]')")
 from docker.errors import DockerException, ImageNotFound  # noqa: E402
@@ -51,17 +49,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.skipif(PROBLEM is not None, r
 WATCHER = ("for _ in $(seq 20000); do for s in /run/deerflow/kernels/*/k-1; do "
            "if [ -S \"$s\" ]; then ln -s \"$1\" \"$s.x\" && mv -f \"$s.x\" \"$s\"; exit 0; fi; done; "
            "sleep 0.002; done")
-
-
-@pytest.fixture
-def victim(tmp_path: Path) -> Iterator[tuple[Path, Any]]:
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    path = tmp_path / "victim.sock"
-    sock.bind(f"ipc://{path}")
-    yield path, sock
-    sock.close(linger=0)
-    ctx.term()
 
 
 def test_a_kernel_socket_swapped_from_the_container_is_never_connected_through(tmp_path: Path, victim) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 from jupyter_client.manager import AsyncKernelManager
 
 from deerflow.config.paths import ThreadPaths
@@ -27,20 +26,9 @@ from deerflow.sandbox.execution.local import LocalSandboxProvider
 from deerflow.sandbox.kernels.ipc import HeldSockets
 from deerflow.sandbox.kernels.kernel import KernelStartError, ThreadKernel
 from deerflow.threadfs import SafeDir, UnsafePath
+from fixtures.zmq_victim import victim_fixture  # noqa: F401  (registers the fixture)
 
 STARTUP_S = 20.0
-
-
-@pytest.fixture
-def victim(tmp_path: Path):
-    """A ZMQ socket the kernel's client must never reach (another kernel, a host service)."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    path = tmp_path / "victim.sock"
-    sock.bind(f"ipc://{path}")
-    yield path, sock
-    sock.close(linger=0)
-    ctx.term()
 
 
 def _plant(shell: str, target: Path) -> None:
