@@ -42,7 +42,13 @@ from deerflow.config.loader import LoadedConfig
 from deerflow.config.paths import HomePaths
 from deerflow.errors import ToolFailure
 from deerflow.mcp.catalog import Catalog, ServerState
-from deerflow.mcp.config import McpConfigSnapshot, McpServerConfig, parse_snapshot, read_signature
+from deerflow.mcp.config import (
+    ConfigSignature,
+    McpConfigSnapshot,
+    McpServerConfig,
+    parse_snapshot,
+    read_signature,
+)
 from deerflow.mcp.credentials import (
     CredentialError,
     CredentialMissing,
@@ -67,6 +73,7 @@ from deerflow.mcp.transport import (
     describe,
     transport_errors,
 )
+from deerflow.persistence.aio import guard_loop
 from deerflow.runtime.services import HostServices
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first session, not with the host
@@ -119,8 +126,24 @@ class McpManager:
 
     # -- config ------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
-        """The catalog of the file as it is now (cheap when the file did not change)."""
-        signature, data = read_signature(self.path)
+        """The catalog of the file as it is now (cheap when the file did not change), for sync callers.
+
+        It reads the file on the calling thread: coroutines await :meth:`acatalog` instead (with
+        ``DEERFLOW_LOOP_GUARD=1`` a call on an event loop's thread raises ``LoopBlocked``).
+        """
+        guard_loop("McpManager.catalog()", instead="await McpManager.acatalog()")
+        return self._refresh(*read_signature(self.path))
+
+    async def acatalog(self) -> Catalog:
+        """:meth:`catalog` for async code: the read, realpath and hash run off the event loop.
+
+        Only the file part moves to a thread; comparing the signature, parsing a changed file and
+        closing the sessions of changed servers stay on the loop, which owns the catalog and the pool.
+        """
+        return self._refresh(*await asyncio.to_thread(read_signature, self.path))
+
+    def _refresh(self, signature: ConfigSignature, data: bytes | None) -> Catalog:
+        """The cached catalog if ``signature`` is the one it was built from, else its successor."""
         current = self._catalog
         if current is not None and current.snapshot.signature == signature:
             return current
@@ -139,14 +162,15 @@ class McpManager:
         for config in snapshot.enabled().values():
             self.redact.add(*config_secrets(config))
 
-    def server_config(self, server: str) -> McpServerConfig | None:
-        state = self.catalog().servers.get(server)
+    async def server_config(self, server: str) -> McpServerConfig | None:
+        """The config of an enabled, valid server of the file as it is now (None otherwise)."""
+        state = (await self.acatalog()).servers.get(server)
         return state.config if state is not None and state.status != "disabled" else None
 
     # -- discovery ---------------------------------------------------------------------------
     async def prepare_run(self, *, user_id: str, thread_id: str | None) -> McpRunTools:
         """Discover what is still unknown and return the run's MCP tools and notices."""
-        catalog = self.catalog()
+        catalog = await self.acatalog()
         if any(s.config is not None and s.config.credentials.scope == "user" for s in catalog.servers.values()):
             await self.credentials.load(user_id)  # the user's own credentials, read off the loop once per run
         notices: list[dict[str, Any]] = []
@@ -248,7 +272,7 @@ class McpManager:
                 the credential is missing (fail closed).  The message is redacted.
         """
         ctx = runtime.context
-        config = self.server_config(spec.server)
+        config = await self.server_config(spec.server)
         if config is None:
             raise ToolFailure(f"MCP server {spec.server!r} is no longer configured", code="mcp_unavailable")
         result = await self._remote(spec.server, config, ctx.user_id, ctx.thread_id, spec.remote_name, arguments)
@@ -299,8 +323,8 @@ class McpManager:
 
     def _tasks_service(self) -> TaskService:
         if self._tasks is None:
-            def config_for(server: str) -> Any:
-                config = self.server_config(server)
+            async def config_for(server: str) -> Any:
+                config = await self.server_config(server)
                 return config.tasks if config is not None else None
 
             self._tasks = TaskService(TaskStore(self.home.store(self.home.home / "mcp-tasks.db")), self._task_remote, config_for,
@@ -309,7 +333,7 @@ class McpManager:
 
     async def _task_remote(self, server: str, user_id: str, thread_id: str, tool: str,
                            arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        config = self.server_config(server)
+        config = await self.server_config(server)
         if config is None:
             raise ServerUnavailable(f"server {server!r} is no longer configured")
         try:
@@ -334,26 +358,27 @@ class McpManager:
     async def discover(self, *, user_id: str = "local") -> Catalog:
         """Discover every server now (for ``deerflow mcp tools`` and the API)."""
         await self.prepare_run(user_id=user_id, thread_id=None)
-        return self.catalog()
+        return await self.acatalog()
 
-    def check_config(self) -> None:
+    async def check_config(self) -> None:
         """Raise the ``ConfigError`` (naming the file) of an ``extensions_config.json`` that gives no
         servers at all: a listing that depends on it must not answer with an empty config."""
-        self.catalog().snapshot.check()
+        (await self.acatalog()).snapshot.check()
 
-    def servers(self) -> list[dict[str, object]]:
+    async def servers(self) -> list[dict[str, object]]:
         """Each configured server's state (JSON-able, no secrets)."""
-        catalog = self.catalog()
+        catalog = await self.acatalog()
         out = [state.summary() for state in catalog.servers.values()]
         for item in out:
             item["error"] = self.redact(str(item["error"])) if item["error"] else None
         return out
 
-    def tool_list(self) -> list[dict[str, str]]:
+    async def tool_list(self) -> list[dict[str, str]]:
         """Every discovered tool: exposed name, server, the server's own name, description."""
         return [{"name": spec.name, "server": spec.server, "mcp_name": spec.remote_name,
                  "description": spec.description}
-                for state in self.catalog().servers.values() if state.status == "ok" for spec in state.specs]
+                for state in (await self.acatalog()).servers.values() if state.status == "ok"
+                for spec in state.specs]
 
     async def set_user_credential(self, user_id: str, server: str, credential: UserCredential | None) -> None:
         """Store a user's own credential for a server; their sessions to it reopen with it."""
