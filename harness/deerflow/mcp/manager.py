@@ -38,7 +38,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from deerflow.config.loader import LoadedConfig
+from deerflow.config.loader import ExtensionsLocation, LoadedConfig, resolve_extensions
 from deerflow.config.paths import HomePaths
 from deerflow.errors import ToolFailure
 from deerflow.mcp.catalog import Catalog, ServerState
@@ -109,9 +109,9 @@ class McpOptions:
 class McpManager:
     """MCP servers of one host: config cache, discovery, sessions, calls."""
 
-    def __init__(self, *, extensions_path: Path, home: HomePaths, options: McpOptions | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.path = Path(extensions_path)
+    def __init__(self, *, extensions_path: Path | ExtensionsLocation, home: HomePaths,
+                 options: McpOptions | None = None, env: dict[str, str] | None = None) -> None:
+        self.where = extensions_path  # a location is resolved at each read (the file beside config.yaml may appear)
         self.home = home
         self.options = options or McpOptions()
         self.retry_after = self.options.retry_after
@@ -132,7 +132,7 @@ class McpManager:
         ``DEERFLOW_LOOP_GUARD=1`` a call on an event loop's thread raises ``LoopBlocked``).
         """
         guard_loop("McpManager.catalog()", instead="await McpManager.acatalog()")
-        return self._refresh(*read_signature(self.path))
+        return self._refresh(*self._read())
 
     async def acatalog(self) -> Catalog:
         """:meth:`catalog` for async code: the read, realpath and hash run off the event loop.
@@ -140,7 +140,11 @@ class McpManager:
         Only the file part moves to a thread; comparing the signature, parsing a changed file and
         closing the sessions of changed servers stay on the loop, which owns the catalog and the pool.
         """
-        return self._refresh(*await asyncio.to_thread(read_signature, self.path))
+        return self._refresh(*await asyncio.to_thread(self._read))
+
+    def _read(self) -> tuple[ConfigSignature, bytes | None]:
+        """The signature and bytes of the file the location points to now (blocking: stat, read, hash)."""
+        return read_signature(resolve_extensions(self.where))
 
     def _refresh(self, signature: ConfigSignature, data: bytes | None) -> Catalog:
         """The cached catalog if ``signature`` is the one it was built from, else its successor."""
@@ -411,7 +415,7 @@ def open_mcp(loaded: LoadedConfig, home: HomePaths) -> McpManager:
     config = loaded.config
     options = McpOptions(idle_timeout=config.mcp.session_idle_timeout, retry_after=config.mcp.retry_failed_after,
                          tool_search=config.tool_search.enabled, max_search_results=config.tool_search.max_results)
-    return McpManager(extensions_path=loaded.extensions_path, home=home, options=options)
+    return McpManager(extensions_path=loaded.extensions, home=home, options=options)
 
 
 async def prepare_mcp_run(services: HostServices, *, user_id: str, thread_id: str) -> McpRunTools | None:
