@@ -11,7 +11,7 @@ reaches the rest of the harness only through what it is given.  Its life:
    a ``notice`` event for the run and one log line — and skipped; the others
    work.  It is retried after :attr:`McpManager.retry_after` seconds.
 2. **The catalog is cached** by the file's resolved path and content hash.
-   Each later run costs one small read and one hash (see ``bench/mcp_latency.py``);
+   Each later run costs one small read and one hash, in a worker thread (:meth:`McpManager.acatalog`);
    an edited file is picked up by the next run, servers whose entry did not
    change keep their tools and sessions.  :meth:`McpManager.reset` drops
    everything (client ``reset_mcp()``, ``deerflow mcp reset``, the server API).
