@@ -51,6 +51,10 @@ async def test_a_file_created_beside_config_yaml_under_a_running_server_is_read(
     assert await names(jp_fetch) == ["homeonly"] and await config(jp_fetch) == ["homeonly"]
     beside = write_extensions(etc / "extensions_config.json", {"beside": stdio_entry()})
     assert await names(jp_fetch) == ["beside"] and await config(jp_fetch) == ["beside"]
+    await jp_fetch("deerflow", "api", "mcp", "config", method="PUT",
+                   body=json.dumps({"mcpServers": {"edited": stdio_entry()}}))
+    assert json.loads(beside.read_text())["mcpServers"].keys() == {"edited"}  # an edit goes there too
+    assert await names(jp_fetch) == ["edited"]
     beside.unlink()  # gone again: back to the home file
     assert await names(jp_fetch) == ["homeonly"]
     assert json.loads((deerflow_home / "extensions_config.json").read_text())["mcpServers"].keys() == {"homeonly"}

@@ -52,7 +52,8 @@ class McpConfigHandler(_McpHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.send_json(await asyncio.to_thread(masked_config, self.host.loaded().extensions_path))
+        where = self.host.loaded().extensions  # which file is decided (a stat) in the worker thread
+        self.send_json(await asyncio.to_thread(lambda: masked_config(where.resolve())))
 
     @web.authenticated
     @authorized
@@ -60,7 +61,8 @@ class McpConfigHandler(_McpHandler):
         self.require_owner()
         body = self.body(McpConfigBody)
         try:
-            updated = await asyncio.to_thread(update_config, self.host.loaded().extensions_path, body.servers)
+            where = self.host.loaded().extensions
+            updated = await asyncio.to_thread(lambda: update_config(where.resolve(), body.servers))
         except ConfigError as exc:  # the edit is invalid (names the key); nothing was written
             raise web.HTTPError(422, str(exc)) from None
         self.send_json(updated)
