@@ -43,6 +43,21 @@ def test_extensions_config_lookup(tmp_path):
     assert find_extensions_path(cfg, {**home, "DEERFLOW_EXTENSIONS_CONFIG": "/x/e.json"}) == Path("/x/e.json")
 
 
+
+def test_the_extensions_file_beside_the_config_counts_when_it_is_read_not_when_loaded(tmp_path):
+    """SPEC §2's order (explicit, beside config.yaml if it exists, home), judged at each read."""
+    cfg = write(tmp_path / "config.yaml", "{}")
+    env = {"DEERFLOW_HOME": str(tmp_path / "h")}
+    loaded = load_config(cfg, env=env)
+    assert loaded.extensions_path == tmp_path / "h" / "extensions_config.json"
+    beside = write(tmp_path / "extensions_config.json", "{}")
+    assert loaded.extensions_path == beside  # created after the load: found without a reload
+    beside.unlink()
+    assert loaded.extensions_path == tmp_path / "h" / "extensions_config.json"
+    explicit = load_config(cfg, env={**env, "DEERFLOW_EXTENSIONS_CONFIG": str(tmp_path / "e.json")})
+    write(tmp_path / "extensions_config.json", "{}")
+    assert explicit.extensions_path == tmp_path / "e.json"  # the variable still wins, existing or not
+
 def test_env_interpolation(tmp_path):
     cfg = write(tmp_path / "c.yaml", """
 models:

@@ -105,3 +105,40 @@ def test_redactor_blanks_known_secrets_everywhere():
     redact.add("tok-999999")
     assert redact("key sk-123456 and tok-999999, about ab") == "key *** and ***, about ab"
     assert redact.deep({"k": ["sk-123456"], "sk-123456": 1}) == {"k": ["***"], "***": 1}
+
+
+def test_the_file_is_read_off_the_event_loop_by_runs_and_listings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """prepare_run and the listings read, realpath and hash the file in a worker thread; the sync
+    ``catalog()`` is for sync callers and is refused on a loop's thread (DEERFLOW_LOOP_GUARD=1)."""
+    import asyncio
+    import threading
+
+    from deerflow.config.paths import HomePaths
+    from deerflow.mcp import manager as manager_module
+    from deerflow.persistence.aio import LoopBlocked
+
+    path = tmp_path / "extensions_config.json"
+    path.write_text(json.dumps({"mcpServers": {"off": {"enabled": False, "command": "x"}}}))
+    readers: list[int] = []
+
+    def spy(p: Path):
+        readers.append(threading.get_ident())
+        return read_signature(p)
+
+    monkeypatch.setattr(manager_module, "read_signature", spy)
+    mcp = manager_module.McpManager(extensions_path=path, home=HomePaths(tmp_path / "home"))
+
+    async def scenario() -> int:
+        await mcp.prepare_run(user_id="u", thread_id="t")
+        await mcp.check_config()
+        assert [s["name"] for s in await mcp.servers()] == ["off"] and await mcp.tool_list() == []
+        assert await mcp.server_config("off") is None
+        with pytest.raises(LoopBlocked, match="acatalog"):
+            mcp.catalog()
+        await mcp.aclose()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(scenario())
+    assert len(readers) == 5 and loop_thread not in readers
+    assert mcp.catalog().servers["off"].status == "disabled"  # no loop here: the sync path reads in place
+    assert readers[-1] == threading.get_ident()

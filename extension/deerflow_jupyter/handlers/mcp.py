@@ -17,6 +17,7 @@ it or reset the cache.  Secrets never appear in a response.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -51,7 +52,8 @@ class McpConfigHandler(_McpHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.send_json(masked_config(self.host.loaded().extensions_path))
+        where = self.host.loaded().extensions  # which file is decided (a stat) in the worker thread
+        self.send_json(await asyncio.to_thread(lambda: masked_config(where.resolve())))
 
     @web.authenticated
     @authorized
@@ -59,7 +61,8 @@ class McpConfigHandler(_McpHandler):
         self.require_owner()
         body = self.body(McpConfigBody)
         try:
-            updated = update_config(self.host.loaded().extensions_path, body.servers)
+            where = self.host.loaded().extensions
+            updated = await asyncio.to_thread(lambda: update_config(where.resolve(), body.servers))
         except ConfigError as exc:  # the edit is invalid (names the key); nothing was written
             raise web.HTTPError(422, str(exc)) from None
         self.send_json(updated)
@@ -79,8 +82,8 @@ class McpServersHandler(_McpHandler):
     @authorized
     async def get(self) -> None:
         mcp = await self.mcp()
-        mcp.check_config()  # a malformed file is a 500 naming it, not an empty list of servers
-        self.send_json({"servers": mcp.servers()})
+        await mcp.check_config()  # a malformed file is a 500 naming it, not an empty list of servers
+        self.send_json({"servers": await mcp.servers()})
 
 
 class McpToolsHandler(_McpHandler):
@@ -88,6 +91,6 @@ class McpToolsHandler(_McpHandler):
     @authorized
     async def get(self) -> None:
         mcp = await self.mcp()
-        mcp.check_config()
+        await mcp.check_config()
         await mcp.discover(user_id=self.user_id)
-        self.send_json({"tools": mcp.tool_list(), "servers": mcp.servers()})
+        self.send_json({"tools": await mcp.tool_list(), "servers": await mcp.servers()})

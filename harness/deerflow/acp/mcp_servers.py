@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deerflow.config.loader import interpolate
+from deerflow.config.loader import ExtensionsLocation, interpolate, resolve_extensions
 from deerflow.errors import ConfigError
 
 if TYPE_CHECKING:  # the SDK is an optional extra; reading the config must not need it
@@ -32,10 +32,11 @@ logger = logging.getLogger(__name__)
 McpServerConfigs = Callable[[], Mapping[str, Mapping[str, Any]]]
 
 
-def extensions_mcp_servers(path: Path) -> McpServerConfigs:
+def extensions_mcp_servers(where: Path | ExtensionsLocation) -> McpServerConfigs:
     """A source reading the enabled ``mcpServers`` of ``extensions_config.json`` at each call."""
 
     def read() -> Mapping[str, Mapping[str, Any]]:
+        path = resolve_extensions(where)
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         except (OSError, json.JSONDecodeError) as exc:

@@ -251,13 +251,13 @@ class AsyncDeerFlowClient:
 
     async def mcp_servers(self) -> list[dict[str, Any]]:
         """Each configured MCP server: status (``not_started``, ``ok``, ``failed``...), tools, error."""
-        return (await self.mcp()).servers()
+        return await (await self.mcp()).servers()
 
     async def mcp_tools(self) -> list[dict[str, str]]:
         """Start the MCP servers not started yet and list every tool they offer."""
         mcp = await self.mcp()
         await mcp.discover(user_id=self.user_id)
-        return mcp.tool_list()
+        return await mcp.tool_list()
 
     async def reset_mcp(self) -> None:
         """Forget MCP tools, tokens and sessions; the next run starts the servers again."""

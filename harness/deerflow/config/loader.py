@@ -4,7 +4,8 @@ Lookup order (SPEC §2): ``$DEERFLOW_CONFIG``, else ``./config.yaml``, else
 ``$DEERFLOW_HOME/config.yaml``; with none of them the defaults apply.  The
 companion ``extensions_config.json`` (MCP servers, skill enablement) is found
 at ``$DEERFLOW_EXTENSIONS_CONFIG``, else beside the config in use, else
-``$DEERFLOW_HOME/extensions_config.json``.
+``$DEERFLOW_HOME/extensions_config.json``; "beside" counts when the file exists
+at the time it is read, not when the config was loaded (:class:`ExtensionsLocation`).
 
 String values of the form ``$VAR`` or ``${VAR}`` are read from the
 environment; ``$$`` escapes a literal dollar.  Every problem becomes a
@@ -31,12 +32,40 @@ _ENV_REF = re.compile(r"^\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<bare>[A
 
 
 @dataclass(frozen=True)
+class ExtensionsLocation:
+    """Where ``extensions_config.json`` is, chosen each time it is asked (SPEC §2).
+
+    ``$DEERFLOW_EXTENSIONS_CONFIG`` (read when the config is loaded) wins; else the file
+    beside ``config.yaml`` *if it exists now*; else ``$DEERFLOW_HOME/extensions_config.json``.
+    Asking at each read, not once at load, means an operator who creates the file beside
+    ``config.yaml`` while a server runs is heard on the next run, without a config reload.
+    """
+
+    explicit: Path | None
+    beside: Path | None
+    home: Path
+
+    def resolve(self) -> Path:
+        """The file to read or write now (it need not exist); one ``stat`` unless explicit."""
+        if self.explicit is not None:
+            return self.explicit
+        if self.beside is not None and self.beside.is_file():
+            return self.beside
+        return self.home
+
+
+@dataclass(frozen=True)
 class LoadedConfig:
     """A validated config and where it came from (``path`` is None for defaults)."""
 
     config: AppConfig
     path: Path | None
-    extensions_path: Path
+    extensions: ExtensionsLocation
+
+    @property
+    def extensions_path(self) -> Path:
+        """``extensions_config.json`` as things are now (see :class:`ExtensionsLocation`)."""
+        return self.extensions.resolve()
 
 
 def find_config_path(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path | None:
@@ -55,17 +84,23 @@ def find_config_path(env: Mapping[str, str] | None = None, cwd: Path | None = No
     return home_cfg if home_cfg.is_file() else None
 
 
-def find_extensions_path(config_path: Path | None, env: Mapping[str, str] | None = None) -> Path:
-    """Where ``extensions_config.json`` is (it need not exist)."""
+def resolve_extensions(where: Path | ExtensionsLocation) -> Path:
+    """A fixed path as it is, a location as things are now."""
+    return where.resolve() if isinstance(where, ExtensionsLocation) else where
+
+
+def extensions_location(config_path: Path | None, env: Mapping[str, str] | None = None) -> ExtensionsLocation:
+    """The rule for finding ``extensions_config.json`` next to ``config_path``, resolved at each read."""
     env = os.environ if env is None else env
     explicit = env.get("DEERFLOW_EXTENSIONS_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
-    if config_path is not None:
-        beside = config_path.parent / "extensions_config.json"
-        if beside.is_file():
-            return beside
-    return default_home(env) / "extensions_config.json"
+    return ExtensionsLocation(explicit=Path(explicit).expanduser() if explicit else None,
+                              beside=config_path.parent / "extensions_config.json" if config_path else None,
+                              home=default_home(env) / "extensions_config.json")
+
+
+def find_extensions_path(config_path: Path | None, env: Mapping[str, str] | None = None) -> Path:
+    """Where ``extensions_config.json`` is now (it need not exist)."""
+    return extensions_location(config_path, env).resolve()
 
 
 def load_config(path: Path | str | None = None, *, env: Mapping[str, str] | None = None) -> LoadedConfig:
@@ -82,7 +117,7 @@ def load_config(path: Path | str | None = None, *, env: Mapping[str, str] | None
     file = str(cfg_path) if cfg_path else None
     data = interpolate(raw, env=env, file=file)
     config = validate_config(data, file=file)
-    return LoadedConfig(config, cfg_path, find_extensions_path(cfg_path, env))
+    return LoadedConfig(config, cfg_path, extensions_location(cfg_path, env))
 
 
 def validate_config(data: Any, *, file: str | None = None) -> AppConfig:

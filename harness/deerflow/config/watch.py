@@ -69,7 +69,7 @@ class ConfigWatch:
             return None
         fresh = load_config(path)  # raises before anything is remembered
         self._stamp = stamp
-        if fresh.config == self.loaded.config and fresh.extensions_path == self.loaded.extensions_path:
+        if fresh.config == self.loaded.config and fresh.extensions == self.loaded.extensions:
             return None
         change = ConfigChange(fresh, startup_changes(self.loaded.config, fresh.config))
         self.loaded = fresh

@@ -11,7 +11,7 @@ reaches the rest of the harness only through what it is given.  Its life:
    a ``notice`` event for the run and one log line — and skipped; the others
    work.  It is retried after :attr:`McpManager.retry_after` seconds.
 2. **The catalog is cached** by the file's resolved path and content hash.
-   Each later run costs one small read and one hash (see ``bench/mcp_latency.py``);
+   Each later run costs one small read and one hash, in a worker thread (:meth:`McpManager.acatalog`);
    an edited file is picked up by the next run, servers whose entry did not
    change keep their tools and sessions.  :meth:`McpManager.reset` drops
    everything (client ``reset_mcp()``, ``deerflow mcp reset``, the server API).
@@ -38,11 +38,17 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from deerflow.config.loader import LoadedConfig
+from deerflow.config.loader import ExtensionsLocation, LoadedConfig, resolve_extensions
 from deerflow.config.paths import HomePaths
 from deerflow.errors import ToolFailure
 from deerflow.mcp.catalog import Catalog, ServerState
-from deerflow.mcp.config import McpConfigSnapshot, McpServerConfig, parse_snapshot, read_signature
+from deerflow.mcp.config import (
+    ConfigSignature,
+    McpConfigSnapshot,
+    McpServerConfig,
+    parse_snapshot,
+    read_signature,
+)
 from deerflow.mcp.credentials import (
     CredentialError,
     CredentialMissing,
@@ -67,6 +73,7 @@ from deerflow.mcp.transport import (
     describe,
     transport_errors,
 )
+from deerflow.persistence.aio import guard_loop
 from deerflow.runtime.services import HostServices
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first session, not with the host
@@ -102,9 +109,9 @@ class McpOptions:
 class McpManager:
     """MCP servers of one host: config cache, discovery, sessions, calls."""
 
-    def __init__(self, *, extensions_path: Path, home: HomePaths, options: McpOptions | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.path = Path(extensions_path)
+    def __init__(self, *, extensions_path: Path | ExtensionsLocation, home: HomePaths,
+                 options: McpOptions | None = None, env: dict[str, str] | None = None) -> None:
+        self.where = extensions_path  # a location is resolved at each read (the file beside config.yaml may appear)
         self.home = home
         self.options = options or McpOptions()
         self.retry_after = self.options.retry_after
@@ -119,8 +126,28 @@ class McpManager:
 
     # -- config ------------------------------------------------------------------------------
     def catalog(self) -> Catalog:
-        """The catalog of the file as it is now (cheap when the file did not change)."""
-        signature, data = read_signature(self.path)
+        """The catalog of the file as it is now (cheap when the file did not change), for sync callers.
+
+        It reads the file on the calling thread: coroutines await :meth:`acatalog` instead (with
+        ``DEERFLOW_LOOP_GUARD=1`` a call on an event loop's thread raises ``LoopBlocked``).
+        """
+        guard_loop("McpManager.catalog()", instead="await McpManager.acatalog()")
+        return self._refresh(*self._read())
+
+    async def acatalog(self) -> Catalog:
+        """:meth:`catalog` for async code: the read, realpath and hash run off the event loop.
+
+        Only the file part moves to a thread; comparing the signature, parsing a changed file and
+        closing the sessions of changed servers stay on the loop, which owns the catalog and the pool.
+        """
+        return self._refresh(*await asyncio.to_thread(self._read))
+
+    def _read(self) -> tuple[ConfigSignature, bytes | None]:
+        """The signature and bytes of the file the location points to now (blocking: stat, read, hash)."""
+        return read_signature(resolve_extensions(self.where))
+
+    def _refresh(self, signature: ConfigSignature, data: bytes | None) -> Catalog:
+        """The cached catalog if ``signature`` is the one it was built from, else its successor."""
         current = self._catalog
         if current is not None and current.snapshot.signature == signature:
             return current
@@ -139,14 +166,15 @@ class McpManager:
         for config in snapshot.enabled().values():
             self.redact.add(*config_secrets(config))
 
-    def server_config(self, server: str) -> McpServerConfig | None:
-        state = self.catalog().servers.get(server)
+    async def server_config(self, server: str) -> McpServerConfig | None:
+        """The config of an enabled, valid server of the file as it is now (None otherwise)."""
+        state = (await self.acatalog()).servers.get(server)
         return state.config if state is not None and state.status != "disabled" else None
 
     # -- discovery ---------------------------------------------------------------------------
     async def prepare_run(self, *, user_id: str, thread_id: str | None) -> McpRunTools:
         """Discover what is still unknown and return the run's MCP tools and notices."""
-        catalog = self.catalog()
+        catalog = await self.acatalog()
         if any(s.config is not None and s.config.credentials.scope == "user" for s in catalog.servers.values()):
             await self.credentials.load(user_id)  # the user's own credentials, read off the loop once per run
         notices: list[dict[str, Any]] = []
@@ -248,7 +276,7 @@ class McpManager:
                 the credential is missing (fail closed).  The message is redacted.
         """
         ctx = runtime.context
-        config = self.server_config(spec.server)
+        config = await self.server_config(spec.server)
         if config is None:
             raise ToolFailure(f"MCP server {spec.server!r} is no longer configured", code="mcp_unavailable")
         result = await self._remote(spec.server, config, ctx.user_id, ctx.thread_id, spec.remote_name, arguments)
@@ -299,8 +327,8 @@ class McpManager:
 
     def _tasks_service(self) -> TaskService:
         if self._tasks is None:
-            def config_for(server: str) -> Any:
-                config = self.server_config(server)
+            async def config_for(server: str) -> Any:
+                config = await self.server_config(server)
                 return config.tasks if config is not None else None
 
             self._tasks = TaskService(TaskStore(self.home.store(self.home.home / "mcp-tasks.db")), self._task_remote, config_for,
@@ -309,7 +337,7 @@ class McpManager:
 
     async def _task_remote(self, server: str, user_id: str, thread_id: str, tool: str,
                            arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        config = self.server_config(server)
+        config = await self.server_config(server)
         if config is None:
             raise ServerUnavailable(f"server {server!r} is no longer configured")
         try:
@@ -334,26 +362,27 @@ class McpManager:
     async def discover(self, *, user_id: str = "local") -> Catalog:
         """Discover every server now (for ``deerflow mcp tools`` and the API)."""
         await self.prepare_run(user_id=user_id, thread_id=None)
-        return self.catalog()
+        return await self.acatalog()
 
-    def check_config(self) -> None:
+    async def check_config(self) -> None:
         """Raise the ``ConfigError`` (naming the file) of an ``extensions_config.json`` that gives no
         servers at all: a listing that depends on it must not answer with an empty config."""
-        self.catalog().snapshot.check()
+        (await self.acatalog()).snapshot.check()
 
-    def servers(self) -> list[dict[str, object]]:
+    async def servers(self) -> list[dict[str, object]]:
         """Each configured server's state (JSON-able, no secrets)."""
-        catalog = self.catalog()
+        catalog = await self.acatalog()
         out = [state.summary() for state in catalog.servers.values()]
         for item in out:
             item["error"] = self.redact(str(item["error"])) if item["error"] else None
         return out
 
-    def tool_list(self) -> list[dict[str, str]]:
+    async def tool_list(self) -> list[dict[str, str]]:
         """Every discovered tool: exposed name, server, the server's own name, description."""
         return [{"name": spec.name, "server": spec.server, "mcp_name": spec.remote_name,
                  "description": spec.description}
-                for state in self.catalog().servers.values() if state.status == "ok" for spec in state.specs]
+                for state in (await self.acatalog()).servers.values() if state.status == "ok"
+                for spec in state.specs]
 
     async def set_user_credential(self, user_id: str, server: str, credential: UserCredential | None) -> None:
         """Store a user's own credential for a server; their sessions to it reopen with it."""
@@ -386,7 +415,7 @@ def open_mcp(loaded: LoadedConfig, home: HomePaths) -> McpManager:
     config = loaded.config
     options = McpOptions(idle_timeout=config.mcp.session_idle_timeout, retry_after=config.mcp.retry_failed_after,
                          tool_search=config.tool_search.enabled, max_search_results=config.tool_search.max_results)
-    return McpManager(extensions_path=loaded.extensions_path, home=home, options=options)
+    return McpManager(extensions_path=loaded.extensions, home=home, options=options)
 
 
 async def prepare_mcp_run(services: HostServices, *, user_id: str, thread_id: str) -> McpRunTools | None:

@@ -118,7 +118,7 @@ class TaskStore(SqliteStore):
 class TaskService:
     """Submits, polls and cancels long-running MCP tasks."""
 
-    def __init__(self, store: TaskStore, remote: RemoteCall, config_for: Callable[[str], TaskTools | None],
+    def __init__(self, store: TaskStore, remote: RemoteCall, config_for: Callable[[str], Awaitable[TaskTools | None]],
                  *, redact: Callable[[str], str] = str) -> None:
         self.store = store
         self._remote = remote
@@ -142,7 +142,7 @@ class TaskService:
         Raises:
             ValueError: the result carries no task handle in the configured field.
         """
-        config = self._config_for(server)
+        config = await self._config_for(server)
         assert config is not None
         handle = _field(result, config.id_field)
         if handle is None:
@@ -179,7 +179,7 @@ class TaskService:
         task.add_done_callback(lambda _t, rid=record.id: self._pollers.pop(rid, None))
 
     async def _poll(self, record: TaskRecord) -> None:
-        config = self._config_for(record.server)
+        config = await self._config_for(record.server)
         if config is None:
             await self.store.aio.update(record.id, status="failed", error="the server's task tools are no longer configured")
             return

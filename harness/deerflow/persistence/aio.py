@@ -72,16 +72,19 @@ class LoopBlocked(RuntimeError):
     """A sync store method was called on a thread running an event loop (a bug: use ``store.aio``)."""
 
 
-def guard_loop(what: str) -> None:
-    """Raise :class:`LoopBlocked` when the guard is on and this thread runs an asyncio loop."""
+def guard_loop(what: str, *, instead: str = "await the same method on its `.aio`") -> None:
+    """Raise :class:`LoopBlocked` when the guard is on and this thread runs an asyncio loop.
+
+    ``instead`` says what async code calls in its place (a store's ``.aio`` by default).
+    """
     if os.environ.get(GUARD_ENV) != "1" or _in_notebook_kernel():
         return
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise LoopBlocked(f"{what} called on a thread running an event loop: await the same method on its "
-                      "`.aio` instead (DEERFLOW_LOOP_GUARD=1)")
+    raise LoopBlocked(f"{what} called on a thread running an event loop: {instead} instead "
+                      "(DEERFLOW_LOOP_GUARD=1)")
 
 
 def _in_notebook_kernel() -> bool:

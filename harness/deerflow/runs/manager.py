@@ -143,7 +143,7 @@ class RunManager(ThreadOps, HostQueries):
             services.sandbox, services.kernels = execution.sandbox, execution.kernels
             services.web, services.browser = browsing
             services.skills = SkillLibrary.from_config(loaded, home)
-            services.mcp_server_configs = extensions_mcp_servers(loaded.extensions_path)
+            services.mcp_server_configs = extensions_mcp_servers(loaded.extensions)
             services.subagents = await open_subagent_runtime(
                 loaded.config, home, stack, services=services, config_file=_str(loaded.path))
             from deerflow.mcp.manager import (

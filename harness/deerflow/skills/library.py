@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from deerflow.config.loader import LoadedConfig
+from deerflow.config.loader import ExtensionsLocation, LoadedConfig, resolve_extensions
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import SkillsConfig
 from deerflow.errors import NotFoundError
@@ -56,16 +56,17 @@ class SkillLibrary:
     Args:
         public_root: Directory of public skills (None: none).
         home: ``$DEERFLOW_HOME`` layout (custom skills and per-user state live there).
-        extensions_path: The operator's ``extensions_config.json`` (need not exist).
+        extensions_path: The operator's ``extensions_config.json`` (need not exist), or the config's
+            :class:`~deerflow.config.loader.ExtensionsLocation`, resolved at each read.
         config: The ``skills`` section of ``config.yaml``.
         limits: Package limits for installs.
     """
 
-    def __init__(self, *, public_root: Path | None, home: HomePaths, extensions_path: Path,
+    def __init__(self, *, public_root: Path | None, home: HomePaths, extensions_path: Path | ExtensionsLocation,
                  config: SkillsConfig | None = None, limits: PackageLimits | None = None) -> None:
         self.public_root = public_root
         self.home = home
-        self.extensions_path = extensions_path
+        self.extensions_where = extensions_path
         self.config = config or SkillsConfig()
         self.limits = limits or PackageLimits()
 
@@ -74,7 +75,12 @@ class SkillLibrary:
         """The library a host builds from its loaded config."""
         base = loaded.path.parent if loaded.path is not None else None
         return cls(public_root=public_root_from(loaded.config.skills.path, base=base), home=home,
-                   extensions_path=loaded.extensions_path, config=loaded.config.skills)
+                   extensions_path=loaded.extensions, config=loaded.config.skills)
+
+    @property
+    def extensions_path(self) -> Path:
+        """The operator's ``extensions_config.json`` as things are now (resolved at each read)."""
+        return resolve_extensions(self.extensions_where)
 
     def user_state_path(self, user_id: str) -> Path:
         return self.home.user_dir(user_id) / USER_STATE_FILE
