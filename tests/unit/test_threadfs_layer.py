@@ -39,6 +39,7 @@ _HOST_ONLY = "host-private files only (config, databases, caches, state outside 
 ALLOWED = {
     "deerflow/threadfs/root.py": "the layer itself: descriptor-relative calls",
     "deerflow/threadfs/_resolve.py": "the layer itself: openat2 and the O_NOFOLLOW walk",
+    "deerflow/threadfs/_fdio.py": "the layer itself: temp files, listings and unlinks relative to a held directory",
     "deerflow/threadfs/tree.py": "the layer itself: remove_tree's descriptor-relative O_NOFOLLOW calls",
     "deerflow/sandbox/files/virtual_paths.py": "VirtualFS's own read_bytes (a facade over SafeDir)",
     "deerflow_kernel/result.py": "RunResult.read_bytes fetches over the server API, no file access",

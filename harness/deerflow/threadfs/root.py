@@ -36,6 +36,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
+from deerflow.threadfs._fdio import first_names, unlink_quietly, write_temp_file
 from deerflow.threadfs._resolve import open_beneath, split_relative
 from deerflow.threadfs.entries import EntryInfo, Kind, UnsafePath, kind_of, translate
 from deerflow.threadfs.tree import MAX_WALK_DEPTH, remove_entry, walk_tree
@@ -210,7 +211,7 @@ class SafeDir:
         """
         fd = self._open(rel, _DIR_FLAGS) if self._parts(rel) else os.dup(self._fd)
         try:
-            names = os.listdir(fd) if limit is None else _first_names(fd, limit)
+            names = os.listdir(fd) if limit is None else first_names(fd, limit)
             out = []
             for name in sorted(names):
                 try:
@@ -323,7 +324,7 @@ class SafeDir:
             self.makedirs("/".join(parts[:-1]))
         parent = self._open_parent(parts)
         try:
-            tmp = self._write_temp(parent, name, data, mode=mode, durable=durable)
+            tmp = write_temp_file(parent, name, data, mode=mode, durable=durable)
             try:
                 existing = os.stat(name, dir_fd=parent, follow_symlinks=False)
             except FileNotFoundError:
@@ -333,7 +334,7 @@ class SafeDir:
                     raise UnsafePath("is_dir", rel, f"{self._show(rel)} is a directory")
                 os.rename(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
             except BaseException:
-                _unlink_quietly(tmp, parent)
+                unlink_quietly(tmp, parent)
                 raise
         except OSError as exc:
             raise exc if isinstance(exc, UnsafePath) else translate(exc, rel) from None
@@ -349,13 +350,13 @@ class SafeDir:
         parts = self._parts(rel)
         parent = self._open_parent(parts)
         try:
-            tmp = self._write_temp(parent, parts[-1], data, mode=mode, durable=False)
+            tmp = write_temp_file(parent, parts[-1], data, mode=mode, durable=False)
             try:
                 os.link(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
             except OSError as exc:
                 raise translate(exc, rel) from None
             finally:
-                _unlink_quietly(tmp, parent)
+                unlink_quietly(tmp, parent)
         finally:
             os.close(parent)
 
@@ -416,7 +417,7 @@ class SafeDir:
         For a caller that checks the destination before :meth:`rename`-ing the temp file over it
         (uploads); an exception from ``chunks`` (a size limit) removes the temp file.
         """
-        return self._write_temp(self._fd, name, chunks, mode=mode, durable=False)
+        return write_temp_file(self._fd, name, chunks, mode=mode, durable=False)
 
     def rename(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst`` (replacing a file there), both below this directory."""
@@ -467,44 +468,6 @@ class SafeDir:
             raise UnsafePath("not_regular", rel, f"{self._show(rel)} is not a regular file (a FIFO, socket or device)")
         if st.st_nlink > 1 and not hard_links_ok:
             raise UnsafePath("hard_link", rel, f"{self._show(rel)} has other hard links; the host does not use such files")
-
-    @staticmethod
-    def _write_temp(parent: int, name: str, data: bytes | Iterable[bytes], *, mode: int, durable: bool) -> str:
-        tmp = f".{name[:40]}.{secrets.token_hex(8)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=parent)
-        try:
-            for chunk in (data,) if isinstance(data, bytes | bytearray | memoryview) else data:
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fd, view):]
-            os.fchmod(fd, mode)
-            if durable:
-                os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            _unlink_quietly(tmp, parent)
-            raise
-        os.close(fd)
-        return tmp
-
-
-def _first_names(fd: int, limit: int) -> list[str]:
-    """At most ``limit`` names of the directory open at ``fd`` (directory order), read lazily."""
-    names: list[str] = []
-    if limit <= 0:
-        return names
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            names.append(entry.name)
-            if len(names) >= limit:
-                break
-    return names
-
-
-def _unlink_quietly(name: str, dir_fd: int) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name, dir_fd=dir_fd)
 
 
 def _create_below_anchor(path: Path, label: str) -> int:
