@@ -42,8 +42,11 @@ SCRIPTS: dict = {}
 """Scripts parsed before any timer starts, by key (``PreparsedScriptedModel``'s ``script_key``)."""
 
 ANSWER_CLOCK: list[float] = []
-"""``time.process_time()`` at each answer of a ``PreparsedScriptedModel``: consecutive answers of
-one run are one agent step apart (``bench/long_thread.py`` reads steps off it)."""
+"""``time.process_time()`` as each answer of a ``PreparsedScriptedModel`` is ready: consecutive answers
+of one run are one agent step apart (``bench/long_thread.py`` reads steps off it).  Stamped when the
+answer is made, not when asked for, so the first window starts after the run's first model call,
+whose one-off work on a loaded thread (reading every message the checkpoint just deserialized) is
+paid once per run, like the load itself."""
 
 
 def _preparsed_class():
@@ -57,8 +60,9 @@ def _preparsed_class():
             super().__init__(script=SCRIPTS[script_key], **kwargs)
 
         def _answer(self, messages, *, stop, kwargs):
+            answer = super()._answer(messages, stop=stop, kwargs=kwargs)
             ANSWER_CLOCK.append(time.process_time())
-            return super()._answer(messages, stop=stop, kwargs=kwargs)
+            return answer
 
     return Preparsed
 

@@ -4,11 +4,12 @@ Each run plays N zero-latency tool-calling steps (the script parsed before any t
 starts) on a thread that already holds ``--history`` messages (seeded straight into
 the checkpointer, outside the timer: alternating user / assistant messages of ~210
 characters) or on a new thread.  A step is read inside the run: the scripted model
-notes the process's CPU time at each answer (``bench_tools.ANSWER_CLOCK``), and
+notes the process's CPU time as each answer is made (``bench_tools.ANSWER_CLOCK``), and
 consecutive answers are one step apart (the rest of the model call, the tool, the
-checkpoint, the next call's middleware), so what a run pays once (loading the thread
-from its checkpoint, building the agent, recording the run) is never in it, and no
-two noisy whole-run medians are subtracted.  Per step = (last answer − first) / N.
+checkpoint, the next call's middleware and the model's own work on its input), so what
+a run pays once (loading the thread from its checkpoint, the first model call's first
+reading of the loaded messages, building the agent, recording the run) is never in it,
+and no two noisy whole-run medians are subtracted.  Per step = (last answer − first) / N.
 Plain side: ``create_agent`` (no middleware, one tool, ``add_messages``) on an
 ``AsyncSqliteSaver``; floor side: the same ``create_agent`` with DeerFlow's ``messages``
 channel (``ThreadState``: the incremental reducer in a ``DeltaChannel``) and still no
