@@ -7,6 +7,7 @@ the checkpointed conversation are real.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,12 @@ def planted(harness: SkillHarness) -> Path:
     return write_skill(workspace / "skills", "helper", description=INJECTED)
 
 
-def custom_skills(harness: SkillHarness) -> set[str]:
+def installed(harness: SkillHarness) -> set[str]:
     return {s.name for s in harness.library.listing(harness.user_id).skills if s.source == "custom"}
+
+
+async def custom_skills(harness: SkillHarness) -> set[str]:
+    return await asyncio.to_thread(installed, harness)  # reads disk: off the loop
 
 
 async def test_install_asks_first_and_installs_the_frozen_copy_once_approved(harness: SkillHarness) -> None:
@@ -68,14 +73,15 @@ async def test_install_asks_first_and_installs_the_frozen_copy_once_approved(har
     request = asked.values["messages"][-1].artifact["human_input"]
     assert request["source"] == "persistence_approval" and request["change"]["args"] == {"path": f"{WS}/skills/helper"}
     assert INJECTED in request["context"] and "helper" in request["question"]
-    assert custom_skills(harness) == set()  # nothing installed before the yes
+    assert await custom_skills(harness) == set()  # nothing installed before the yes
     # the sandbox rewrites the package while the user reads the question: the approved copy is what lands
     (source / "SKILL.md").write_text("---\nname: helper\ndescription: Swapped after the question.\n---\nx\n")
     approved = await harness.run(INSTALL, "Approve")
     assert approved.status == "success"
     (done,) = approved.results("install_skill")
     assert done.status == "success" and "The user approved" in done.text
-    (skill,) = [s for s in harness.library.listing(harness.user_id).skills if s.name == "helper"]
+    (skill,) = [s for s in (await asyncio.to_thread(harness.library.listing, harness.user_id)).skills
+                if s.name == "helper"]
     assert skill.source == "custom" and skill.description == INJECTED
     root = HomePaths(harness.home).thread(harness.user_id, harness.thread_id).root
     assert list((root / PENDING_DIR).iterdir()) == []  # the frozen copy is gone once used
@@ -86,7 +92,7 @@ async def test_an_unclear_answer_installs_nothing(harness: SkillHarness) -> None
     await harness.run(INSTALL, "make a skill")
     answered = await harness.run(INSTALL, "hmm, what would it do?")
     assert answered.status == "success" and not answered.results("install_skill")
-    assert custom_skills(harness) == set()
+    assert await custom_skills(harness) == set()
 
 
 async def test_a_scheduled_run_is_refused_and_installs_nothing(harness: SkillHarness) -> None:
@@ -97,7 +103,7 @@ async def test_a_scheduled_run_is_refused_and_installs_nothing(harness: SkillHar
     assert result.status == "error" and result.code == "consent_unattended"
     assert "unattended (scheduled)" in result.text and "nothing was changed" in result.text
     assert "human_input" not in (run.values["messages"][-2].artifact or {})
-    assert custom_skills(harness) == set()
+    assert await custom_skills(harness) == set()
 
 
 async def test_a_yes_in_an_unattended_run_grants_nothing(harness: SkillHarness) -> None:
@@ -107,7 +113,7 @@ async def test_a_yes_in_an_unattended_run_grants_nothing(harness: SkillHarness) 
     assert not answered.results("install_skill")
     assert [e.data["reason"] for e in answered.events if e.type == "notice" and e.kind == "consent_decision"] == [
         "unattended_answer"]
-    assert custom_skills(harness) == set()
+    assert await custom_skills(harness) == set()
 
 
 def subagent_runtime(harness: SkillHarness, services: dict[str, Any]) -> ToolRuntime:
@@ -128,7 +134,7 @@ def test_a_subagent_cannot_install_a_skill(harness: SkillHarness) -> None:
     with pytest.raises(ToolFailure) as refused:
         install_skill.func(path=f"{WS}/skills/helper", runtime=runtime)
     assert refused.value.code == "consent_subagent" and "a subagent" in str(refused.value)
-    assert custom_skills(harness) == set()
+    assert installed(harness) == set()
 
 
 def test_a_subagent_cannot_update_an_agent(harness: SkillHarness) -> None:

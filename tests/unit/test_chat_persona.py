@@ -442,7 +442,7 @@ async def test_a_new_chat_is_welcomed_once_with_the_commands_a_reopened_one_is_n
 async def test_slash_commands_are_advertised_for_completion_with_the_enabled_skills(tmp_path, root, monkeypatch):
     rig = await rig_for(TWO_TURNS, tmp_path, root, monkeypatch)
     manager = await rig.host.manager()
-    skills = [s for s in manager.services.skills.skills(OWNER) if s.enabled]
+    skills = [s for s in await asyncio.to_thread(manager.services.skills.skills, OWNER) if s.enabled]
     expected = [name for name, _ in CHAT_COMMANDS] + [f"/{s.name}" for s in skills]
     await rig.until(lambda: [c.name for c in rig.persona.get_slash_commands()] == expected)
     described = {c.name: c.description for c in rig.persona.get_slash_commands()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from deerflow.config.schema import AppConfig, SkillsConfig
@@ -202,7 +204,7 @@ async def test_default_discovery_lists_descriptions_and_no_describe_tool(harness
 
 
 async def test_disabled_skills_are_invisible_to_prompt_slash_and_file_tools(harness):
-    harness.library.set_enabled("local", "writer", False)
+    await asyncio.to_thread(harness.library.set_enabled, "local", "writer", False)
     script = [{"tool_calls": [{"name": "read_file", "args": {"path": "/mnt/skills/writer/SKILL.md"}},
                               {"name": "ls", "args": {"path": "/mnt/skills"}}]}, "done"]
     run = await harness.run(script, "hello")

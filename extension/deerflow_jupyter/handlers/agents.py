@@ -9,9 +9,12 @@
 Agents are *created* by a bootstrap run (``config.configurable.agent_name`` +
 ``is_bootstrap``, or a prompt ``/bootstrap NAME ...``) and *used* by runs with
 ``agent_name``.  Another user's agent is a 404 like another user's thread.
+Every route reads or writes the agent's files, so the work runs off the event loop.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict
@@ -43,27 +46,32 @@ class AgentsHandler(_AgentsHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.send_json({"agents": [a.summary() for a in self.agents().list_agents()]})
+        agents = await asyncio.to_thread(self.agents().list_agents)
+        self.send_json({"agents": [a.summary() for a in agents]})
 
 
 class AgentHandler(_AgentsHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        self.send_json(self.agents().get(name).summary())
+        self.send_json((await asyncio.to_thread(self.agents().get, name)).summary())
 
     @web.authenticated
     @authorized
     async def patch(self, name: str) -> None:
         change = AgentChange(**self.body(AgentPatch).model_dump())
         manager = await self.manager()
-        catalog = manager.agent_catalog(self.user_id, self.host.home)
-        self.send_json(self.agents().update(name, change, catalog=catalog).summary())
+        store, user_id, home = self.agents(), self.user_id, self.host.home
+
+        def update():  # the catalog lists the skills on disk, and the update writes the agent's files
+            return store.update(name, change, catalog=manager.agent_catalog(user_id, home))
+
+        self.send_json((await asyncio.to_thread(update)).summary())
 
     @web.authenticated
     @authorized
     async def delete(self, name: str) -> None:
-        self.agents().delete(name)
+        await asyncio.to_thread(self.agents().delete, name)
         self.set_status(204)
         self.finish()
 

@@ -7,9 +7,11 @@
                                               or the raw body with ``?name=pkg.skill``);
                                               ``?replace=true`` overwrites a custom skill
 
-State is per DeerFlow user (the request's user), like threads.  An install
-runs the harness installer (limits, SkillScan, atomic rename) off the event
-loop; a package SkillScan blocks is answered 422 with the findings, so the
+State is per DeerFlow user (the request's user), like threads.  Every route
+reads the skill directories and state files, so the work runs off the event
+loop: the listing, a skill's files, the state write, and an install (the
+upload's temporary copy, the harness installer's limits, SkillScan and atomic
+rename); a package SkillScan blocks is answered 422 with the findings, so the
 UI can show them.  Authentication and authorization are the same as every
 other route (:mod:`.base`).
 """
@@ -25,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool
 from tornado import web
 
 from deerflow.skills.archive import ARCHIVE_SUFFIXES
-from deerflow.skills.installer import SkillScanBlocked
+from deerflow.skills.installer import InstallResult, SkillScanBlocked
 from deerflow.skills.library import SkillLibrary
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
@@ -49,7 +51,7 @@ class SkillsHandler(_SkillsHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        listing = (await self.library()).listing(self.user_id)
+        listing = await asyncio.to_thread((await self.library()).listing, self.user_id)
         self.send_json({"skills": [s.to_dict() for s in listing.infos()],
                         "problems": [p.to_dict() for p in listing.problems]})
 
@@ -58,14 +60,19 @@ class SkillHandler(_SkillsHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        skill = (await self.library()).skill(self.user_id, name)
-        self.send_json({**skill.info().to_dict(), "instructions": skill.body, "files": skill.files()})
+        library, user_id = await self.library(), self.user_id
+
+        def read() -> dict:
+            skill = library.skill(user_id, name)
+            return {**skill.info().to_dict(), "instructions": skill.body, "files": skill.files()}
+
+        self.send_json(await asyncio.to_thread(read))
 
     @web.authenticated
     @authorized("write")
     async def put(self, name: str) -> None:
         update = self.body(SkillUpdate)
-        info = (await self.library()).set_enabled(self.user_id, name, update.enabled)
+        info = await asyncio.to_thread((await self.library()).set_enabled, self.user_id, name, update.enabled)
         self.send_json(info.to_dict())
 
 
@@ -80,15 +87,20 @@ class SkillInstallHandler(_SkillsHandler):
         if len(data) > library.limits.max_total_bytes:
             raise web.HTTPError(413, f"the archive is larger than {library.limits.max_total_bytes:,} bytes")
         replace = self.get_argument("replace", "false").lower() in {"1", "true", "yes"}
-        with tempfile.TemporaryDirectory(prefix="deerflow-skill-upload-") as tmp:
-            archive = Path(tmp) / Path(filename).name
-            archive.write_bytes(data)
-            try:
-                result = await asyncio.to_thread(library.install, self.user_id, archive, replace=replace)
-            except SkillScanBlocked as exc:
-                self.send_json({"installed": False, "detail": str(exc), "message": str(exc),
-                                "skill": exc.name, "scan": exc.report.to_dict()}, status=422)
-                return
+        user_id = self.user_id
+
+        def install() -> InstallResult:
+            with tempfile.TemporaryDirectory(prefix="deerflow-skill-upload-") as tmp:
+                archive = Path(tmp) / Path(filename).name
+                archive.write_bytes(data)
+                return library.install(user_id, archive, replace=replace)
+
+        try:
+            result = await asyncio.to_thread(install)
+        except SkillScanBlocked as exc:
+            self.send_json({"installed": False, "detail": str(exc), "message": str(exc),
+                            "skill": exc.name, "scan": exc.report.to_dict()}, status=422)
+            return
         self.send_json({"installed": True, **result.to_dict()}, status=201)
 
     def _upload(self) -> tuple[str, bytes]:

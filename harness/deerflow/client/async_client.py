@@ -188,8 +188,10 @@ class AsyncDeerFlowClient:
             change = AgentChange(**changes)
         except TypeError as exc:
             raise UserError(f"update_agent: {exc}") from None
-        catalog = manager.agent_catalog(self.user_id, self.home)
-        return self.agent_store().update(name, change, catalog=catalog)
+        store = self.agent_store()
+        # the catalog lists the skills on disk and the update writes the agent's files: off the loop
+        return await asyncio.to_thread(
+            lambda: store.update(name, change, catalog=manager.agent_catalog(self.user_id, self.home)))
 
     # -- schedules -----------------------------------------------------------------------
     def schedule_book(self) -> ScheduleBook:

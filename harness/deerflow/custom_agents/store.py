@@ -26,6 +26,7 @@ from deerflow.custom_agents.definition import (
     check_agent_name,
 )
 from deerflow.errors import NotFoundError, UserError
+from deerflow.persistence.aio import guard_loop
 from deerflow.persistence.files import atomic_write_text
 
 SOUL_FILE = "SOUL.md"
@@ -34,6 +35,10 @@ CONFIG_FILE = "config.yaml"
 
 class AgentStore:
     """One user's custom agents.
+
+    Every method reads or writes the agent's files on the calling thread: async code runs them in
+    a worker thread (with ``DEERFLOW_LOOP_GUARD=1``, reading an agent on an event loop's thread
+    raises ``LoopBlocked``).
 
     Args:
         root: The user's ``agents/`` directory (see :meth:`for_user`).
@@ -72,6 +77,7 @@ class AgentStore:
             NotFoundError: no such agent for this user (the message lists theirs).
             UserError: its ``config.yaml`` is not valid.
         """
+        guard_loop("AgentStore.get()", instead="run the store's work with asyncio.to_thread")  # and list, update...
         path = self._dir(name)
         config_file = path / CONFIG_FILE
         if not config_file.is_file():

@@ -268,7 +268,9 @@ class RunManager(ThreadOps, HostQueries):
         prompt, options = apply_agent_commands(prompt, request.options)
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
-        profile = resolve_profile(options, agents)  # unknown agent: refused before anything is written
+        # unknown agent: refused before anything is written; a named agent's files are read off the loop
+        profile = (await asyncio.to_thread(resolve_profile, options, agents) if options.agent_name
+                   else resolve_profile(options, agents))
         # the skills' files (listing, a changed SKILL.md) are read off the loop; a bad /skill is refused
         skills = await asyncio.to_thread(prepare_run_skills, self.services, user_id, prompt, allow=profile.skills)
         reader = await grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
@@ -287,7 +289,8 @@ class RunManager(ThreadOps, HostQueries):
                                tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
                                agents=agents, conversation_reader=reader, plugins=self.plugins, graphs=self.graph_cache,
                                skill_names=skills.known if skills is not None and skills.known is not None
-                               else known_skills(self.loaded.config, self.home, user_id, library=self.services.skills))
+                               else await asyncio.to_thread(known_skills, self.loaded.config, self.home, user_id,
+                                                            library=self.services.skills))
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run

@@ -16,6 +16,7 @@ from deerflow.config.loader import ExtensionsLocation, LoadedConfig, resolve_ext
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import SkillsConfig
 from deerflow.errors import NotFoundError
+from deerflow.persistence.aio import guard_loop
 from deerflow.skills.archive import PackageLimits
 from deerflow.skills.catalog import (
     Discovery,
@@ -86,7 +87,14 @@ class SkillLibrary:
         return self.home.user_dir(user_id) / USER_STATE_FILE
 
     def listing(self, user_id: str) -> SkillListing:
-        """Every skill of ``user_id`` with its enabled flag (a fresh read of disk)."""
+        """Every skill of ``user_id`` with its enabled flag (a fresh read of disk).
+
+        It reads every ``SKILL.md`` and the state files on the calling thread: async code runs it
+        (and everything built on it: :meth:`skill`, :meth:`set_enabled`, :meth:`for_run`) in a
+        worker thread (with ``DEERFLOW_LOOP_GUARD=1`` a call on an event loop's thread raises
+        ``LoopBlocked``).
+        """
+        guard_loop("SkillLibrary.listing()", instead="run it with asyncio.to_thread")
         found: Discovery = merge(discover(self.public_root, "public"),
                                  discover(self.home.user_skills(user_id), "custom"))
         layers = [read_states(self.extensions_path), read_states(self.user_state_path(user_id))]
