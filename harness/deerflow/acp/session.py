@@ -7,6 +7,14 @@ enabled MCP servers) → ``session/prompt``, and returns what the agent *said*:
 only ``agent_message_chunk`` text is collected; thought chunks, tool-call
 updates and plans stay internal (counted, never concatenated).
 
+The agent's working directory is the workspace the host *holds*: the folder is opened once
+(no link followed at its own name) and the agent is started in ``/proc/self/fd/<that
+descriptor>``, which the kernel resolves to that very directory, not to whatever the name
+``acp-workspace`` (or the thread folder above it) points to a moment later.  The path told in
+``session/new`` is the kernel's name for the held directory once the agent runs in it
+(``readlink`` of the descriptor, what the agent's own ``getcwd()`` answers), never the result
+of resolving the workspace's path again.
+
 The client side we implement is deliberately small:
 
 * file reads/writes are served only inside the workspace (the agent's cwd), through its
@@ -112,11 +120,15 @@ class _WorkspaceClient:
     def __init__(self, invocation: AcpInvocation, workspace: SafeDir) -> None:
         self._inv = invocation
         self._dir = workspace
-        absolute = Path(os.path.abspath(invocation.workspace))
-        self._roots = (absolute, absolute.parent.resolve() / absolute.name)  # as given, and as the agent's cwd
+        self._roots: tuple[Path, ...] = (Path(os.path.abspath(invocation.workspace)),)
         self.parts: list[str] = []
         self.thoughts = 0
         self.decisions: list[PermissionDecision] = []
+
+    def work_in(self, cwd: Path) -> Path:
+        """Accept paths below ``cwd`` (the held directory's name, told to the agent) as well; returns it."""
+        self._roots = (self._roots[0], cwd)
+        return cwd
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
@@ -185,17 +197,14 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
         AcpError: missing executable, the agent failing or refusing the protocol, timeout.
     """
     command = resolve_command(invocation)
-    try:
-        workspace = await asyncio.to_thread(SafeDir.open, invocation.workspace, label=".", create=True)
-    except UnsafePath as exc:
-        raise AcpError(f"ACP agent {invocation.name!r} cannot start: its workspace is not a plain folder ({exc})",
-                       code="acp_workspace_unsafe") from None
+    workspace = await asyncio.to_thread(_open_workspace, invocation)
     client = _WorkspaceClient(invocation, workspace)
     env = {**default_environment(), **invocation.config.env}
     with workspace, tempfile.TemporaryFile() as stderr:
         try:
             async with asyncio.timeout(invocation.config.timeout_seconds):
-                stop = await _converse(invocation, client, command, env, stderr, prompt)
+                stop = await _converse(invocation, client, command, env, stderr, prompt,
+                                       workspace=workspace)
         except (FileNotFoundError, PermissionError) as exc:  # vanished or not executable after the PATH check
             raise AcpError(f"ACP agent {invocation.name!r} cannot start {command!r}: {exc.strerror}. Fix "
                            f"acp_agents.{invocation.name}.command in config.yaml.", code="acp_executable_missing") from None
@@ -209,19 +218,71 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
     return AcpResult("".join(client.parts), stop, client.thoughts, client.decisions)
 
 
+def _open_workspace(invocation: AcpInvocation) -> SafeDir:
+    """The workspace, held by descriptor (blocking: run it in a thread).
+
+    Raises:
+        AcpError: ``acp_workspace_unsafe`` when the workspace is a link or not a folder, or
+            cannot be handed to the agent by descriptor.
+    """
+    try:
+        workspace = SafeDir.open(invocation.workspace, label=".", create=True)
+    except UnsafePath as exc:
+        raise _unsafe(invocation, f"is not a plain folder ({exc})") from None
+    try:
+        _held_path(invocation, workspace)  # no /proc, or already gone: refused before anything starts
+    except AcpError:
+        workspace.close()
+        raise
+    return workspace
+
+
+def _held_path(invocation: AcpInvocation, workspace: SafeDir) -> Path:
+    """The kernel's path of the directory ``workspace`` holds, as it is named now.
+
+    Read from the descriptor (``readlink`` of ``/proc/self/fd/<fd>``: memory, no disk), never by
+    resolving the workspace's path: a folder moved aside and replaced by a link is named where
+    it really is.  It is what the agent's own ``getcwd()`` answers.
+
+    Raises:
+        AcpError: ``acp_workspace_unsafe`` without ``/proc``, or when the directory was removed.
+    """
+    try:
+        name = os.readlink(_fd_path(workspace))
+    except OSError as exc:
+        raise _unsafe(invocation, f"cannot be handed over by descriptor (/proc/self/fd: {exc.strerror})") from None
+    if not name.startswith("/") or name.endswith(" (deleted)"):
+        raise _unsafe(invocation, "was removed while the agent was starting")
+    return Path(name)
+
+
+def _unsafe(invocation: AcpInvocation, why: str) -> AcpError:
+    return AcpError(f"ACP agent {invocation.name!r} cannot start: its workspace {why}", code="acp_workspace_unsafe")
+
+
+def _fd_path(workspace: SafeDir) -> str:
+    """A path naming the directory ``workspace`` holds, in this process and in a child forked from it.
+
+    A child's ``chdir`` to it runs before the child closes inherited descriptors
+    (``subprocess`` changes directory, then closes the fds it does not pass), so the agent
+    starts in the held directory and keeps no descriptor of it.
+    """
+    return f"/proc/self/fd/{workspace.fd}"
+
+
 async def _converse(invocation: AcpInvocation, client: _WorkspaceClient, command: str, env: dict[str, str],
-                    stderr: IO[bytes], prompt: str) -> str:
+                    stderr: IO[bytes], prompt: str, *, workspace: SafeDir) -> str:
     # the SDK's Client protocol lists every method, but it calls only those a client has (the rest are
     # "method not found"): this client offers files and no terminal (ClientCapabilities below)
     async with spawn_agent_process(client,  # pyright: ignore[reportArgumentType]
-                                   command, *invocation.config.args, env=env, cwd=invocation.workspace,
+                                   command, *invocation.config.args, env=env, cwd=_fd_path(workspace),
                                    transport_kwargs={"stderr": stderr.fileno()}) as (conn, _process):
         capabilities = ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False)
         await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities,
                               client_info=CLIENT_INFO)
-        session = await conn.new_session(cwd=str(invocation.workspace.resolve()),
-                                         mcp_servers=list(invocation.mcp_servers))
+        cwd = client.work_in(_held_path(invocation, workspace))  # named once the agent runs there
+        session = await conn.new_session(cwd=str(cwd), mcp_servers=list(invocation.mcp_servers))
         response = await conn.prompt(session_id=session.session_id, prompt=[text_block(prompt)])
         return response.stop_reason
 
