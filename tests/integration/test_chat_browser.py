@@ -177,6 +177,9 @@ def test_deerflow_in_the_jupyterlab_chat(tmp_path: Path):
         send(box, "2")  # the second option
         chat.get_by_text("Noted: the next chart will be blue.").wait_for()
         chat.get_by_text("Run finished").wait_for()
+        # the chat scrolls itself as messages arrive, and a screenshot taken mid-scroll showed the middle
+        # of the conversation: the last line is brought into view first
+        chat.get_by_text("Run finished").scroll_into_view_if_needed()
         page.screenshot(path=str(OUTPUT / "chat-finished.png"), full_page=True)
         docs_screenshot(page, "chat-persona")
 
