@@ -45,7 +45,7 @@ class FakeContainer:
     def exec_run(self, cmd: list[str], user: str | None = None) -> SimpleNamespace:
         if cmd[:3] == ["stat", "-c", STAT_FORMAT]:
             lines = [f"{t} {self.mounted[t].st_dev} {self.mounted[t].st_ino}" for t in cmd[3:]]
-            return SimpleNamespace(exit_code=0, output="\n".join(lines).encode())
+            return SimpleNamespace(exit_code=0, output="".join(f"{line}\n" for line in lines).encode())
         self.exec_calls.append(cmd)
         return SimpleNamespace(exit_code=0, output=b"")
 

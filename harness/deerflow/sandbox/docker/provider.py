@@ -75,8 +75,8 @@ from deerflow.sandbox.execution.mount_fds import (
     STAT_FORMAT,
     UnsafeMount,
     ensure_thread,
-    mounted_elsewhere,
     open_mounts,
+    read_mount_report,
 )
 from deerflow.sandbox.execution.process import ExecResult, run_command
 from deerflow.sandbox.execution.provider import (
@@ -182,6 +182,8 @@ class DockerSandboxProvider(SandboxProvider):
     """
 
     name: ClassVar[str] = "docker"
+    MOUNT_CHECKS: ClassVar[int] = 4
+    """How many times a started container is asked for its mounts before an incomplete report refuses."""
 
     def __init__(self, *, client: Any = None, image: str = "python:3.11-slim",
                  network: NetworkMode = "isolated", limits: Limits | None = None,
@@ -311,20 +313,34 @@ class DockerSandboxProvider(SandboxProvider):
 
     def _unconfirmed_mount(self, container: Any, expected: dict[str, tuple[int, int]]) -> tuple[str, str] | None:
         """(virtual path, reason) of the first mount the started container does not show to be
-        the held folder; None when all are.  What cannot be checked is refused."""
+        the held folder; None when all are.  What cannot be checked is refused.  A report missing
+        a path (the engine's exec stream can lose a short-lived process's output on a loaded
+        host) is asked for again, :attr:`MOUNT_CHECKS` times in all; a swapped folder is not."""
         first = next(iter(expected), "/mnt/user-data")
-        try:
-            result = container.exec_run(["stat", "-c", STAT_FORMAT, *expected], user=self.user)
-        except _docker_errors() as exc:
-            logger.warning("could not check the mounts of sandbox container %s: %s", getattr(container, "id", "?"), exc)
-            return first, "could not be checked inside the container"
-        output = result.output.decode("utf-8", "replace") if isinstance(result.output, bytes) else ""
-        if result.exit_code != 0:
-            logger.warning("could not check the mounts of sandbox container %s (its image needs `stat`): %s",
-                           getattr(container, "id", "?"), output.strip()[:300])
-            return first, "could not be checked inside the container (its image needs `stat`)"
-        wrong = mounted_elsewhere(expected, output)
-        return None if wrong is None else (wrong, "was not the folder the container mounted (replaced while it was created)")
+        report = None
+        for attempt in range(self.MOUNT_CHECKS):
+            if attempt:
+                time.sleep(0.1 * attempt)
+            try:
+                result = container.exec_run(["stat", "-c", STAT_FORMAT, *expected], user=self.user)
+            except _docker_errors() as exc:
+                logger.warning("could not check the mounts of sandbox container %s: %s",
+                               getattr(container, "id", "?"), exc)
+                return first, "could not be checked inside the container"
+            output = result.output.decode("utf-8", "replace") if isinstance(result.output, bytes) else ""
+            if result.exit_code != 0:
+                logger.warning("could not check the mounts of sandbox container %s (its image needs `stat`): %s",
+                               getattr(container, "id", "?"), output.strip()[:300])
+                return first, "could not be checked inside the container (its image needs `stat`)"
+            report = read_mount_report(expected, output)
+            if report.wrong is not None:
+                return report.wrong, "was not the folder the container mounted (replaced while it was created)"
+            if report.missing is None:
+                return None
+            logger.warning("sandbox container %s reported its mounts incompletely (attempt %d): %r",
+                           getattr(container, "id", "?"), attempt + 1, output[:300])
+        assert report is not None and report.missing is not None
+        return report.missing, "could not be confirmed inside the container (its report stayed incomplete)"
 
     def release(self, slot: _Slot) -> None:
         """End a lease; idle containers beyond the warm pool are removed."""

@@ -16,7 +16,7 @@ one-line reason) and nothing starts.
 
 An engine that binds by path (Docker) cannot be handed a descriptor: there the
 held folders' device and inode (:meth:`MountFds.identities`) are compared with
-what the started container reports at each mount point (:func:`mounted_elsewhere`),
+what the started container reports at each mount point (:func:`read_mount_report`),
 before anything of the agent's runs in it.
 
 The caller passes :attr:`MountFds.fds` to the spawned process (``pass_fds``)
@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import ToolFailure
@@ -98,6 +99,38 @@ STAT_FORMAT = "%n %d %i"
 """``stat -c`` format (GNU coreutils and busybox alike) of a mounted folder: name, device, inode."""
 
 
+class MountReport(NamedTuple):
+    """What ``stat -c STAT_FORMAT`` reported from inside a sandbox, against the held folders."""
+
+    wrong: str | None
+    """The first virtual path reported as another folder than the one held for it."""
+    missing: str | None
+    """The first virtual path with no complete line in the report (nothing confirmed it)."""
+
+    @property
+    def refused(self) -> str | None:
+        """The path to refuse for: reported wrong, else not reported (what is unconfirmed is refused)."""
+        return self.wrong or self.missing
+
+
+def read_mount_report(expected: Mapping[str, tuple[int, int]], reported: str) -> MountReport:
+    """Compare each held folder's identity with what ``stat`` reported at its virtual path.
+
+    Only complete lines count: ``stat`` ends each with a newline, so a report cut short (an
+    engine's exec stream can drop a short-lived process's output under load) cannot pass a
+    truncated inode off as another folder's; its paths are *missing*, which a caller may ask
+    again about, whereas a *wrong* one is a folder swapped during the create.
+    """
+    seen: dict[str, tuple[int, int]] = {}
+    for line in reported.split("\n")[:-1]:
+        parts = line.rsplit(" ", 2)
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            seen[parts[0]] = (int(parts[1]), int(parts[2]))
+    wrong = next((v for v, held in expected.items() if v in seen and seen[v] != held), None)
+    missing = next((v for v in expected if v not in seen), None)
+    return MountReport(wrong, missing)
+
+
 def mounted_elsewhere(expected: Mapping[str, tuple[int, int]], reported: str) -> str | None:
     """The first virtual path whose folder, as ``stat -c STAT_FORMAT`` reported it from inside the
     sandbox, is not the folder held for it; None when each one is.
@@ -105,12 +138,7 @@ def mounted_elsewhere(expected: Mapping[str, tuple[int, int]], reported: str) ->
     A path missing from the report, or a report that does not parse, counts as elsewhere: what
     cannot be confirmed is refused.
     """
-    seen: dict[str, tuple[int, int]] = {}
-    for line in reported.splitlines():
-        parts = line.rsplit(" ", 2)
-        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-            seen[parts[0]] = (int(parts[1]), int(parts[2]))
-    return next((virtual for virtual, held in expected.items() if seen.get(virtual) != held), None)
+    return read_mount_report(expected, reported).refused
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
