@@ -10,12 +10,15 @@ conversation, and ``uploaded_files`` is updated so the next call stays quiet.
 The note is a message in the thread rather than a per-request edit, so the
 history records when each file arrived and later turns still know about it.
 It is a separate message (marked in ``additional_kwargs``) so the user's own
-prompt, and the title derived from it, stay untouched.  The check is one
-directory scan per model call; nothing is written when nothing changed.
+prompt, and the title derived from it, stay untouched.  The check lists the
+folder only when it may have changed: a listing is kept while inotify reports
+nothing in the folder (:mod:`deerflow.sandbox.files.upload_watch`), so most
+model calls cost no I/O at all; nothing is written when nothing changed.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +27,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.runtime import Runtime
 
 from deerflow.runtime.context import RunContext
-from deerflow.sandbox.files.uploads import UploadInfo, alist_uploads, list_uploads
+from deerflow.sandbox.files.upload_watch import UPLOAD_WATCH
+from deerflow.sandbox.files.uploads import UploadInfo
 from deerflow.sandbox.files.virtual_paths import UPLOADS, WORKSPACE
 
 NOTE_KIND = "uploads"
@@ -126,13 +130,17 @@ class UploadsMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
         context = runtime.context
         if not isinstance(context, RunContext):
             return None
-        return _announce(state, list_uploads(context.paths))
+        files = UPLOAD_WATCH.unchanged(context.paths.root)
+        return _announce(state, UPLOAD_WATCH.list(context.paths) if files is None else files)
 
     async def abefore_model(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
         context = runtime.context
         if not isinstance(context, RunContext):
             return None
-        return _announce(state, await alist_uploads(context.paths))  # a directory listing: off the loop
+        files = UPLOAD_WATCH.unchanged(context.paths.root)  # the last listing, while inotify saw no change
+        if files is None:
+            files = await asyncio.to_thread(UPLOAD_WATCH.list, context.paths)  # a directory listing: off the loop
+        return _announce(state, files)
 
 
 def _announce(state: Any, files: list[UploadInfo]) -> dict[str, Any] | None:

@@ -26,10 +26,9 @@ Saving is defensive because the name and the bytes come from outside:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -128,25 +127,23 @@ def save_upload(
         return _info(uploads, name)
 
 
-def list_uploads(paths: ThreadPaths) -> list[UploadInfo]:
+def list_uploads(paths: ThreadPaths, *, on_open: Callable[[SafeDir], object] | None = None) -> list[UploadInfo]:
     """The thread's uploaded files, by name (temp files and links are not listed; nothing when the
     uploads directory is missing or not a plain directory).
 
-    Blocking (use :func:`alist_uploads` on the event loop) and bounded: at most
+    Blocking (call it off the event loop) and bounded: at most
     :data:`LISTING_MAX_ENTRIES` entries are read, whatever was put in the directory.
+    ``on_open`` is handed the opened directory before it is read (to watch it: :mod:`.upload_watch`).
     """
     try:
         with _open_uploads(paths) as uploads:
+            if on_open is not None:
+                on_open(uploads)
             found = ((e.name, uploads.lstat(e.name)) for e in _upload_files(uploads, limit=LISTING_MAX_ENTRIES))
             return [UploadInfo(name, f"{UPLOADS}/{name}", st.st_size, st.st_mtime) for name, st in found
                     if st is not None]  # None: removed while listed
     except UnsafePath:
         return []
-
-
-async def alist_uploads(paths: ThreadPaths) -> list[UploadInfo]:
-    """:func:`list_uploads`, off the event loop."""
-    return await asyncio.to_thread(list_uploads, paths)
 
 
 def _open_uploads(paths: ThreadPaths, *, create: bool = False) -> SafeDir:
