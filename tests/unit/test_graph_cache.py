@@ -141,6 +141,25 @@ def test_wrap_hooks_are_one_wrapper_only_when_tracing_is_off() -> None:
     assert [n for n in off if n != "WrapCalls"] == on  # every middleware still there for its other hooks
 
 
+def test_the_fused_hooks_carry_their_signature_for_langsmiths_wrapper() -> None:
+    """``traceable`` asks each wrapped hook's signature at every call: it must be a lookup, not
+    one computed from a bound method each time."""
+    import inspect
+
+    from langchain.agents.middleware import AgentMiddleware
+    from langsmith import tracing_context
+
+    with tracing_context(enabled=False):
+        chain = build_middlewares(AppConfig(), ToolPolicy.for_user(AppConfig().authorization, "local"),
+                                  MiddlewareOptions())
+    (fused,) = [m for m in chain if m.name == "WrapCalls"]
+    for name in ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call"):
+        hook = getattr(fused, name)
+        assert getattr(type(fused), name) is not getattr(AgentMiddleware, name)  # what create_agent checks
+        assert inspect.isfunction(hook) and inspect.signature(hook) is hook.__signature__
+        assert list(inspect.signature(hook).parameters) == ["request", "handler"]
+
+
 def test_a_shared_memory_middleware_forgets_old_runs() -> None:
     middleware = MemoryMiddleware()
     for i in range(MAX_RUNS_REMEMBERED + 10):
