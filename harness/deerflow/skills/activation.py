@@ -157,6 +157,8 @@ class ActiveSkills:
 
     slash: Skill | None = None
     read: tuple[Skill, ...] = ()
+    answered: bool = False
+    """Whether the model has spoken in the turn (a slash activation is recorded before it does)."""
 
     @property
     def all(self) -> list[Skill]:
@@ -173,14 +175,20 @@ class ActiveSkills:
 
 
 def active_skills(messages: Sequence[BaseMessage], enabled: Mapping[str, Skill]) -> ActiveSkills:
-    """Which enabled skills the conversation's current turn has activated."""
-    opener, turn = current_turn(messages)
+    """Which enabled skills the conversation's current turn has activated.
+
+    The same as :func:`current_turn` and :func:`skills_read` tell, from a scan kept per conversation
+    that reads only the messages added since it was last asked (:mod:`deerflow.skills.turn_scan`).
+    """
+    from deerflow.skills.turn_scan import TURN_SCANS  # imports this module's skill_manifest_name
+
+    turn = TURN_SCANS.turn(messages)
     slash = None
-    if opener is not None:
-        command = parse_slash(opener.text)
+    if turn.opener is not None:
+        command = parse_slash(turn.opener.text)
         slash = enabled.get(command.name) if command else None
-    read = tuple(enabled[n] for n in skills_read(turn) if n in enabled)
-    return ActiveSkills(slash, read)
+    read = tuple(enabled[n] for n in turn.read if n in enabled)
+    return ActiveSkills(slash, read, turn.answered)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain.agents.middleware.types import ExtendedModelResponse, ToolCallRequest
-from langchain_core.messages import AIMessage, SystemMessage, TextContentBlock, ToolMessage
+from langchain_core.messages import SystemMessage, TextContentBlock, ToolMessage
 from langgraph.types import Command
 
 from deerflow.agents.thread_state import SkillReference
@@ -33,7 +33,6 @@ from deerflow.skills.activation import (
     SKILL_READER,
     ActiveSkills,
     active_skills,
-    current_turn,
     skill_manifest_name,
 )
 from deerflow.skills.catalog import Skill
@@ -91,7 +90,7 @@ class SkillActivationMiddleware(AgentMiddleware):
         if not active.all:
             return request, None
         record = None
-        if active.slash is not None and not any(isinstance(m, AIMessage) for m in current_turn(messages)[1]):
+        if active.slash is not None and not active.answered:
             record = Command(update={"skill_context": [skill_reference(active.slash)]})
         section = request_section(request, active)
         return request.override(system_message=with_section(request.system_message, section)), record
