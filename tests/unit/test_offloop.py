@@ -128,3 +128,50 @@ async def test_stuck_calls_do_not_take_the_loops_default_executor(release):
 def test_a_pool_needs_a_worker_and_room_for_one_stuck_call():
     with pytest.raises(ValueError, match="at least one"):
         OffLoop(max_stuck=0)
+
+
+async def test_a_timeout_raised_by_the_call_itself_is_not_the_deadline():
+    pool = OffLoop(deadline=GUARD_S)
+
+    def times_out() -> None:
+        raise TimeoutError("the lock's own timeout")
+
+    with pytest.raises(TimeoutError, match="the lock's own timeout"):
+        await pool.run(times_out, what="reading")
+    assert pool.stuck() == 0
+
+
+async def test_a_caller_that_goes_away_abandons_its_call(release):
+    pool = OffLoop(deadline=GUARD_S, workers=1, max_stuck=1)
+    started: list[str] = []
+    waiting = asyncio.create_task(pool.run(hang(release, started), what="reading"))
+    await until(lambda: started != [])
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert pool.stuck() == 1  # still holding its thread: counted against the bound
+    release.set()
+    await until(lambda: pool.stuck() == 0)
+
+
+async def test_when_no_thread_can_be_started_the_call_never_runs_later(monkeypatch):
+    from types import SimpleNamespace
+
+    from deerflow.persistence import offloop
+
+    class NoThread:
+        def __init__(self, **_: Any) -> None:
+            pass
+
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    pool = OffLoop(deadline=GUARD_S)
+    monkeypatch.setattr(offloop, "threading", SimpleNamespace(Thread=NoThread))
+    ran: list[bool] = []
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        await pool.run(lambda: ran.append(True), what="reading")
+    monkeypatch.undo()
+    assert pool.threads() == 0
+    assert await pool.run(lambda: "fine", what="reading") == "fine"
+    assert ran == []  # the refused call was dropped, not run by the next thread

@@ -60,8 +60,8 @@ class DiskUnavailable(StoreUnavailable):
     """Blocking file work did not finish in time, or too many earlier calls are stuck: try again shortly.
 
     A :class:`StoreUnavailable` (so a :class:`~deerflow.persistence.sqlite.StorageError`):
-    HTTP 503 with this one line, exit status 75 in the CLI.  Nothing names a host path:
-    ``what`` says what was being done ("listing the skills").
+    HTTP 503 with this one line, exit status 75 in the CLI.  It names no host path (and has
+    no ``path``): ``what`` says what was being done ("listing the skills").
     """
 
     def __init__(self, what: str, problem: str) -> None:
@@ -121,13 +121,18 @@ class OffLoop:
             return context.run(fn, *args, **kwargs)
 
         future = self._submit(call, what)
+        scope = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with scope:
                 return await asyncio.wrap_future(future)
         except TimeoutError:
-            if not future.cancel():  # running already: abandoned, counted until its thread is back
-                self._abandon(future)
+            if not scope.expired():  # raised by fn itself (a socket's, a lock's): its own answer
+                raise
+            self._give_up(future)
             raise DiskUnavailable(what, f"did not finish within {limit:g} s ({PROBLEM})") from None
+        except asyncio.CancelledError:  # the caller went away: its call is abandoned just the same
+            self._give_up(future)
+            raise
 
     def _submit(self, call: Callable[[], T], what: str) -> concurrent.futures.Future[T]:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -142,10 +147,19 @@ class OffLoop:
             if self._threads >= self.workers + self.max_stuck:
                 return future  # queued until a thread is free (within the caller's deadline)
             self._threads += 1
-        threading.Thread(target=self._serve, name="deerflow-offloop", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, name="deerflow-offloop", daemon=True).start()
+        except BaseException:  # no thread to be had (the process's limit): the job must not run later
+            future.cancel()
+            with self._lock:
+                self._threads -= 1
+            raise
         return future
 
-    def _abandon(self, future: concurrent.futures.Future[Any]) -> None:
+    def _give_up(self, future: concurrent.futures.Future[Any]) -> None:
+        """Drop a queued call, or count a running one as abandoned until its thread is back."""
+        if future.cancel():
+            return
         with self._lock:
             if future.done():  # it ended while the deadline fired: nothing holds the thread
                 return
