@@ -30,7 +30,8 @@ class HealthHandler(DeerFlowHandler):
     async def get(self) -> None:
         deep = self.get_argument("deep", "0").lower() in {"1", "true", "yes"}
         try:
-            findings = await off_loop(self._findings, deep, what="the health checks", deadline=DEADLINE_SECONDS)
+            findings = await off_loop(self._findings, deep, what="running the health checks",
+                                      deadline=DEADLINE_SECONDS)
         except DiskUnavailable as exc:  # past the deadline, or earlier calls still stuck
             findings = [doctor.Finding("storage", str(self.host.home.home), False, str(exc),
                                        "look for a hung file system or a very large store; run deerflow doctor")]
