@@ -179,8 +179,8 @@ class OffLoop:
                     future.set_result(call())
                 except BaseException as exc:  # noqa: BLE001 - handed to the waiter, who re-raises it
                     future.set_exception(exc)
-            with self._lock:
-                self._idle += 1
+            with self._lock:  # at most every thread: jobs queued while all were busy count no one idle
+                self._idle = min(self._idle + 1, self._threads)
 
 
 OFF_LOOP = OffLoop()
