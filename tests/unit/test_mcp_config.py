@@ -142,3 +142,41 @@ def test_the_file_is_read_off_the_event_loop_by_runs_and_listings(tmp_path: Path
     assert len(readers) == 5 and loop_thread not in readers
     assert mcp.catalog().servers["off"].status == "disabled"  # no loop here: the sync path reads in place
     assert readers[-1] == threading.get_ident()
+
+
+def test_a_config_file_that_does_not_answer_refuses_in_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``acatalog`` waits for the file at most the off-loop deadline: a hung mount is DiskUnavailable
+    (HTTP 503, "try again shortly"), not a run or a listing held forever; the next read works."""
+    import asyncio
+    import threading
+
+    from deerflow.config.paths import HomePaths
+    from deerflow.mcp import manager as manager_module
+    from deerflow.persistence.offloop import OFF_LOOP, DiskUnavailable
+
+    path = tmp_path / "extensions_config.json"
+    path.write_text(json.dumps({"mcpServers": {"off": {"enabled": False, "command": "x"}}}))
+    disk = threading.Event()
+
+    def stalled(p: Path):
+        disk.wait(60)
+        return read_signature(p)
+
+    monkeypatch.setattr(manager_module, "read_signature", stalled)
+    monkeypatch.setattr(OFF_LOOP, "deadline", 0.2)
+    mcp = manager_module.McpManager(extensions_path=path, home=HomePaths(tmp_path / "home"))
+
+    async def scenario() -> str:
+        try:
+            with pytest.raises(DiskUnavailable, match=r"^reading the MCP config did not finish within 0\.2 s"):
+                async with asyncio.timeout(60):  # the hang guard: the old code waits for the read
+                    await mcp.acatalog()
+        finally:
+            disk.set()
+        async with asyncio.timeout(60):
+            while OFF_LOOP.stuck():
+                await asyncio.sleep(0.02)
+        monkeypatch.setattr(OFF_LOOP, "deadline", 60.0)
+        return (await mcp.acatalog()).servers["off"].status
+
+    assert asyncio.run(scenario()) == "disabled"

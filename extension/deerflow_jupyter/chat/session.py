@@ -49,6 +49,7 @@ from typing import BinaryIO
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
+from deerflow.persistence.offloop import off_loop
 from deerflow.run_options import RunOptions
 from deerflow.runs.manager import RunManager, RunRequest
 from deerflow.runs.thread_files import UploadRejected
@@ -239,8 +240,7 @@ class ChatSession:
         library = manager.skills
         if library is None:
             return []
-        async with asyncio.timeout(30):
-            infos = await asyncio.to_thread(library.skills, self.server.user_id)
+        infos = await off_loop(library.skills, self.server.user_id, what="listing the skills")
         return [(i.name, i.description) for i in infos if i.enabled]
 
     async def _upload(self, manager: RunManager, thread_id: str, attachments: tuple[str, ...]) -> list[str]:

@@ -9,18 +9,18 @@
 Agents are *created* by a bootstrap run (``config.configurable.agent_name`` +
 ``is_bootstrap``, or a prompt ``/bootstrap NAME ...``) and *used* by runs with
 ``agent_name``.  Another user's agent is a 404 like another user's thread.
-Every route reads or writes the agent's files, so the work runs off the event loop.
+Every route reads or writes the agent's files, so the work runs off the event loop with a
+deadline (:func:`deerflow.persistence.offloop.off_loop`: a hung disk is a 503 "try again shortly").
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict
 from tornado import web
 
 from deerflow.custom_agents import AgentChange, AgentStore
+from deerflow.persistence.offloop import off_loop
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 NAME = r"(?P<name>[a-z0-9][a-z0-9_-]{0,63})"
@@ -46,7 +46,7 @@ class AgentsHandler(_AgentsHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        agents = await asyncio.to_thread(self.agents().list_agents)
+        agents = await off_loop(self.agents().list_agents, what="listing the agents")
         self.send_json({"agents": [a.summary() for a in agents]})
 
 
@@ -54,7 +54,7 @@ class AgentHandler(_AgentsHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        self.send_json((await asyncio.to_thread(self.agents().get, name)).summary())
+        self.send_json((await off_loop(self.agents().get, name, what=f"reading the agent {name}")).summary())
 
     @web.authenticated
     @authorized
@@ -66,12 +66,12 @@ class AgentHandler(_AgentsHandler):
         def update():  # the catalog lists the skills on disk, and the update writes the agent's files
             return store.update(name, change, catalog=manager.agent_catalog(user_id, home))
 
-        self.send_json((await asyncio.to_thread(update)).summary())
+        self.send_json((await off_loop(update, what=f"changing the agent {name}")).summary())
 
     @web.authenticated
     @authorized
     async def delete(self, name: str) -> None:
-        await asyncio.to_thread(self.agents().delete, name)
+        await off_loop(self.agents().delete, name, what=f"deleting the agent {name}")
         self.set_status(204)
         self.finish()
 

@@ -17,7 +17,6 @@ it or reset the cache.  Secrets never appear in a response.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -27,6 +26,7 @@ from tornado import web
 from deerflow.errors import ConfigError
 from deerflow.mcp.editing import masked_config, update_config
 from deerflow.mcp.manager import McpManager
+from deerflow.persistence.offloop import off_loop
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 
@@ -53,7 +53,7 @@ class McpConfigHandler(_McpHandler):
     @authorized
     async def get(self) -> None:
         where = self.host.loaded().extensions  # which file is decided (a stat) in the worker thread
-        self.send_json(await asyncio.to_thread(lambda: masked_config(where.resolve())))
+        self.send_json(await off_loop(lambda: masked_config(where.resolve()), what="reading the MCP config"))
 
     @web.authenticated
     @authorized
@@ -62,7 +62,8 @@ class McpConfigHandler(_McpHandler):
         body = self.body(McpConfigBody)
         try:
             where = self.host.loaded().extensions
-            updated = await asyncio.to_thread(lambda: update_config(where.resolve(), body.servers))
+            updated = await off_loop(lambda: update_config(where.resolve(), body.servers),
+                                   what="changing the MCP config")
         except ConfigError as exc:  # the edit is invalid (names the key); nothing was written
             raise web.HTTPError(422, str(exc)) from None
         self.send_json(updated)

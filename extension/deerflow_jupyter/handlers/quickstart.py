@@ -16,7 +16,6 @@ kept: the user's edits win), and a link or a file in place of a folder is a 409.
 
 from __future__ import annotations
 
-import asyncio
 import html
 from pathlib import Path, PurePosixPath
 
@@ -24,6 +23,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from deerflow.persistence.offloop import off_loop
 from deerflow.resources import QUICKSTART, notebooks_dir
 from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow_jupyter.handlers.base import DeerFlowHandler
@@ -85,7 +85,7 @@ class QuickstartHandler(DeerFlowHandler):
     async def post(self) -> None:
         root = Path(self.settings.get("server_root_dir") or self.contents_manager.root_dir)
         try:
-            notebook = await asyncio.to_thread(copy_quickstart, root)
+            notebook = await off_loop(copy_quickstart, root, what="copying the quickstart")
         except UnsafePath as exc:
             raise web.HTTPError(409, "%s", f"the quickstart was not copied: {exc}") from None
         if "application/json" in self.request.headers.get("Accept", ""):

@@ -9,16 +9,17 @@
 
 State is per DeerFlow user (the request's user), like threads.  Every route
 reads the skill directories and state files, so the work runs off the event
-loop: the listing, a skill's files, the state write, and an install (the
-upload's temporary copy, the harness installer's limits, SkillScan and atomic
-rename); a package SkillScan blocks is answered 422 with the findings, so the
-UI can show them.  Authentication and authorization are the same as every
+loop with a deadline (:func:`deerflow.persistence.offloop.off_loop`; a hung
+disk is a 503 "try again shortly"): the listing, a skill's files, the state
+write, and an install (the upload's temporary copy, the harness installer's
+limits, SkillScan and atomic rename; :data:`INSTALL_DEADLINE_SECONDS`); a
+package SkillScan blocks is answered 422 with the findings, so the UI can show
+them.  Authentication and authorization are the same as every
 other route (:mod:`.base`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from pathlib import Path
 
@@ -26,12 +27,15 @@ from jupyter_server.auth.decorator import authorized
 from pydantic import BaseModel, ConfigDict, StrictBool
 from tornado import web
 
+from deerflow.persistence.offloop import off_loop
 from deerflow.skills.archive import ARCHIVE_SUFFIXES
 from deerflow.skills.installer import InstallResult, SkillScanBlocked
 from deerflow.skills.library import SkillLibrary
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
 NAME_PATTERN = r"(?P<name>[a-z0-9][a-z0-9-]{0,63})"
+INSTALL_DEADLINE_SECONDS = 120.0
+"""An install may take longer than a read (copy, unpack, SkillScan of every file, rename)."""
 
 
 class SkillUpdate(BaseModel):
@@ -51,7 +55,7 @@ class SkillsHandler(_SkillsHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        listing = await asyncio.to_thread((await self.library()).listing, self.user_id)
+        listing = await off_loop((await self.library()).listing, self.user_id, what="listing the skills")
         self.send_json({"skills": [s.to_dict() for s in listing.infos()],
                         "problems": [p.to_dict() for p in listing.problems]})
 
@@ -66,13 +70,14 @@ class SkillHandler(_SkillsHandler):
             skill = library.skill(user_id, name)
             return {**skill.info().to_dict(), "instructions": skill.body, "files": skill.files()}
 
-        self.send_json(await asyncio.to_thread(read))
+        self.send_json(await off_loop(read, what=f"reading the skill {name}"))
 
     @web.authenticated
     @authorized("write")
     async def put(self, name: str) -> None:
         update = self.body(SkillUpdate)
-        info = await asyncio.to_thread((await self.library()).set_enabled, self.user_id, name, update.enabled)
+        info = await off_loop((await self.library()).set_enabled, self.user_id, name, update.enabled,
+                              what=f"changing the skill {name}")
         self.send_json(info.to_dict())
 
 
@@ -96,7 +101,7 @@ class SkillInstallHandler(_SkillsHandler):
                 return library.install(user_id, archive, replace=replace)
 
         try:
-            result = await asyncio.to_thread(install)
+            result = await off_loop(install, what="installing the skill", deadline=INSTALL_DEADLINE_SECONDS)
         except SkillScanBlocked as exc:
             self.send_json({"installed": False, "detail": str(exc), "message": str(exc),
                             "skill": exc.name, "scan": exc.report.to_dict()}, status=422)

@@ -15,6 +15,7 @@ from deerflow.config.paths import HomePaths, default_home, default_user
 from deerflow.custom_agents import AgentChange, AgentStore, CustomAgent
 from deerflow.errors import UserError
 from deerflow.mcp.credentials import UserCredential
+from deerflow.persistence.offloop import off_loop
 from deerflow.persistence.store import ThreadRecord
 from deerflow.run_options import RunOptions
 from deerflow.runs.compaction import CompactResult
@@ -190,8 +191,8 @@ class AsyncDeerFlowClient:
             raise UserError(f"update_agent: {exc}") from None
         store = self.agent_store()
         # the catalog lists the skills on disk and the update writes the agent's files: off the loop
-        return await asyncio.to_thread(
-            lambda: store.update(name, change, catalog=manager.agent_catalog(self.user_id, self.home)))
+        return await off_loop(lambda: store.update(name, change, catalog=manager.agent_catalog(self.user_id, self.home)),
+                              what=f"changing the agent {name}")
 
     # -- schedules -----------------------------------------------------------------------
     def schedule_book(self) -> ScheduleBook:

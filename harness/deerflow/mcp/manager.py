@@ -74,6 +74,7 @@ from deerflow.mcp.transport import (
     transport_errors,
 )
 from deerflow.persistence.aio import guard_loop
+from deerflow.persistence.offloop import off_loop
 from deerflow.runtime.services import HostServices
 
 if TYPE_CHECKING:  # the MCP SDK loads with the first session, not with the host
@@ -137,10 +138,12 @@ class McpManager:
     async def acatalog(self) -> Catalog:
         """:meth:`catalog` for async code: the read, realpath and hash run off the event loop.
 
-        Only the file part moves to a thread; comparing the signature, parsing a changed file and
-        closing the sessions of changed servers stay on the loop, which owns the catalog and the pool.
+        Only the file part moves to a thread (:func:`~deerflow.persistence.offloop.off_loop`: a
+        file that does not answer in time is ``DiskUnavailable``, "try again shortly"); comparing
+        the signature, parsing a changed file and closing the sessions of changed servers stay on
+        the loop, which owns the catalog and the pool.
         """
-        return self._refresh(*await asyncio.to_thread(self._read))
+        return self._refresh(*await off_loop(self._read, what="reading the MCP config"))
 
     def _read(self) -> tuple[ConfigSignature, bytes | None]:
         """The signature and bytes of the file the location points to now (blocking: stat, read, hash)."""

@@ -48,6 +48,7 @@ from deerflow.errors import NotFoundError, ThreadBusy, UserError
 from deerflow.memory.service import MemoryService, note_settled_run
 from deerflow.models.factory import create_chat_model
 from deerflow.persistence.checkpointer import open_checkpointer
+from deerflow.persistence.offloop import off_loop
 from deerflow.persistence.sqlite import StorageError
 from deerflow.persistence.store import LeaseTerms, MetadataStore, RunRecord
 from deerflow.plugins import PluginSet, load_plugins
@@ -269,10 +270,11 @@ class RunManager(ThreadOps, HostQueries):
         interaction = RunInteractionPolicy.for_request(options, trusted=request.trusted)
         agents = AgentStore.for_user(self.home, user_id)
         # unknown agent: refused before anything is written; a named agent's files are read off the loop
-        profile = (await asyncio.to_thread(resolve_profile, options, agents) if options.agent_name
+        profile = (await off_loop(resolve_profile, options, agents, what="reading the agent") if options.agent_name
                    else resolve_profile(options, agents))
         # the skills' files (listing, a changed SKILL.md) are read off the loop; a bad /skill is refused
-        skills = await asyncio.to_thread(prepare_run_skills, self.services, user_id, prompt, allow=profile.skills)
+        skills = await off_loop(prepare_run_skills, self.services, user_id, prompt, allow=profile.skills,
+                                what="reading the skills")
         reader = await grant_conversation_reader(self, options, user_id=user_id, current_thread=request.thread_id,
                                            page_chars=self.loaded.config.tool_output.max_chars,
                                            bootstrap=profile.bootstrap)
@@ -289,8 +291,8 @@ class RunManager(ThreadOps, HostQueries):
                                tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
                                agents=agents, conversation_reader=reader, plugins=self.plugins, graphs=self.graph_cache,
                                skill_names=skills.known if skills is not None and skills.known is not None
-                               else await asyncio.to_thread(known_skills, self.loaded.config, self.home, user_id,
-                                                            library=self.services.skills))
+                               else await off_loop(known_skills, self.loaded.config, self.home, user_id,
+                                                   library=self.services.skills, what="listing the skills"))
         thread = (await self.athread(request.thread_id, user_id) if request.thread_id
                   else await self.acreate_thread(user_id, thread_id=new_thread_id))
         from deerflow.notebooks.host import (  # nbformat loads with the first run
@@ -303,12 +305,12 @@ class RunManager(ThreadOps, HostQueries):
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.to_dict().items()
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
-        context = await asyncio.to_thread(  # off the loop: a new thread's skills view is copied into it
+        context = await off_loop(  # off the loop: a new thread's skills view is copied into it
             partial(wire_run_context, user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
                     paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
                     model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,
                     services=self.services, skills=skills, mcp=mcp_run,
-                    usage_meter=_usage_meter(self.loaded.config, resolved.name)))
+                    usage_meter=_usage_meter(self.loaded.config, resolved.name)), what="preparing the thread")
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
         lease = self._lease_terms()
