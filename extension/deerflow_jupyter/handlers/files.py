@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import mimetypes
 import tempfile
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -27,7 +28,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from deerflow.errors import UserError
-from deerflow.persistence.offloop import off_loop
+from deerflow.persistence.offloop import DiskUnavailable, off_loop
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
@@ -136,7 +137,8 @@ class ThreadExportHandler(DeerFlowHandler):
                 self.write(chunk)
                 await self.flush()
         finally:  # off the loop too: a close waits for a read or write still running on an abandoned call
-            await off_loop(buffer.close, what="closing the export")
+            with suppress(DiskUnavailable):  # then it closes when that call ends; the answer stands
+                await off_loop(buffer.close, what="closing the export")
         self.finish()
 
 
