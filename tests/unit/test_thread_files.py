@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import UploadsConfig
 from deerflow.errors import NotFoundError, UserError
+from deerflow.persistence.offloop import OFF_LOOP
 from deerflow.runs.thread_files import (
     ARTIFACT_MAX_BYTES,
     ArtifactNotFound,
@@ -26,7 +28,7 @@ from deerflow.runs.thread_files import (
     ThreadFiles,
     UploadRejected,
 )
-from deerflow.sandbox.files.virtual_paths import OUTPUTS, UPLOADS
+from deerflow.sandbox.files.virtual_paths import OUTPUTS, UPLOADS, VirtualFS
 
 SECRET = "s3cret-canary-value"
 
@@ -285,21 +287,43 @@ def test_only_a_regular_output_file_opens(tmp_path: Path, plant: str) -> None:
         asyncio.run(files(tmp_path, t1=[]).open_artifact("bob", "t1", "x"))
 
 
-def test_an_open_whose_caller_went_away_closes_its_descriptor(tmp_path: Path) -> None:
+def test_an_open_whose_caller_went_away_closes_its_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled while the open runs in its thread (held there by an Event, not by luck of timing):
+    the descriptor it opens after its caller left is closed, never leaked."""
     (outputs(tmp_path) / "x").write_bytes(b"x")
     service = files(tmp_path, t1=[])
-    before = len(os.listdir("/proc/self/fd"))
+    entered, release = threading.Event(), threading.Event()
+    opened: list[int] = []
+    real = VirtualFS.open_output
+
+    def held(self: VirtualFS, path: str) -> Any:
+        entered.set()
+        release.wait(20)
+        located, fd = real(self, path)
+        opened.append(fd)
+        return located, fd
+
+    monkeypatch.setattr(VirtualFS, "open_output", held)
 
     async def abandon() -> None:
         opening = asyncio.ensure_future(service.open_artifact("alice", "t1", "x"))
-        await asyncio.sleep(0)  # the lookup has started; cancel while the open runs in its thread
-        for _ in range(3):
-            await asyncio.sleep(0)
+        async with asyncio.timeout(20):  # a hang guard
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
         opening.cancel()
         with pytest.raises(asyncio.CancelledError):
             await opening
-        await asyncio.sleep(0.2)  # the worker thread finishes; its descriptor is closed by the callback
+        release.set()
+        async with asyncio.timeout(20):  # the abandoned open ends (and closes what it opened)
+            while not opened or OFF_LOOP.stuck():
+                await asyncio.sleep(0.01)
 
-    for _ in range(20):
+    try:
         asyncio.run(abandon())
-    assert len(os.listdir("/proc/self/fd")) <= before
+    finally:
+        release.set()
+    try:  # closed (its number may since name another file, never this one)
+        still = os.readlink(f"/proc/self/fd/{opened[0]}")
+    except OSError:
+        still = ""
+    assert not still.endswith("/outputs/x")

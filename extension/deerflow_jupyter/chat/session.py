@@ -21,7 +21,11 @@ artifacts are the ones ``deerflow threads`` and ``%deerflow --thread`` see.
   incomplete form answer gets a follow-up question and starts nothing.
 * **Attachments** become thread uploads before the run starts (the harness
   announces them to the agent); a refused upload stops the message with a
-  reply instead of running without the file.
+  reply instead of running without the file.  Attachments and presented
+  files are read off the event loop with a deadline
+  (:func:`~deerflow.persistence.offloop.off_loop`): a hung disk stops the
+  message with the same one-line reply, or captions the artifact "could not
+  be read".
 * **Slash commands** are not interpreted here (the text reaches the harness as
   typed, where ``/skill-name`` activates a skill), except the chat's own:
   ``/memory`` (:mod:`~deerflow_jupyter.chat.memory_command`) and ``/help``,
@@ -42,6 +46,7 @@ import logging
 import os
 import re
 import uuid
+from collections.abc import Callable
 from contextlib import suppress
 from functools import partial
 from pathlib import Path, PurePosixPath
@@ -49,10 +54,10 @@ from typing import BinaryIO
 
 from deerflow.agents.clarification_reply import pending_request
 from deerflow.errors import UserError
-from deerflow.persistence.offloop import off_loop
+from deerflow.persistence.offloop import DiskUnavailable, off_loop
 from deerflow.run_options import RunOptions
 from deerflow.runs.manager import RunManager, RunRequest
-from deerflow.runs.thread_files import UploadRejected
+from deerflow.runs.thread_files import UploadRejected, open_off_loop
 from deerflow.runtime import events as ev
 from deerflow.runtime.events import SHORT_ID_CHARS
 from deerflow.runtime.live import LiveRun
@@ -251,15 +256,23 @@ class ChatSession:
         """
         names = []
         for rel in attachments:
-            source = await asyncio.to_thread(_open_attachment, self.server.root_dir, rel)
+            try:
+                source = await open_off_loop(partial(_open_attachment, self.server.root_dir, rel), _close,
+                                             what=f"opening the attachment {rel}")
+            except DiskUnavailable as exc:
+                raise UserError(f"{exc}; nothing was sent") from None
             if source is None:
                 raise UserError(f"the attachment {rel} is not a file under the Jupyter root; nothing was sent")
             try:
-                with source:
-                    info = await manager.files.upload(self.server.user_id, thread_id, PurePosixPath(rel).name,
-                                                      source)
+                info = await manager.files.upload(self.server.user_id, thread_id, PurePosixPath(rel).name,
+                                                  source)
             except UploadRejected as exc:
                 raise UserError(f"the attachment {rel} was refused: {exc.reason}; nothing was sent") from None
+            except DiskUnavailable as exc:
+                raise UserError(f"{exc}; nothing was sent") from None
+            finally:  # off the loop: a close waits for a read still running on an abandoned call
+                with suppress(DiskUnavailable):  # then it closes when that read ends; the answer stands
+                    await off_loop(source.close, what=f"closing the attachment {rel}")
             names.append(info.name)
         return names
 
@@ -294,7 +307,7 @@ class ChatSession:
         try:
             async for event in live.stream():
                 if isinstance(event, ev.Artifact):
-                    views[event.path] = await asyncio.to_thread(self._artifact, manager, thread_id, event.path)
+                    views[event.path] = await self._artifact_view(manager, thread_id, event.path)
                 renderer.handle(event)
         finally:
             ticker.cancel()
@@ -318,13 +331,32 @@ class ChatSession:
             await asyncio.sleep(self.flush_interval)
             renderer.flush()
 
-    def _artifact(self, manager: RunManager, thread_id: str, path: str) -> ArtifactView:
+    async def _artifact_view(self, manager: RunManager, thread_id: str, path: str) -> ArtifactView:
+        """The artifact's view, built off the event loop; past the deadline its caption says it
+        could not be read (the run goes on being shown)."""
+        try:
+            return await off_loop(self._artifact, manager, thread_id, path, what="reading the artifact")
+        except DiskUnavailable as exc:
+            problem = exc
+
+        def unreadable() -> bytes:
+            raise problem
+
+        return self._artifact(manager, thread_id, path, read=unreadable)
+
+    def _artifact(self, manager: RunManager, thread_id: str, path: str,
+                  read: Callable[[], bytes] | None = None) -> ArtifactView:
         relpath = path.removeprefix(f"{OUTPUTS}/")
         return artifact_view(path, url=self.server.artifact_url(thread_id, relpath),
-                             read=partial(self._read_output, manager, thread_id, path))
+                             read=read or partial(self._read_output, manager, thread_id, path))
 
     def _read_output(self, manager: RunManager, thread_id: str, path: str) -> bytes:
         return manager.files.read_artifact_blocking(self.server.user_id, thread_id, path).data
+
+
+def _close(source: BinaryIO | None) -> None:
+    if source is not None:
+        source.close()
 
 
 def _open_attachment(root: Path, rel: str) -> BinaryIO | None:

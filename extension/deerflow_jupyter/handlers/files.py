@@ -9,13 +9,16 @@ File names are the agent's choice too: a download names its file with RFC 6266's
 ``filename*=UTF-8''…`` (percent-encoded, so any character survives) and an
 ASCII ``filename="…"`` fallback with quotes, backslashes and control characters
 replaced, so nothing in a name can end or inject a header.
+
+File work runs off the event loop with a deadline (``ThreadFiles`` and, for the export's
+buffer, :func:`deerflow.persistence.offloop.off_loop`): a hung disk is a 503 "try again shortly".
 """
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
 import tempfile
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -25,6 +28,7 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from deerflow.errors import UserError
+from deerflow.persistence.offloop import DiskUnavailable, off_loop
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow_jupyter.handlers.base import DeerFlowHandler
 
@@ -121,16 +125,20 @@ class ThreadExportHandler(DeerFlowHandler):
         folders = [f for f in self.get_argument("folders", "outputs").split(",") if f]
         if not folders or any(f not in EXPORT_FOLDERS for f in folders):
             raise UserError("folders: a comma-separated list of outputs, workspace, uploads")
-        with tempfile.SpooledTemporaryFile(max_size=8 << 20) as buffer:
+        buffer = tempfile.SpooledTemporaryFile(max_size=8 << 20)  # noqa: SIM115 - closed off the loop below
+        try:
             done = await manager.files.export(self.user_id, thread_id, buffer,
                                               folders=[f for f in EXPORT_FOLDERS if f in folders])
             self.set_header("Content-Type", "application/zip")
             self.set_header("Content-Disposition", content_disposition(f"{thread_id}.zip"))
             self.set_header("X-DeerFlow-Skipped", str(len(done.skipped)))
             buffer.seek(0)
-            while chunk := await asyncio.to_thread(buffer.read, 1 << 20):
+            while chunk := await off_loop(buffer.read, 1 << 20, what="sending the export"):
                 self.write(chunk)
                 await self.flush()
+        finally:  # off the loop too: a close waits for a read or write still running on an abandoned call
+            with suppress(DiskUnavailable):  # then it closes when that call ends; the answer stands
+                await off_loop(buffer.close, what="closing the export")
         self.finish()
 
 

@@ -23,8 +23,11 @@ their own way.  This is the one place they meet, so every host gets the same rul
   is skipped), each file opened non-blocking and checked on its descriptor, so a link, FIFO,
   socket or hard link planted in the thread is listed as skipped, never followed nor waited on.
   The archive is written to the caller's stream: no temporary file with a name in the thread.
-* **No blocking I/O on the caller's event loop**: the async methods run the file work in a
-  worker thread.
+* **No blocking I/O on the caller's event loop, and a deadline**: the async methods run the file
+  work with :func:`~deerflow.persistence.offloop.off_loop` (its own threads; past the deadline,
+  :class:`~deerflow.persistence.offloop.DiskUnavailable`, an HTTP 503 "try again shortly").  An
+  export may take longer (:data:`EXPORT_DEADLINE_SECONDS`); a streamed artifact has a deadline
+  per chunk.  A descriptor opened by a call its caller gave up on is closed (:func:`open_off_loop`).
 
 Errors are user errors (:class:`~deerflow.errors.UserError` kinds); the HTTP layer maps them to
 statuses in its one table (``deerflow_jupyter.handlers.base.error_response``).
@@ -32,19 +35,20 @@ statuses in its one table (``deerflow_jupyter.handlers.base.error_response``).
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
 import os
+import threading
 import time
 import zipfile
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Literal, Protocol, TypeVar
 
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import UploadsConfig
 from deerflow.errors import NotFoundError, ToolFailure, UserError
+from deerflow.persistence.offloop import off_loop
 from deerflow.sandbox.files.uploads import UploadError, UploadInfo, list_uploads, save_upload
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.threadfs import MAX_WALK_DEPTH, SafeDir, UnsafePath
@@ -53,7 +57,12 @@ ExportFolder = Literal["outputs", "workspace", "uploads"]
 """A thread folder an export may hold (under ``/mnt/user-data``)."""
 EXPORT_MAX_BYTES = 512 * 1024 * 1024
 """Default bound on the files' total size in one export (before compression)."""
+EXPORT_DEADLINE_SECONDS = 300.0
+"""How long an export may take (walking, reading and compressing up to :data:`EXPORT_MAX_BYTES`)
+before the caller gets "try again shortly"; every other call has off_loop's default deadline."""
 _COPY_CHUNK = 1 << 20
+
+_Opened = TypeVar("_Opened")
 
 
 class ArtifactNotFound(NotFoundError):
@@ -144,7 +153,8 @@ class ArtifactReader:
         sees fewer bytes than promised) if the file shrank meanwhile."""
         offset = 0
         while offset < self.size:
-            data = await asyncio.to_thread(os.pread, self._fd, min(chunk, self.size - offset), offset)
+            data = await off_loop(os.pread, self._fd, min(chunk, self.size - offset), offset,
+                                  what="reading the artifact")
             if not data:
                 return
             offset += len(data)
@@ -162,9 +172,39 @@ class ArtifactReader:
         self.close()
 
 
-def _close_opened(opening: asyncio.Future[ArtifactReader]) -> None:
-    if not opening.cancelled() and opening.exception() is None:
-        opening.result().close()
+async def open_off_loop(opener: Callable[[], _Opened], close: Callable[[_Opened], object], *,
+                        what: str) -> _Opened:
+    """``opener()`` with :func:`off_loop`'s deadline, for a call that opens something the caller must close.
+
+    A call past its deadline (or whose caller went away) is abandoned, but still opens its
+    descriptor when it ends: the caller is gone, so ``close`` closes it then.  The hand-over is
+    under a lock, so an opening is either the caller's or closed here, never neither.
+
+    Raises:
+        DiskUnavailable: the deadline passed, or too many earlier calls are stuck.
+    """
+    lock = threading.Lock()
+    opened: list[_Opened] = []  # what the call opened, until the caller takes it or gives up
+    gone = False
+
+    def open_it() -> _Opened:
+        result = opener()
+        with lock:
+            if gone:
+                close(result)
+            else:
+                opened.append(result)
+        return result
+
+    try:
+        return await off_loop(open_it, what=what)
+    except BaseException:  # the deadline, the caller cancelled, or the opener's own error (nothing opened)
+        with lock:
+            gone = True
+            left = list(opened)
+        for result in left:
+            close(result)
+        raise
 
 
 class ExportTooLarge(UserError):
@@ -207,7 +247,7 @@ class ThreadFiles:
     async def list_uploads(self, user_id: str, thread_id: str) -> list[UploadInfo]:
         """The thread's uploaded files, by name."""
         await self._threads.athread(thread_id, user_id)
-        return await asyncio.to_thread(list_uploads, self._home.thread(user_id, thread_id))
+        return await off_loop(list_uploads, self._home.thread(user_id, thread_id), what="listing the uploads")
 
     async def upload(self, user_id: str, thread_id: str, name: str, data: bytes | IO[bytes] | Path) -> UploadInfo:
         """Store ``data`` (bytes, a binary stream, or a host file the caller vouches for) as
@@ -239,7 +279,7 @@ class ThreadFiles:
             except UploadError as exc:
                 raise UploadRejected(name, str(exc)) from None
 
-        return [await asyncio.to_thread(save, name, data) for name, data in files]
+        return [await off_loop(save, name, data, what=f"saving the upload {name!r}") for name, data in files]
 
     async def artifacts(self, user_id: str, thread_id: str) -> list[Artifact]:
         """The files the agent presented on the thread, with their current sizes.
@@ -250,7 +290,7 @@ class ThreadFiles:
         values = await self._threads.thread_values(thread_id, user_id)
         paths = [p for p in values.get("artifacts", []) if isinstance(p, str)]
         vfs = VirtualFS(self._home.thread(user_id, thread_id))
-        sizes = await asyncio.to_thread(_sizes, vfs, paths)
+        sizes = await off_loop(_sizes, vfs, paths, what="listing the artifacts")
         return [Artifact(path, path.rsplit("/", 1)[-1], mimetypes.guess_type(path)[0], size)
                 for path, size in zip(paths, sizes, strict=True)]
 
@@ -265,7 +305,8 @@ class ThreadFiles:
             ArtifactTooLarge: larger than ``max_bytes`` (or grew past it while read).
         """
         await self._threads.athread(thread_id, user_id)
-        return await asyncio.to_thread(self.read_artifact_blocking, user_id, thread_id, path, max_bytes=max_bytes)
+        return await off_loop(self.read_artifact_blocking, user_id, thread_id, path, max_bytes=max_bytes,
+                              what="reading the artifact")
 
     async def open_artifact(self, user_id: str, thread_id: str, path: str) -> ArtifactReader:
         """An output file held open for streaming, whatever its size (a download of a large
@@ -285,12 +326,7 @@ class ThreadFiles:
                 raise ArtifactNotFound(exc.message) from None
             return ArtifactReader(located.virtual, located.host.name, os.fstat(fd).st_size, fd)
 
-        opening = asyncio.ensure_future(asyncio.to_thread(open_it))
-        try:
-            return await asyncio.shield(opening)
-        except asyncio.CancelledError:  # the caller went away: the descriptor opened anyway is closed
-            opening.add_done_callback(_close_opened)
-            raise
+        return await open_off_loop(open_it, ArtifactReader.close, what="opening the artifact")
 
     def read_artifact_blocking(self, user_id: str, thread_id: str, path: str, *,
                                max_bytes: int = ARTIFACT_MAX_BYTES) -> ArtifactFile:
@@ -322,7 +358,8 @@ class ThreadFiles:
         chosen = export_folders(folders)
         await self._threads.athread(thread_id, user_id)
         root = self._home.thread(user_id, thread_id).root
-        return await asyncio.to_thread(write_export, root, chosen, out, max_bytes)
+        return await off_loop(write_export, root, chosen, out, max_bytes, what="exporting the thread",
+                              deadline=EXPORT_DEADLINE_SECONDS)
 
 
 def export_folders(folders: Sequence[str]) -> list[str]:
@@ -408,6 +445,6 @@ def _sizes(vfs: VirtualFS, paths: list[str]) -> list[int | None]:
     return sizes
 
 
-__all__ = ["ARTIFACT_MAX_BYTES", "EXPORT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactReader", "ArtifactTooLarge",
+__all__ = ["ARTIFACT_MAX_BYTES", "EXPORT_DEADLINE_SECONDS", "EXPORT_MAX_BYTES", "Artifact", "ArtifactFile", "ArtifactNotFound", "ArtifactReader", "ArtifactTooLarge",
            "ExportFolder", "ExportTooLarge", "ThreadExport", "ThreadFiles", "ThreadLookup", "UploadRejected",
-           "export_folders", "write_export"]
+           "export_folders", "open_off_loop", "write_export"]

@@ -1,0 +1,132 @@
+"""A thread's file routes have a deadline: an uploads listing, an upload, an artifact listing or
+download, or an export whose file work hangs (a stalled mount, a held lock) is a one-line 503
+once the deadline passes, the rest of the server answers meanwhile, and the route works again
+once the disk does.
+
+Shaped as ``test_handler_deadlines.py``: a real jupyter_server in this process; the route's
+underlying call is replaced by one that waits on a ``threading.Event`` (then does the real
+work), with a short deadline.  On the old code (``asyncio.to_thread``, no deadline) the hung
+request never answers and the hang guard fails the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from deerflow.persistence.offloop import OFF_LOOP
+from deerflow.runs import thread_files
+from deerflow.sandbox.files.virtual_paths import VirtualFS
+
+pytestmark = pytest.mark.integration
+
+API = ("deerflow", "api")
+GUARD_S = 30.0  # a hang guard, not a timing assertion
+SHORT_S = 0.5
+
+
+@pytest.fixture
+def jp_server_config(deerflow_home: Path, tmp_path: Path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
+                   "    script: quickstart\n")
+    return {
+        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
+        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home),
+                              "owner": "owner"},
+    }
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """The "disk": calls replaced with :func:`stall` wait until this is set (always, at the end)."""
+    monkeypatch.setattr(OFF_LOOP, "deadline", SHORT_S)
+    monkeypatch.setattr(thread_files, "EXPORT_DEADLINE_SECONDS", SHORT_S)
+    answers = threading.Event()
+    yield answers
+    answers.set()
+
+
+def stall(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, disk: threading.Event) -> None:
+    """Make ``owner.name`` wait for ``disk``, then do its real work."""
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def stalled(*args: Any, **kwargs: Any) -> Any:
+        disk.wait(GUARD_S)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, stalled)
+
+
+async def fetch(jp_fetch, *parts: str, **kw) -> tuple[int, bytes]:
+    """The status and body of a request, whatever the status; the hang guard fails the test."""
+    try:
+        response = await asyncio.wait_for(jp_fetch(*API, *parts, **kw), GUARD_S)
+    except HTTPClientError as exc:
+        return exc.code, exc.response.body if exc.response is not None else b""
+    return response.code, response.body
+
+
+async def answer(jp_fetch, *parts: str, **kw) -> tuple[int, Any]:
+    code, body = await fetch(jp_fetch, *parts, **kw)
+    return code, json.loads(body) if body else {}
+
+
+async def until_nothing_is_stuck() -> None:
+    async with asyncio.timeout(GUARD_S):
+        while OFF_LOOP.stuck():
+            await asyncio.sleep(0.02)
+
+
+async def thread_with_a_report(jp_fetch, deerflow_home: Path) -> str:
+    _, thread = await answer(jp_fetch, "threads", method="POST", body="{}")
+    thread_id = thread["thread_id"]
+    outputs = deerflow_home / "users" / "owner" / "threads" / thread_id / "user-data" / "outputs"
+    (outputs / "report.md").write_text("# Report\n")
+    return thread_id
+
+
+ROUTES = [
+    # (owner, name of the call that hangs, route after threads/{id}/, request, what the 503 says)
+    (thread_files, "list_uploads", ("uploads",), {}, "listing the uploads"),
+    (thread_files, "save_upload", ("uploads",), {"method": "POST", "body": b"a,b\n", "params": {"name": "t.csv"}},
+     "saving the upload 't.csv'"),
+    (thread_files, "_sizes", ("artifacts",), {}, "listing the artifacts"),
+    (VirtualFS, "open_output", ("artifacts", "report.md"), {}, "opening the artifact"),
+    (os, "pread", ("artifacts", "report.md"), {}, "reading the artifact"),
+    (thread_files, "write_export", ("export",), {}, "exporting the thread"),
+    (tempfile.SpooledTemporaryFile, "read", ("export",), {}, "sending the export"),
+]
+
+
+@pytest.mark.parametrize(("owner", "name", "parts", "request_kw", "what"), ROUTES,
+                         ids=[f"{r[1]} {r[3].get('method', 'GET')} {'/'.join(r[2])}" for r in ROUTES])
+async def test_a_hung_file_route_is_a_503_while_the_server_answers_and_works_again_after(
+        jp_fetch, deerflow_home, disk, monkeypatch, owner, name, parts, request_kw, what):
+    thread_id = await thread_with_a_report(jp_fetch, deerflow_home)
+    stall(monkeypatch, owner, name, disk)
+    hung = asyncio.create_task(answer(jp_fetch, "threads", thread_id, *parts, **request_kw))
+    health_code, health = await answer(jp_fetch, "health")  # served while the route hangs
+    code, body = await hung
+    assert code == 503, body
+    assert body["detail"].startswith(f"{what} did not finish within {SHORT_S:g} s")
+    assert "try again shortly" in body["detail"] and "\n" not in body["detail"]
+    assert health_code == 200, health
+
+    disk.set()  # the disk answers again: so does the route
+    await until_nothing_is_stuck()
+    monkeypatch.setattr(OFF_LOOP, "deadline", GUARD_S)
+    monkeypatch.setattr(thread_files, "EXPORT_DEADLINE_SECONDS", GUARD_S)
+    code, content = await fetch(jp_fetch, "threads", thread_id, *parts, **request_kw)
+    assert code in (200, 201), content
+    if parts == ("artifacts", "report.md"):
+        assert content == b"# Report\n"
