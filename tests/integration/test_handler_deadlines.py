@@ -26,6 +26,7 @@ from deerflow.skills.library import SkillLibrary
 from deerflow_jupyter.handlers import mcp as mcp_handlers
 from deerflow_jupyter.handlers import quickstart as quickstart_handlers
 from deerflow_jupyter.handlers import skills as skills_handlers
+from fixtures.offline_server import offline_server_config
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +37,7 @@ SHORT_S = 0.5
 
 @pytest.fixture
 def jp_server_config(deerflow_home: Path, tmp_path: Path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: quickstart\n")
-    return {
-        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home),
-                              "owner": "owner"},
-    }
+    return offline_server_config(deerflow_home, tmp_path)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from tornado.httpclient import HTTPClientError
 
 from deerflow.mcp.secrets import MASK
 from fixtures.mcp_servers import stdio_entry, write_extensions
+from fixtures.offline_server import offline_server_config
 
 pytestmark = pytest.mark.integration
 
@@ -29,13 +30,7 @@ def extensions(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def jp_server_config(deerflow_home: Path, tmp_path: Path, extensions: Path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: quickstart\n")
-    return {
-        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home), "owner": "owner"},
-    }
+    return offline_server_config(deerflow_home, tmp_path)
 
 
 async def call(jp_fetch, *parts: str, method: str = "GET", body: object = None, **kw):

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from fixtures.offline_server import offline_server_config
 from fixtures.routes import sample_value
 
 pytestmark = pytest.mark.integration
@@ -19,13 +20,7 @@ API = ("deerflow", "api")
 
 @pytest.fixture
 def jp_server_config(deerflow_home: Path, tmp_path: Path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: quickstart\n")
-    return {
-        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home), "owner": "owner"},
-    }
+    return offline_server_config(deerflow_home, tmp_path)
 
 
 def run_body(text: str = "Write me a report", **extra) -> str:

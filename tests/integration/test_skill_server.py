@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from fixtures.offline_server import offline_server_config
+
 pytestmark = pytest.mark.integration
 
 API = ("deerflow", "api")
@@ -19,13 +21,7 @@ SKILL = "---\nname: tidy\ndescription: Tidy the workspace.\nallowed-tools: [ls]\
 
 @pytest.fixture
 def jp_server_config(deerflow_home: Path, tmp_path: Path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text("models:\n  - name: offline\n    use: deerflow.models.scripted:ScriptedChatModel\n"
-                   "    script: quickstart\n")
-    return {
-        "ServerApp": {"jpserver_extensions": {"deerflow_jupyter": True}},
-        "DeerFlowExtension": {"export_kernel_env": False, "config_path": str(cfg), "home": str(deerflow_home), "owner": "owner"},
-    }
+    return offline_server_config(deerflow_home, tmp_path)
 
 
 def archive(files: dict[str, str]) -> bytes:
