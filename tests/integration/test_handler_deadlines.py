@@ -11,14 +11,11 @@ the test.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tornado.httpclient import HTTPClientError
 
 from deerflow.custom_agents import AgentStore
 from deerflow.persistence.offloop import OFF_LOOP
@@ -26,13 +23,10 @@ from deerflow.skills.library import SkillLibrary
 from deerflow_jupyter.handlers import mcp as mcp_handlers
 from deerflow_jupyter.handlers import quickstart as quickstart_handlers
 from deerflow_jupyter.handlers import skills as skills_handlers
+from fixtures.hung_disk import GUARD_S, SHORT_S, answer, hung_disk, stall, until_nothing_is_stuck
 from fixtures.offline_server import offline_server_config
 
 pytestmark = pytest.mark.integration
-
-API = ("deerflow", "api")
-GUARD_S = 30.0  # a hang guard, not a timing assertion
-SHORT_S = 0.5
 
 
 @pytest.fixture
@@ -43,37 +37,7 @@ def jp_server_config(deerflow_home: Path, tmp_path: Path):
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """The "disk": calls replaced with :func:`stall` wait until this is set (always, at the end)."""
-    monkeypatch.setattr(OFF_LOOP, "deadline", SHORT_S)
-    monkeypatch.setattr(skills_handlers, "INSTALL_DEADLINE_SECONDS", SHORT_S)
-    answers = threading.Event()
-    yield answers
-    answers.set()
-
-
-def stall(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, disk: threading.Event) -> None:
-    """Make ``owner.name`` wait for ``disk``, then do its real work."""
-    real: Callable[..., Any] = getattr(owner, name)
-
-    def stalled(*args: Any, **kwargs: Any) -> Any:
-        disk.wait(GUARD_S)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, stalled)
-
-
-async def answer(jp_fetch, *parts: str, **kw) -> tuple[int, Any]:
-    """The status and JSON body of a request, whatever the status; the hang guard fails the test."""
-    try:
-        response = await asyncio.wait_for(jp_fetch(*API, *parts, **kw), GUARD_S)
-    except HTTPClientError as exc:
-        return exc.code, json.loads(exc.response.body if exc.response is not None else b"null")
-    return response.code, json.loads(response.body) if response.body else {}
-
-
-async def until_nothing_is_stuck() -> None:
-    async with asyncio.timeout(GUARD_S):
-        while OFF_LOOP.stuck():
-            await asyncio.sleep(0.02)
+    yield from hung_disk(monkeypatch, (skills_handlers, "INSTALL_DEADLINE_SECONDS"))
 
 
 async def test_a_hung_skills_listing_is_a_503_while_the_server_answers_others(jp_fetch, disk, monkeypatch):

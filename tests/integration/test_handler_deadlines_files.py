@@ -12,27 +12,29 @@ request never answers and the hang guard fails the test.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from tornado.httpclient import HTTPClientError
 
 from deerflow.persistence.offloop import OFF_LOOP
 from deerflow.runs import thread_files
 from deerflow.sandbox.files.virtual_paths import VirtualFS
+from fixtures.hung_disk import (
+    GUARD_S,
+    SHORT_S,
+    answer,
+    fetch,
+    hung_disk,
+    stall,
+    until_nothing_is_stuck,
+)
 from fixtures.offline_server import offline_server_config
 
 pytestmark = pytest.mark.integration
-
-API = ("deerflow", "api")
-GUARD_S = 30.0  # a hang guard, not a timing assertion
-SHORT_S = 0.5
 
 
 @pytest.fixture
@@ -43,42 +45,7 @@ def jp_server_config(deerflow_home: Path, tmp_path: Path):
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """The "disk": calls replaced with :func:`stall` wait until this is set (always, at the end)."""
-    monkeypatch.setattr(OFF_LOOP, "deadline", SHORT_S)
-    monkeypatch.setattr(thread_files, "EXPORT_DEADLINE_SECONDS", SHORT_S)
-    answers = threading.Event()
-    yield answers
-    answers.set()
-
-
-def stall(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, disk: threading.Event) -> None:
-    """Make ``owner.name`` wait for ``disk``, then do its real work."""
-    real: Callable[..., Any] = getattr(owner, name)
-
-    def stalled(*args: Any, **kwargs: Any) -> Any:
-        disk.wait(GUARD_S)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, stalled)
-
-
-async def fetch(jp_fetch, *parts: str, **kw) -> tuple[int, bytes]:
-    """The status and body of a request, whatever the status; the hang guard fails the test."""
-    try:
-        response = await asyncio.wait_for(jp_fetch(*API, *parts, **kw), GUARD_S)
-    except HTTPClientError as exc:
-        return exc.code, exc.response.body if exc.response is not None else b""
-    return response.code, response.body
-
-
-async def answer(jp_fetch, *parts: str, **kw) -> tuple[int, Any]:
-    code, body = await fetch(jp_fetch, *parts, **kw)
-    return code, json.loads(body) if body else {}
-
-
-async def until_nothing_is_stuck() -> None:
-    async with asyncio.timeout(GUARD_S):
-        while OFF_LOOP.stuck():
-            await asyncio.sleep(0.02)
+    yield from hung_disk(monkeypatch, (thread_files, "EXPORT_DEADLINE_SECONDS"))
 
 
 async def thread_with_a_report(jp_fetch, deerflow_home: Path) -> str:

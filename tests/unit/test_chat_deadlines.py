@@ -26,9 +26,8 @@ from deerflow_jupyter.chat import session as chat_session
 from deerflow_jupyter.chat.session import THREAD_KEY
 from deerflow_jupyter.host import HarnessHost
 from fixtures.chat_harness import OWNER, ChatRig, make_chat, open_rig, scripted_config
+from fixtures.hung_disk import GUARD_S, SHORT_S, stall
 
-GUARD_S = 30.0  # a hang guard, not a timing assertion
-SHORT_S = 0.5
 TWO_TURNS = "      turns:\n        - \"First answer.\"\n        - \"Second answer.\"\n"
 
 
@@ -54,16 +53,6 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     answers = threading.Event()
     yield answers
     answers.set()
-
-
-def stall(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, disk: threading.Event) -> None:
-    real: Callable[..., Any] = getattr(owner, name)
-
-    def stalled(*args: Any, **kwargs: Any) -> Any:
-        disk.wait(GUARD_S)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, stalled)
 
 
 async def rig_for(script: str | None, tmp_path: Path, root: Path, monkeypatch) -> ChatRig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,7 @@ from deerflow.persistence.offloop import OFF_LOOP, DiskUnavailable
 from deerflow.runs import thread_files
 from deerflow.runs.thread_files import ThreadFiles, open_off_loop
 from deerflow.sandbox.files.virtual_paths import VirtualFS
-
-GUARD_S = 20.0  # a hang guard, not a timing assertion
-SHORT_S = 0.2
+from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, stall
 
 
 class Threads:
@@ -39,21 +37,7 @@ class Threads:
 
 @pytest.fixture
 def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    monkeypatch.setattr(OFF_LOOP, "deadline", SHORT_S)
-    monkeypatch.setattr(thread_files, "EXPORT_DEADLINE_SECONDS", SHORT_S)
-    answers = threading.Event()
-    yield answers
-    answers.set()
-
-
-def stall(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, disk: threading.Event) -> None:
-    real: Callable[..., Any] = getattr(owner, name)
-
-    def stalled(*args: Any, **kwargs: Any) -> Any:
-        disk.wait(GUARD_S)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, stalled)
+    yield from hung_disk(monkeypatch, (thread_files, "EXPORT_DEADLINE_SECONDS"))
 
 
 def service(tmp_path: Path) -> ThreadFiles:
