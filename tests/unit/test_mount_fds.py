@@ -20,7 +20,6 @@ from deerflow.sandbox.docker.provider import DockerSandboxProvider
 from deerflow.sandbox.execution.mount_fds import (
     STAT_FORMAT,
     MountReport,
-    mounted_elsewhere,
     open_mounts,
     read_mount_report,
 )
@@ -70,8 +69,8 @@ def test_identities_are_the_held_folders_whatever_their_paths_name_later(paths: 
     ("stat: cannot stat '/mnt/b': No such file or directory\n/mnt/a 1 2\n", "/mnt/b"),
     ("", "/mnt/a"),
 ])
-def test_mounted_elsewhere_confirms_each_mount_or_names_it(report: str, wrong: str | None) -> None:
-    assert mounted_elsewhere({"/mnt/a": (1, 2), "/mnt/b": (1, 3)}, report) == wrong
+def test_the_report_confirms_each_mount_or_names_it(report: str, wrong: str | None) -> None:
+    assert read_mount_report({"/mnt/a": (1, 2), "/mnt/b": (1, 3)}, report).refused == wrong
 
 
 def test_a_report_cut_short_is_missing_not_another_folder() -> None:

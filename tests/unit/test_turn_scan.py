@@ -9,13 +9,37 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from deerflow.runtime.notes import NOTE_KEY
-from deerflow.skills.activation import current_turn, skills_read
+from deerflow.skills.activation import skill_manifest_name
 from deerflow.skills.turn_scan import Turn, TurnScans
 
 
 def reference(messages: Sequence[BaseMessage]) -> Turn:
-    opener, turn = current_turn(messages)
-    return Turn(opener, tuple(skills_read(turn)), any(isinstance(m, AIMessage) for m in turn))
+    """The turn as the scan replaced it: walked back from the end to the latest user message whose
+    predecessor is not a clarification answer (notes are not user messages), then read forward."""
+    start = None
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if not isinstance(msg, HumanMessage) or msg.additional_kwargs.get(NOTE_KEY):
+            continue
+        start = i
+        before = messages[i - 1] if i > 0 else None
+        if not (isinstance(before, ToolMessage) and before.name == "ask_clarification"):
+            break
+    opener = messages[start] if start is not None else None
+    turn = list(messages[start + 1:]) if start is not None else list(messages)
+    wanted: dict[str, str] = {}
+    read: list[str] = []
+    for msg in turn:
+        if isinstance(msg, AIMessage):
+            for call in msg.tool_calls:
+                name = skill_manifest_name(call["args"].get("path")) if call["name"] == "read_file" else None
+                if name and call.get("id"):
+                    wanted[call["id"]] = name
+        elif (isinstance(msg, ToolMessage) and msg.tool_call_id in wanted and msg.status != "error"
+              and wanted[msg.tool_call_id] not in read):
+            read.append(wanted[msg.tool_call_id])
+    return Turn(opener if isinstance(opener, HumanMessage) else None, tuple(read),
+                any(isinstance(m, AIMessage) for m in turn))
 
 
 def random_message(rng: random.Random, i: int) -> BaseMessage:

@@ -87,7 +87,8 @@ class SkillInstallHandler(_SkillsHandler):
     async def post(self) -> None:
         library = await self.library()
         filename, data = self._upload()
-        if not filename.lower().endswith(ARCHIVE_SUFFIXES):
+        suffix = next((x for x in ARCHIVE_SUFFIXES if filename.lower().endswith(x)), None)
+        if suffix is None:
             raise web.HTTPError(422, f"{filename!r}: upload a .skill or .zip archive")
         if len(data) > library.limits.max_total_bytes:
             raise web.HTTPError(413, f"the archive is larger than {library.limits.max_total_bytes:,} bytes")
@@ -96,7 +97,7 @@ class SkillInstallHandler(_SkillsHandler):
 
         def install() -> InstallResult:
             with tempfile.TemporaryDirectory(prefix="deerflow-skill-upload-") as tmp:
-                archive = Path(tmp) / Path(filename).name
+                archive = Path(tmp) / f"upload{suffix}"  # the uploader's name never reaches the disk
                 archive.write_bytes(data)
                 return library.install(user_id, archive, replace=replace)
 

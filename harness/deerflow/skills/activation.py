@@ -34,23 +34,22 @@ sandbox is the security boundary.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage
 
 from deerflow.errors import UserError
 from deerflow.skills.catalog import SKILLS_MOUNT, Skill
 from deerflow.skills.manifest import MANIFEST, RESERVED_NAMES
+from deerflow.skills.turn_scan import SKILL_READER, TURN_SCANS
 from deerflow.text.safe_regex import glob_matches
 
 SLASH_RE = re.compile(r"^\s*/([A-Za-z0-9][A-Za-z0-9_.-]*)(?=\s|$)")
 FRAMEWORK_TOOLS = frozenset({"describe_skill", "tool_search", "ask_clarification", "write_todos",
                              "present_files"})
-SKILL_READER = "read_file"
-_CLARIFICATION = "ask_clarification"
 
 
 @dataclass(frozen=True)
@@ -90,30 +89,6 @@ def check_slash(prompt: str, enabled: Mapping[str, Skill]) -> Skill | None:
     return skill
 
 
-def current_turn(messages: Sequence[BaseMessage]) -> tuple[HumanMessage | None, list[BaseMessage]]:
-    """The turn's opening user message and the messages after it.
-
-    Harness notes (reminders, warnings) are not user messages.  A user message
-    answering a clarification continues the turn that asked.
-    """
-    # Imported here: the middlewares package imports this module.
-    from deerflow.runtime.notes import note_kind
-
-    start = None
-    for i in range(len(messages) - 1, -1, -1):
-        msg = messages[i]
-        if not isinstance(msg, HumanMessage) or note_kind(msg):
-            continue
-        start = i
-        before = messages[i - 1] if i > 0 else None
-        if not (isinstance(before, ToolMessage) and before.name == _CLARIFICATION):
-            break
-    if start is None:
-        return None, list(messages)
-    opener = messages[start]
-    return opener if isinstance(opener, HumanMessage) else None, list(messages[start + 1:])
-
-
 def skill_manifest_name(path: Any) -> str | None:
     """The skill a ``read_file`` path names when it is ``/mnt/skills/<name>/SKILL.md``."""
     if not isinstance(path, str):
@@ -132,23 +107,6 @@ def is_skill_path(path: Any) -> bool:
     parts = PurePosixPath(path.strip()).parts
     root = PurePosixPath(SKILLS_MOUNT).parts
     return parts[: len(root)] == root and ".." not in parts
-
-
-def skills_read(turn: Iterable[BaseMessage]) -> list[str]:
-    """Names of skills whose ``SKILL.md`` was read successfully in ``turn``, in order."""
-    wanted: dict[str, str] = {}
-    names: list[str] = []
-    for msg in turn:
-        if isinstance(msg, AIMessage):
-            for call in msg.tool_calls:
-                name = skill_manifest_name(call["args"].get("path")) if call["name"] == SKILL_READER else None
-                if name and (call_id := call.get("id")):
-                    wanted[call_id] = name
-        elif isinstance(msg, ToolMessage) and msg.tool_call_id in wanted and msg.status != "error":
-            name = wanted[msg.tool_call_id]
-            if name not in names:
-                names.append(name)
-    return names
 
 
 @dataclass(frozen=True)
@@ -177,11 +135,9 @@ class ActiveSkills:
 def active_skills(messages: Sequence[BaseMessage], enabled: Mapping[str, Skill]) -> ActiveSkills:
     """Which enabled skills the conversation's current turn has activated.
 
-    The same as :func:`current_turn` and :func:`skills_read` tell, from a scan kept per conversation
-    that reads only the messages added since it was last asked (:mod:`deerflow.skills.turn_scan`).
+    Read from a scan kept per conversation that reads only the messages added since it was last
+    asked (:mod:`deerflow.skills.turn_scan`).
     """
-    from deerflow.skills.turn_scan import TURN_SCANS  # imports this module's skill_manifest_name
-
     turn = TURN_SCANS.turn(messages)
     slash = None
     if turn.opener is not None:

@@ -65,7 +65,7 @@ class TurnScan:
 
     def extend(self, messages: Sequence[BaseMessage], start: int) -> None:
         """Scan ``messages[start:]`` (``start`` is :attr:`scanned`)."""
-        # Imported here: the middlewares package imports the activation module, which imports this.
+        # Imported here: the activation module imports this one.
         from deerflow.runtime.notes import note_kind
         from deerflow.skills.activation import skill_manifest_name
 
@@ -133,4 +133,4 @@ class TurnScans:
 TURN_SCANS = TurnScans()
 
 
-__all__ = ["KEPT", "TURN_SCANS", "Turn", "TurnScan", "TurnScans"]
+__all__ = ["CLARIFICATION", "KEPT", "SKILL_READER", "TURN_SCANS", "Turn", "TurnScan", "TurnScans"]

@@ -79,7 +79,7 @@ class MountFds:
 
     def identities(self) -> dict[str, tuple[int, int]]:
         """Each held folder's device and inode by virtual path: what an engine that binds by
-        path (Docker) must be found to have mounted there (:func:`mounted_elsewhere`)."""
+        path (Docker) must be found to have mounted there (:func:`read_mount_report`)."""
         return {str(m.virtual): _identity(os.fstat(d.fd)) for m, d in self._held}
 
     def close(self) -> None:
@@ -129,16 +129,6 @@ def read_mount_report(expected: Mapping[str, tuple[int, int]], reported: str) ->
     wrong = next((v for v, held in expected.items() if v in seen and seen[v] != held), None)
     missing = next((v for v in expected if v not in seen), None)
     return MountReport(wrong, missing)
-
-
-def mounted_elsewhere(expected: Mapping[str, tuple[int, int]], reported: str) -> str | None:
-    """The first virtual path whose folder, as ``stat -c STAT_FORMAT`` reported it from inside the
-    sandbox, is not the folder held for it; None when each one is.
-
-    A path missing from the report, or a report that does not parse, counts as elsewhere: what
-    cannot be confirmed is refused.
-    """
-    return read_mount_report(expected, reported).refused
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
