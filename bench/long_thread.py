@@ -12,10 +12,13 @@ reading of the loaded messages, building the agent, recording the run) is never 
 and no two noisy whole-run medians are subtracted.  Per step = (last answer − first) / N.
 Plain side: ``create_agent`` (no middleware, one tool, ``add_messages``) on an
 ``AsyncSqliteSaver``; floor side: the same ``create_agent`` with DeerFlow's ``messages``
-channel (``ThreadState``: the incremental reducer in a ``DeltaChannel``) and still no
-middleware, so what it pays per step on a long thread is LangChain's own per-model-call
-work, the floor under any harness built on ``create_agent``; DeerFlow side:
-``RunManager.start()`` + wait on a warm host.
+channel (``ThreadState``: the incremental reducer in a ``DeltaChannel``, whose lists also
+let the model node's invalid-tool-call walk read only new messages: ``agents.invalid_calls``,
+installed before any timer) and still no middleware, so what it pays per step on a long
+thread is ``BaseChatModel``'s own walks over the request at every call, the floor under a
+harness built on ``create_agent`` that does not name the history to the model call
+(DeerFlow does: ``agents.model_passes``); DeerFlow side: ``RunManager.start()`` + wait on a
+warm host.
 The variants are interleaved over rounds, CPU time (``process_time``, all threads); medians.
 
     .venv/bin/python bench/long_thread.py [--history 2000] [--steps 11] [--rounds 9]
@@ -45,6 +48,7 @@ import bench_tools  # noqa: E402
 import harness_overhead  # noqa: E402
 from bench_tools import echo  # noqa: E402
 
+from deerflow.agents import invalid_calls, model_passes  # noqa: E402
 from deerflow.agents.thread_state import ThreadState  # noqa: E402
 from deerflow.config.loader import load_config  # noqa: E402
 from deerflow.config.paths import HomePaths  # noqa: E402
@@ -109,6 +113,8 @@ def per_step(steps: int) -> float:
 
 async def measure(size: int, steps: int, rounds: int) -> dict[Key, list[float]]:
     bench_tools.SCRIPTS[f"bench-{steps}"] = load_script(harness_overhead.script(steps))
+    invalid_calls.install()  # what a DeerFlow run installs, in place for every side from the first round
+    model_passes.install()
     samples: dict[Key, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

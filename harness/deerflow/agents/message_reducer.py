@@ -43,7 +43,10 @@ walk over a 2,000-message history was a per-step cost that grew with the thread)
 The index is trusted only while the list is as the merge left it (same length,
 its first and last message at the positions the index says); anything else is
 indexed afresh.  Plain lists (a state read back from a checkpoint) take the full
-path once.
+path once.  The index also carries a *lineage* token: two lists of one lineage
+differ only by messages appended to the later one (a replacement in place, a
+removal or a reset starts a new lineage), which is what the incremental walks of
+``runs.stream_seen`` and ``agents.invalid_calls`` rely on.
 """
 
 from __future__ import annotations
@@ -190,6 +193,7 @@ class _MessageFold:
             else:
                 removed.discard(message.id)
                 items[position] = message
+                self._lineage = object()  # no longer the earlier lists plus appends
         for message_id in removed:
             self._tombstone(message_id)
 

@@ -17,6 +17,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StreamMode
 
+from deerflow.agents import invalid_calls, model_passes
 from deerflow.agents.lead_agent import LeadAgent
 from deerflow.errors import UserError, first_line
 from deerflow.models.script_format import ModelError
@@ -80,6 +81,8 @@ async def execute_run(
     outputs went unpresented, a ``notice``; the delivery receipt rides on the outcome.
     """
     install_incremental_seen()  # once per process (see stream_seen)
+    invalid_calls.install()  # likewise (see agents.invalid_calls, agents.model_passes)
+    model_passes.install()
     watch = DeliveryWatch(context.paths)
     outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch, notes)
     settled = await watch.asettle(outcome.projector)

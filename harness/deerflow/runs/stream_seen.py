@@ -7,8 +7,8 @@ largest per-step cost that grew with the thread (~2,000 ``isinstance`` checks an
 insertions per node on a 2,000-message thread).
 
 The thread's ``messages`` channel holds :class:`~deerflow.agents.message_reducer.IndexedMessages`
-lists, and lists of one *lineage* only ever grow by appends (a message replaced in place
-keeps its id; a removal or a reset starts a new lineage).  :func:`install` makes the
+lists, and lists of one *lineage* only ever grow by appends (a replacement in place, a
+removal or a reset starts a new lineage).  :func:`install` makes the
 handler remember, per handler and lineage, how long a prefix it has already marked and
 the id at its end; a later list of the same lineage whose message at that position has
 that id only needs its tail marked.  Anything else (plain lists, other values, a list
