@@ -181,3 +181,14 @@ def test_a_hung_call_keeps_its_thread_and_the_next_call_gets_another() -> None:
         assert offloader.in_flight("k") == 1  # the abandoned call still holds its slot
     finally:
         release.set()
+
+
+async def test_a_timeout_raised_by_the_call_itself_is_its_own_answer() -> None:
+    def own_timeout() -> None:
+        raise TimeoutError("the socket's own timeout")
+
+    offloader = Offloader()
+    with pytest.raises(TimeoutError, match="the socket's own timeout"):  # not a tool_timeout ToolFailure
+        await offloader.arun(own_timeout, key="t", what="a read", deadline=30)
+    with pytest.raises(TimeoutError, match="the socket's own timeout"):
+        await asyncio.to_thread(offloader.run, own_timeout, key="t", what="a read", deadline=30)

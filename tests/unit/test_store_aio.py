@@ -109,3 +109,13 @@ async def test_a_runs_end_is_recorded_in_one_call(store):
     assert (run.status, run.result) == ("success", {"text": "done"})
     assert await store.aio.thread_lease("t1") is None
     assert (await store.aio.get_thread("t1", "alice")).title == "Plots"
+
+
+async def test_a_timeout_raised_by_the_call_itself_is_not_the_deadline(store):
+    from deerflow.persistence.aio import AsyncStore
+
+    def driver_timeout() -> None:
+        raise TimeoutError("the driver's own timeout")
+
+    with pytest.raises(TimeoutError, match="the driver's own timeout"):  # not StoreUnavailable
+        await AsyncStore(store, deadline=30).run(driver_timeout)

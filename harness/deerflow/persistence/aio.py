@@ -131,10 +131,13 @@ class AsyncStore:
             StoreUnavailable: the deadline passed, or SQLite reported the database locked.
         """
         future = asyncio.get_running_loop().run_in_executor(self._pool(), functools.partial(fn, *args, **kwargs))
+        scope = asyncio.timeout(self.deadline)
         try:
-            async with asyncio.timeout(self.deadline):
+            async with scope:
                 return await future
         except TimeoutError:
+            if not scope.expired():  # raised by fn itself (a driver's own timeout): its own answer
+                raise
             name = getattr(fn, "__name__", "a store call")
             why = ("the database server did not answer" if getattr(self._store, "backend", "") == "postgres"
                    else "the database is locked or the disk is slow")

@@ -159,6 +159,8 @@ class Offloader:
         try:
             return future.result(timeout=deadline)
         except concurrent.futures.TimeoutError:
+            if future.done():  # raised by fn itself (a socket's, a lock's timeout): its own answer
+                raise
             future.cancel()
             raise _timed_out(what, deadline) from None
 
@@ -167,10 +169,13 @@ class Offloader:
     ) -> T:
         """:meth:`run` for the event loop: the loop only awaits, never blocks."""
         future = self._start(fn, args, kwargs, key=key, what=what)
+        scope = asyncio.timeout(deadline)
         try:
-            async with asyncio.timeout(deadline):
+            async with scope:
                 return await asyncio.wrap_future(future)
         except TimeoutError:
+            if not scope.expired():  # raised by fn itself: its own answer
+                raise
             raise _timed_out(what, deadline) from None
 
 
