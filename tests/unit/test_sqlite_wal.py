@@ -96,3 +96,29 @@ def test_a_file_grown_since_its_first_look_is_not_called_truncated(tmp_path):
     size = path.stat().st_size
     assert size > 4096 and not (tmp_path / "grown.db-wal").exists()
     assert _contents_problem(path, 4096) is None  # the stale first look said one page
+
+
+class Counting:
+    """A connection that counts its statements."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db, self.switches = db, 0
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        self.switches += sql == "PRAGMA journal_mode=WAL"
+        return self.db.execute(sql)
+
+
+def test_a_lock_held_past_the_busy_timeout_is_answered_once_not_waited_out_again(tmp_path):
+    path = tmp_path / "held.db"
+    timer = hold_exclusive(path, 8.0)
+    db = Counting(sqlite3.connect(path, timeout=1.0, check_same_thread=False))
+    try:
+        with pytest.raises(sqlite3.OperationalError) as info:
+            switch_to_wal(db, seconds=7.0)  # type: ignore[arg-type]
+        assert is_locked_error(info.value)
+        assert db.switches == 1  # SQLite's busy handler waited its second: no second wait
+    finally:
+        timer.cancel()
+        timer.function()  # type: ignore[misc]  # let go of the lock now
+        db.db.close()

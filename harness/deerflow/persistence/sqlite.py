@@ -71,21 +71,37 @@ def switch_to_wal(db: Any, *, seconds: float | None = None) -> None:
     (two connections, each reading the new file, both wanting it exclusively), so
     processes opening a new store at once see "database is locked" at once and
     must retry themselves.  Once the file is in WAL mode the switch is a no-op.
+    When SQLite did call the busy handler (the attempt took at least half the
+    connection's busy timeout), the lock was held for all of it by someone else
+    (another process's long transaction): that is the answer, not a reason to
+    wait the busy timeout again and again until ``seconds``.
 
     Raises:
-        sqlite3.OperationalError: still locked after ``seconds`` (default :data:`WAL_SWITCH_SECONDS`).
+        sqlite3.OperationalError: still locked after ``seconds`` (default :data:`WAL_SWITCH_SECONDS`),
+            or after the connection's own busy timeout.
     """
     deadline = time.monotonic() + (WAL_SWITCH_SECONDS if seconds is None else seconds)
+    busy_wait = _busy_timeout_seconds(db) / 2
     delay = 0.005
     while True:
+        started = time.monotonic()
         try:
             db.execute("PRAGMA journal_mode=WAL")
             return
         except Exception as exc:
-            if not is_locked_error(exc) or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if not is_locked_error(exc) or now >= deadline or (busy_wait > 0 and now - started >= busy_wait):
                 raise
         time.sleep(delay)
         delay = min(delay * 2, 0.2)
+
+
+def _busy_timeout_seconds(db: Any) -> float:
+    """The connection's busy timeout (0 when it has none or cannot say)."""
+    try:
+        return float(db.execute("PRAGMA busy_timeout").fetchone()[0]) / 1000
+    except Exception:  # noqa: BLE001 - sqlite3's or pysqlite3's error, or a wrapper without rows: none known
+        return 0.0
 
 
 def ensure_wal_file(path: Path) -> None:
