@@ -18,7 +18,6 @@ criterion is unmet, else ``UNVERIFIED`` if any is unverified, else ``MET``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import stat
@@ -32,6 +31,7 @@ from deerflow.sandbox.execution.audit import audit_command
 from deerflow.sandbox.execution.provider import SandboxProvider
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.threadfs import UnsafePath
+from deerflow.tools.offload import OFFLOADER, Offloader
 
 Verdict = Literal["MET", "UNMET", "UNVERIFIED"]
 CriterionKind = Literal["file", "file_written", "tests_passed", "free_text"]
@@ -42,6 +42,9 @@ _FILE = re.compile(r"^file:\s*(?P<path>\S.*?)\s+(?P<cond>exists|non-empty)\s*$")
 _WRITTEN = re.compile(r"^file_written:\s*(?P<path>\S.*?)\s*$")
 _TESTS = re.compile(r"^tests_passed:\s*(?P<command>\S.*?)\s*$", re.S)
 _HASH_LIMIT = 16 * 1024 * 1024
+CHECK_DEADLINE_S = 30.0
+"""How long one file criterion's check (a stat, and a hash of at most 16 MB) may take on the tool
+offloader before it is ``UNVERIFIED``: a stalled mount must not hold the delegation's answer."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,10 @@ class AcceptanceContext:
     sandbox: SandboxProvider | None
     before: Mapping[str, FileState]
     command_timeout: float = 300.0
+    offloader: Offloader | None = None
+    """Where the file checks run (None: the process's :data:`~deerflow.tools.offload.OFFLOADER`)."""
+    key: str = ""
+    """The conversation the checks count against on the offloader (the parent's thread)."""
 
 
 async def check_acceptance(criteria: Sequence[str], ctx: AcceptanceContext) -> AcceptanceReport:
@@ -181,9 +188,17 @@ async def _check(criterion: Criterion, ctx: AcceptanceContext) -> CriterionResul
         ctx.vfs.locate(criterion.path, write=False)
     except ToolFailure as exc:
         return _result(criterion, "UNVERIFIED", f"cannot check that path: {exc.message}")
-    if criterion.kind == "file":
-        return await asyncio.to_thread(_check_file, criterion, ctx.vfs)
-    after = await asyncio.to_thread(file_state, ctx.vfs, criterion.path)
+    offloader = ctx.offloader or OFFLOADER
+    try:
+        if criterion.kind == "file":
+            return await offloader.arun(_check_file, criterion, ctx.vfs, key=ctx.key,
+                                        what=f"checking {criterion.path}", deadline=CHECK_DEADLINE_S)
+        after = await offloader.arun(file_state, ctx.vfs, criterion.path, key=ctx.key,
+                                     what=f"checking {criterion.path}", deadline=CHECK_DEADLINE_S)
+    except ToolFailure as exc:
+        if exc.code not in ("tool_timeout", "tool_busy"):
+            raise
+        return _result(criterion, "UNVERIFIED", f"could not check it: {exc.message}")
     return _check_written(criterion, after, ctx.before.get(criterion.path, None))
 
 

@@ -205,7 +205,8 @@ class SubagentExecutor:
         skills_root = parent.services.skills_root
         vfs = VirtualFS(parent.paths.ensure(), skills_root=Path(skills_root) if skills_root else None)
         acceptance = AcceptanceContext(parent.paths, vfs, parent.services.sandbox,
-                                       snapshot_targets(job.criteria, vfs), config.sandbox.command_timeout)
+                                       snapshot_targets(job.criteria, vfs), config.sandbox.command_timeout,
+                                       offloader=parent.services.offloader, key=str(parent.thread_id))
         return PreparedJob(job, kind, child, graph, context, acceptance)
 
     def _available_tools(self, config: AppConfig, model: ResolvedModel, parent: RunContext) -> list[BaseTool]:
