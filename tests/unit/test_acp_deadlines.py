@@ -126,3 +126,28 @@ async def test_a_hung_listing_after_the_agent_answered_keeps_its_answer(tmp_path
     assert text.startswith("agent notes") and turns > 0
     assert f"(The files written by the agent could not be listed: listing /mnt/acp-workspace did not finish " \
            f"within {SHORT_S:g}s" in text
+
+
+async def test_a_workspace_that_opens_after_its_deadline_starts_nothing_and_is_closed(tmp_path, disk, monkeypatch):
+    opened: list[SafeDir] = []
+    real = session._open_workspace
+
+    def slow_open(invocation: AcpInvocation) -> SafeDir:
+        disk.wait(GUARD_S)
+        opened.append(real(invocation))
+        return opened[-1]
+
+    monkeypatch.setattr(session, "_open_workspace", slow_open)
+    started: list[str] = []
+    monkeypatch.setattr(session, "_converse", lambda *a, **k: started.append("agent"))
+    offloader = Offloader()
+    invocation = AcpInvocation(name="files", config=config(), workspace=tmp_path / "acp-workspace", attended=True,
+                               offloader=offloader, key="t")
+    failure, turns = await responsive(invoke(invocation, "{}"))
+    assert isinstance(failure, ToolFailure) and failure.code == "tool_timeout" and turns > 0
+    assert failure.message.startswith(f"opening ACP agent 'files''s workspace did not finish within {SHORT_S:g}s")
+    disk.set()  # the open ends after its caller gave up: its descriptor is closed, not leaked
+    async with asyncio.timeout(GUARD_S):
+        while offloader.in_flight():
+            await asyncio.sleep(0.01)
+    assert len(opened) == 1 and opened[0].fd < 0 and started == []

@@ -34,6 +34,7 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,8 +221,7 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
         AcpError: missing executable, the agent failing or refusing the protocol, timeout.
     """
     command = resolve_command(invocation)
-    workspace = await _offloaded(invocation, _open_workspace, invocation,  # past its deadline: nothing started
-                                 what=f"opening ACP agent {invocation.name!r}'s workspace")
+    workspace = await _open_off_loop(invocation)  # past its deadline: nothing started
     client = _WorkspaceClient(invocation, workspace)
     env = {**default_environment(), **invocation.config.env}
     with workspace, tempfile.TemporaryFile() as stderr:
@@ -249,6 +249,30 @@ async def _offloaded(invocation: AcpInvocation, fn: Callable[..., _T], *args: An
         return await off_loop(fn, *args, what=what, deadline=FILE_DEADLINE_S, **kwargs)
     return await invocation.offloader.arun(fn, *args, key=invocation.key, what=what, deadline=FILE_DEADLINE_S,
                                            **kwargs)
+
+
+async def _open_off_loop(invocation: AcpInvocation) -> SafeDir:
+    """:func:`_open_workspace` off the loop, within :data:`FILE_DEADLINE_S`; a workspace an abandoned
+    call opens after its caller gave up is closed when it opens (its descriptor is not leaked)."""
+    lock, gone, opened = threading.Lock(), [False], []
+
+    def open_unless_gone() -> SafeDir:
+        workspace = _open_workspace(invocation)
+        with lock:
+            if gone[0]:
+                workspace.close()
+            else:
+                opened.append(workspace)
+        return workspace
+
+    try:
+        return await _offloaded(invocation, open_unless_gone, what=f"opening ACP agent {invocation.name!r}'s workspace")
+    except BaseException:
+        with lock:
+            gone[0] = True
+            for workspace in opened:  # opened just as the deadline passed: nobody else will close it
+                workspace.close()
+        raise
 
 
 def _open_workspace(invocation: AcpInvocation) -> SafeDir:
