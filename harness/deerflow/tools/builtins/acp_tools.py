@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from deerflow.config.schema import AcpAgentConfig, AppConfig
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.threadfs import SafeDir, UnsafePath
 from deerflow.tools.offload import OFFLOADER
 
@@ -76,7 +77,7 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
                           "(the agent-client-protocol SDK)", code="acp_unavailable") from None
     workspace = context.paths.acp_workspace
     source = context.services.mcp_server_configs
-    offloader, key = context.services.offloader or OFFLOADER, str(context.thread_id)
+    offloader, key = services_of(context).offloader or OFFLOADER, str(getattr(context, "thread_id", ""))
     invocation = AcpInvocation(name=name, config=config, workspace=workspace,
                                attended=context.interaction.attended,
                                mcp_servers=to_acp(source()) if callable(source) else [],
