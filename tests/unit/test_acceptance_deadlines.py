@@ -67,3 +67,22 @@ async def test_a_hung_file_check_is_unverified_in_one_line_and_the_rest_are_chec
     assert "\n" not in hung.reason and str(thread.root) not in hung.reason
     assert turns > 0  # the event loop kept turning while the check hung
     assert offloader.in_flight("t") == 1 and OFF_LOOP.stuck() == 0  # the conversation's thread, not the server's
+
+
+async def test_a_hung_snapshot_before_the_delegation_refuses_it_in_one_line(thread, disk, monkeypatch):
+    """The ``file_written`` targets' state before the subagent starts is read off the loop: a hung
+    read refuses the delegation (its targets could not be compared after), nothing started."""
+    from deerflow.errors import ToolFailure
+
+    monkeypatch.setattr(acceptance, "SNAPSHOT_DEADLINE_S", SHORT_S)
+    criteria = [f"file_written:{OUT}/report.md"]
+    vfs = VirtualFS(thread)
+    assert await acceptance.asnapshot_targets(["it reads well"], vfs) == {}  # nothing to read: no thread
+    stall(monkeypatch, acceptance, "file_state", disk)
+    offloader = Offloader()
+    with pytest.raises(ToolFailure) as raised:
+        await asyncio.wait_for(acceptance.asnapshot_targets(criteria, vfs, offloader=offloader, key="t"), GUARD_S)
+    assert raised.value.code == "tool_timeout" and "\n" not in raised.value.message
+    assert raised.value.message.startswith("reading the files the acceptance criteria name did not finish within "
+                                           f"{SHORT_S:g}s")
+    assert OFF_LOOP.stuck() == 0 and offloader.in_flight("t") == 1

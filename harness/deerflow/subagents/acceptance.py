@@ -42,6 +42,10 @@ _FILE = re.compile(r"^file:\s*(?P<path>\S.*?)\s+(?P<cond>exists|non-empty)\s*$")
 _WRITTEN = re.compile(r"^file_written:\s*(?P<path>\S.*?)\s*$")
 _TESTS = re.compile(r"^tests_passed:\s*(?P<command>\S.*?)\s*$", re.S)
 _HASH_LIMIT = 16 * 1024 * 1024
+SNAPSHOT_DEADLINE_S = 120.0
+"""How long the snapshot of the ``file_written`` targets before a delegation starts (up to 20 files,
+each hashed up to 16 MB) may take on the tool offloader; past it the delegation is refused and
+nothing is started."""
 CHECK_DEADLINE_S = 30.0
 """How long one file criterion's check (a stat, and a hash of at most 16 MB) may take on the tool
 offloader before it is ``UNVERIFIED``: a stalled mount must not hold the delegation's answer."""
@@ -157,6 +161,22 @@ def snapshot_targets(criteria: Sequence[str], vfs: VirtualFS) -> dict[str, FileS
     return before
 
 
+async def asnapshot_targets(criteria: Sequence[str], vfs: VirtualFS, *, offloader: Offloader | None = None,
+                            key: str = "") -> dict[str, FileState]:
+    """:func:`snapshot_targets` on the tool offloader within :data:`SNAPSHOT_DEADLINE_S` (no thread
+    when no criterion is ``file_written``).
+
+    Raises:
+        ToolFailure: ``tool_timeout``/``tool_busy``: the delegation must not start (a target whose
+            state before is unknown could not be checked).
+    """
+    if not any(parse_criterion(text).kind == "file_written" for text in criteria):
+        return {}
+    return await (offloader or OFFLOADER).arun(snapshot_targets, criteria, vfs, key=key,
+                                               what="reading the files the acceptance criteria name",
+                                               deadline=SNAPSHOT_DEADLINE_S)
+
+
 @dataclass
 class AcceptanceContext:
     """Where criteria are checked: the thread's files and sandbox."""
@@ -243,5 +263,5 @@ def _result(criterion: Criterion, verdict: Verdict, reason: str) -> CriterionRes
     return CriterionResult(criterion.text, criterion.kind, verdict, reason)
 
 
-__all__ = ["AcceptanceContext", "AcceptanceReport", "Criterion", "CriterionResult", "Verdict", "check_acceptance",
-           "file_state", "normalize_criteria", "parse_criterion", "snapshot_targets"]
+__all__ = ["AcceptanceContext", "AcceptanceReport", "Criterion", "CriterionResult", "Verdict", "asnapshot_targets",
+           "check_acceptance", "file_state", "normalize_criteria", "parse_criterion", "snapshot_targets"]
