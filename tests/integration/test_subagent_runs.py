@@ -168,6 +168,34 @@ def test_acceptance_is_checked_by_the_harness_not_taken_from_the_report(deerflow
     assert f"file:{OUT}/summary.md non-empty: UNMET" in text
 
 
+def test_file_written_compares_with_the_state_before_the_child_started(deerflow_home, tmp_path):
+    """The targets' state is taken (off the loop) before the child starts: a file that existed and
+    was left alone is UNMET, one the child wrote is MET."""
+    script = f"""
+        turns:
+          - tool_calls:
+              - {task_call("WRITER write new.md", acceptance_criteria=[f"file_written:{OUT}/old.md",
+                                                                        f"file_written:{OUT}/new.md"])}
+          - "Checked."
+        conversations:
+          - match: WRITER
+            turns:
+              - tool_calls:
+                  - {{name: write_file, args: {{path: {OUT}/new.md, content: "new"}}}}
+              - "Wrote it."
+    """
+    client, _ = make_client(tmp_path, script)
+    with client:
+        thread_id = client.create_thread()
+        outputs = tmp_path / "home" / "users" / "local" / "threads" / thread_id / "user-data" / "outputs"
+        outputs.mkdir(parents=True, exist_ok=True)
+        (outputs / "old.md").write_text("before")
+        client.chat("go", thread_id)
+        (writer,) = client.thread(thread_id).values["delegations"]
+    assert [(c["verdict"], c["reason"]) for c in writer["acceptance"]["criteria"]] == [
+        ("UNMET", "the file existed before and was not changed"), ("MET", "created during the task")]
+
+
 def test_a_child_that_never_ends_is_cancelled_at_its_limit_with_its_receipts(deerflow_home, tmp_path):
     script = f"""
         turns:

@@ -34,10 +34,11 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.schema import (
@@ -57,10 +58,19 @@ from acp.transports import default_environment
 
 from deerflow.acp.permissions import PermissionDecision, PermissionSetting, answer, decide
 from deerflow.config.schema import AcpAgentConfig
+from deerflow.errors import ToolFailure
+from deerflow.persistence.offloop import DiskUnavailable, off_loop
 from deerflow.threadfs import SafeDir, UnsafePath
+
+if TYPE_CHECKING:  # the tools layer sits above this one: the offloader is handed in by the tool
+    from deerflow.tools.offload import Offloader
 
 _T = TypeVar("_T")
 MAX_READ_BYTES = 16 * 1024 * 1024
+FILE_DEADLINE_S = 30.0
+"""How long opening the workspace, or one file the agent reads or writes in it (at most 16 MB),
+may take on the tool offloader: a stalled mount answers the tool (or the agent's request) with an
+error instead of holding a thread of the loop's default executor for ever."""
 """The largest file the agent may read through the client (it lands in the agent's context)."""
 CLIENT_INFO = Implementation(name="deerflow-notebook", title="DeerFlow Notebook", version="0.1")
 _STDERR_TAIL = 1500
@@ -101,6 +111,11 @@ class AcpInvocation:
     workspace: Path
     attended: bool
     mcp_servers: list[Any] = field(default_factory=list)  # ACP McpServer* models
+    offloader: Offloader | None = None
+    """Where the workspace's file work runs: the tool's offloader (None, outside a tool call: the
+    server's :func:`~deerflow.persistence.offloop.off_loop`, same deadline)."""
+    key: str = ""
+    """The conversation that work counts against on the offloader (the run's thread)."""
 
     @property
     def permissions(self) -> PermissionSetting:
@@ -144,13 +159,13 @@ class _WorkspaceClient:
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         rel = self._inside(path)
-        await asyncio.to_thread(self._served, path, self._dir.write_text, rel, content)
+        await self._off(path, self._dir.write_text, rel, content, what=f"writing {rel!r}")
         return WriteTextFileResponse()
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
                              **kwargs: Any) -> ReadTextFileResponse:
         rel = self._inside(path)
-        data = await asyncio.to_thread(self._served, path, self._dir.read_bytes, rel, max_bytes=MAX_READ_BYTES)
+        data = await self._off(path, self._dir.read_bytes, rel, max_bytes=MAX_READ_BYTES, what=f"reading {rel!r}")
         lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
         start = max((line or 1) - 1, 0)
         chosen = lines[start:start + limit] if limit else lines[start:]
@@ -164,6 +179,15 @@ class _WorkspaceClient:
             if candidate.is_relative_to(root):
                 return candidate.relative_to(root).as_posix()
         raise RequestError.invalid_params({"path": path, "reason": "outside the ACP workspace"})
+
+    async def _off(self, path: str, operation: Callable[..., _T], *args: Any, what: str, **kwargs: Any) -> _T:
+        """:meth:`_served` on the tool offloader within :data:`FILE_DEADLINE_S`; past it (or with too
+        many of the conversation's calls stuck) the agent's request fails with an internal error
+        naming what did not finish."""
+        try:
+            return await _offloaded(self._inv, self._served, path, operation, *args, what=what, **kwargs)
+        except (ToolFailure, DiskUnavailable) as exc:
+            raise RequestError.internal_error({"path": path, "reason": str(exc)}) from None
 
     @staticmethod
     def _served(path: str, operation: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -197,7 +221,7 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
         AcpError: missing executable, the agent failing or refusing the protocol, timeout.
     """
     command = resolve_command(invocation)
-    workspace = await asyncio.to_thread(_open_workspace, invocation)
+    workspace = await _open_off_loop(invocation)  # past its deadline: nothing started
     client = _WorkspaceClient(invocation, workspace)
     env = {**default_environment(), **invocation.config.env}
     with workspace, tempfile.TemporaryFile() as stderr:
@@ -216,6 +240,39 @@ async def invoke(invocation: AcpInvocation, prompt: str) -> AcpResult:
             raise AcpError(f"ACP agent {invocation.name!r} failed: {_describe(exc)}{_tail(stderr)}",
                            code="acp_agent_failed") from None
     return AcpResult("".join(client.parts), stop, client.thoughts, client.decisions)
+
+
+async def _offloaded(invocation: AcpInvocation, fn: Callable[..., _T], *args: Any, what: str, **kwargs: Any) -> _T:
+    """``fn`` on the invocation's offloader (a tool call's: ToolFailure past the deadline), else on
+    :func:`off_loop` (DiskUnavailable), within :data:`FILE_DEADLINE_S`."""
+    if invocation.offloader is None:
+        return await off_loop(fn, *args, what=what, deadline=FILE_DEADLINE_S, **kwargs)
+    return await invocation.offloader.arun(fn, *args, key=invocation.key, what=what, deadline=FILE_DEADLINE_S,
+                                           **kwargs)
+
+
+async def _open_off_loop(invocation: AcpInvocation) -> SafeDir:
+    """:func:`_open_workspace` off the loop, within :data:`FILE_DEADLINE_S`; a workspace an abandoned
+    call opens after its caller gave up is closed when it opens (its descriptor is not leaked)."""
+    lock, gone, opened = threading.Lock(), [False], []
+
+    def open_unless_gone() -> SafeDir:
+        workspace = _open_workspace(invocation)
+        with lock:
+            if gone[0]:
+                workspace.close()
+            else:
+                opened.append(workspace)
+        return workspace
+
+    try:
+        return await _offloaded(invocation, open_unless_gone, what=f"opening ACP agent {invocation.name!r}'s workspace")
+    except BaseException:
+        with lock:
+            gone[0] = True
+            for workspace in opened:  # opened just as the deadline passed: nobody else will close it
+                workspace.close()
+        raise
 
 
 def _open_workspace(invocation: AcpInvocation) -> SafeDir:

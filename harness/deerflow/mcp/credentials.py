@@ -32,6 +32,7 @@ import httpx2
 from deerflow.config.paths import HomePaths
 from deerflow.mcp.config import McpServerConfig, OAuthConfig, check_header
 from deerflow.persistence.files import atomic_write_text
+from deerflow.persistence.offloop import off_loop
 from deerflow.persistence.sqlite import SqliteStore
 
 CREDENTIALS_FILE = "mcp-credentials.json"
@@ -102,8 +103,9 @@ class UserCredentialStore:
         if credential is not None:
             for name, value in credential.headers.items():
                 check_header(name, value)
-        if self.table is None:
-            await asyncio.to_thread(self.set, user_id, server, credential)
+        if self.table is None:  # DiskUnavailable (503 "try again shortly") past the deadline
+            await off_loop(self.set, user_id, server, credential,
+                           what=f"saving the credential for MCP server {server!r}")
             return
         await self.table.aio.put(user_id, server, None if credential is None else json.dumps(_entry(credential)))
         await self.load(user_id)

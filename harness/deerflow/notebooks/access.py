@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from deerflow.errors import UserError
 from deerflow.notebooks.cache import ContextCache, Signature, file_signature
 from deerflow.notebooks.live import LiveDocuments
+from deerflow.notebooks.offdisk import off_disk
 from deerflow.notebooks.parsing import positional_ids
 
 if TYPE_CHECKING:  # nbformat imports jsonschema, which compiles a grammar: loaded on first read or write
@@ -149,7 +150,8 @@ class NotebookAccess(ABC):
         store = self.stored
         if store is None:
             return None
-        found = await asyncio.to_thread(self._load_stored, store, path, signature)
+        found = await off_disk(self._load_stored, store, path, signature, what=f"reading the notebook {path!r}",
+                               large=True)
         if found is not None:
             self.digests.put((path, signature), found)
         return found
@@ -170,7 +172,8 @@ class NotebookAccess(ABC):
 
         async def keep() -> None:
             try:
-                built = await asyncio.to_thread(_warm, digest, path, self.stored)
+                built = await off_disk(_warm, digest, path, self.stored, what=f"rendering the notebook {path!r}",
+                                       large=True)
             except Exception:
                 log.warning("keeping notebook %r failed", path, exc_info=True)
                 return
@@ -259,7 +262,8 @@ class NotebookAccess(ABC):
             digest = await self.stored_digest(path, signature)  # rendered before, by any process
             if digest is None:
                 digest = await self.digest(path)
-            built = await asyncio.to_thread(_warm, digest, path, self.stored)
+            built = await off_disk(_warm, digest, path, self.stored, what=f"rendering the notebook {path!r}",
+                                   large=True)
             if digest.signature is not None:
                 self._keep(path, digest, built)
         except NotebookError:

@@ -11,7 +11,6 @@ written into their live documents (:class:`~deerflow.notebooks.live.LiveDocument
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import inspect
 import logging
@@ -28,6 +27,7 @@ from deerflow.notebooks.access import (
 from deerflow.notebooks.cache import Signature
 from deerflow.notebooks.files import FileNotebookAccess
 from deerflow.notebooks.live import LiveDocuments
+from deerflow.notebooks.offdisk import off_disk
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode
@@ -72,7 +72,8 @@ class ContentsNotebookAccess(NotebookAccess):
         """Refuse a write through a path-following ``save`` into a sandbox-writable folder."""
         if self._own_save or self._files is None or not self.sandboxed:
             return
-        real = await asyncio.to_thread(os.path.realpath, os.path.join(self._files.root, *path.split("/")))
+        joined = os.path.join(self._files.root, *path.split("/"))
+        real: str = await off_disk(lambda: os.path.realpath(joined), what=f"checking the path {path!r}")
         if any(real == folder or real.startswith(folder.rstrip(os.sep) + os.sep) for folder in self.sandboxed):
             raise NotebookError(f"{path!r} is inside a DeerFlow thread's folder: this server's contents manager "
                                 "saves by path, so DeerFlow does not write there through it", code="path_outside_root")
@@ -115,7 +116,7 @@ class ContentsNotebookAccess(NotebookAccess):
         (jupytext's...) is called right after this check.
         """
         if self._files is not None:
-            await asyncio.to_thread(self._files.check_plain, path)
+            await off_disk(self._files.check_plain, path, what=f"checking the path {path!r}")
 
     async def signature(self, path: str) -> Signature | None:
         """A file-backed manager's file, stat'ed by SafeDir's rules under its root; None for an open
@@ -163,7 +164,7 @@ class ContentsNotebookAccess(NotebookAccess):
         import nbformat
 
         await self._check_local(path)
-        await asyncio.to_thread(nbformat.validate, nb)  # seconds on a large notebook: off the event loop
+        await off_disk(nbformat.validate, nb, what=f"checking the notebook {path!r}", large=True)  # seconds on a large one
         document = await self.live.document(path) if self.live else None
         if document is not None and self.live is not None:
             await self.live.write(document, nb)
@@ -183,7 +184,7 @@ class ContentsNotebookAccess(NotebookAccess):
     async def make_dirs(self, path: str) -> None:
         parts = check_root_path(path).split("/")
         if self._own_save and self._files is not None:  # each folder created beneath the last, no link followed
-            await asyncio.to_thread(self._files.make_dirs_now, "/".join(parts))
+            await off_disk(self._files.make_dirs_now, "/".join(parts), what=f"making the folder {path!r}")
             return
         for depth in range(1, len(parts) + 1):
             folder = "/".join(parts[:depth])
@@ -233,8 +234,9 @@ class ContentsNotebookAccess(NotebookAccess):
                 cm.check_and_sign(nb, path)
         except Exception as exc:  # noqa: BLE001 - a hook's HTTPError refuses the save, as in the manager
             raise self._translate(path, exc) from None
-        written = _notebook_bytes(nb) if nb is not None else data or b""
-        await asyncio.to_thread(files.replace, path, written)
+        written = (data or b"") if nb is None else \
+            await off_disk(_notebook_bytes, nb, what=f"writing the notebook {path!r}", large=True)  # seconds if large
+        await off_disk(files.replace, path, written, what=f"writing the notebook {path!r}", large=True)
         if nb is not None:
             await self._first_checkpoint(path, written)
         saved = {**{k: v for k, v in model.items() if k != "content"}, "content": None, "path": path,
@@ -261,7 +263,8 @@ class ContentsNotebookAccess(NotebookAccess):
         try:
             rel = _file_checkpoint(checkpoints, path)
             if rel is not None and self._files is not None:
-                await asyncio.to_thread(self._files.first_checkpoint, path, rel, written)
+                await off_disk(self._files.first_checkpoint, path, rel, written,
+                               what=f"making the checkpoint of {path!r}", large=True)
             elif checkpoints is not None and not _stock_checkpoints(checkpoints) \
                     and not await self._call("list_checkpoints", path):
                 await self._call("create_checkpoint", path)

@@ -9,7 +9,6 @@ root redirects a read or a write; a file-backed ContentsManager's files go throu
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 from pathlib import Path
@@ -24,6 +23,7 @@ from deerflow.notebooks.access import (
     ensure_cell_ids,
 )
 from deerflow.notebooks.cache import Signature, file_signature, signature_of
+from deerflow.notebooks.offdisk import off_disk
 from deerflow.notebooks.parsing import parse_v4
 from deerflow.threadfs import SafeDir, UnsafePath
 
@@ -51,10 +51,10 @@ class FileNotebookAccess(NotebookAccess):
         return cls(env.get(ROOT_ENV) or os.getcwd())
 
     async def read(self, path: str) -> NotebookFile:
-        return await asyncio.to_thread(self._read, path)
+        return await off_disk(self._read, path, what=f"reading the notebook {path!r}", large=True)
 
     async def signature(self, path: str) -> Signature | None:
-        return await asyncio.to_thread(file_signature, self.root, path)
+        return await off_disk(file_signature, self.root, path, what=f"checking the notebook {path!r}")
 
     def _load_stored(self, store: DigestStore, path: str, signature: Signature) -> NotebookDigest | None:
         """The stored version, if the file opens for reading here (no link followed) and is still
@@ -103,13 +103,14 @@ class FileNotebookAccess(NotebookAccess):
                                 code="not_a_notebook") from None
 
     async def digest(self, path: str) -> NotebookDigest:
-        return await asyncio.to_thread(self._digest, path)
+        return await off_disk(self._digest, path, what=f"reading the notebook {path!r}", large=True)
 
     async def context_from_end(self, path: str, signature: Signature, cell_id: str | None,
                                max_tokens: int) -> NotebookContext | None:
         from deerflow.notebooks.tail import context_from_end_of
 
-        return await asyncio.to_thread(context_from_end_of, self._open_root, path, signature, cell_id, max_tokens)
+        return await off_disk(context_from_end_of, self._open_root, path, signature, cell_id, max_tokens,
+                              what=f"reading the notebook {path!r}", large=True)
 
     def _digest(self, path: str) -> NotebookDigest:
         """The light parse of the file as read (its signature from the same descriptor); a notebook
@@ -122,7 +123,7 @@ class FileNotebookAccess(NotebookAccess):
         return light if light is not None else NotebookDigest.from_nodes(self._parse(path, data), signature)
 
     async def write(self, path: str, nb: NotebookNode) -> None:
-        await asyncio.to_thread(self._write, path, nb)
+        await off_disk(self._write, path, nb, what=f"writing the notebook {path!r}", large=True)
 
     def _write(self, path: str, nb: NotebookNode) -> None:
         import nbformat
@@ -158,14 +159,16 @@ class FileNotebookAccess(NotebookAccess):
         return True
 
     async def make_dirs(self, path: str) -> None:
-        await asyncio.to_thread(self.make_dirs_now, check_root_path(path))
+        path = check_root_path(path)
+        await off_disk(self.make_dirs_now, path, what=f"making the folder {path!r}")
 
     def make_dirs_now(self, path: str) -> None:
         """Blocking :meth:`make_dirs` (a link on the way is refused)."""
         self._safely("makedirs", path)
 
     async def put_file(self, path: str, data: bytes) -> None:
-        await asyncio.to_thread(self._safely, "write_bytes", check_root_path(path), data)
+        path = check_root_path(path)
+        await off_disk(self._safely, "write_bytes", path, data, what=f"writing the file {path!r}", large=True)
 
     def check_plain(self, path: str) -> None:
         """Refuse ``path`` if a link (or a FIFO, a device...) is on it; a missing last part is fine."""

@@ -21,13 +21,13 @@ not rewritten: they are ordinary paths in the user's kernel too.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 from deerflow.errors import ToolFailure
+from deerflow.notebooks.offdisk import off_disk
 from deerflow.runtime.events import short_id
 from deerflow.sandbox.files.virtual_paths import USER_DATA
 from deerflow.threadfs import UnsafePath
@@ -101,11 +101,11 @@ async def localize(access: Any, vfs: Any, notebook: str, thread_id: str, sources
     base = "/".join([*PurePosixPath(notebook).parts[:-1], local])
     done = HandedOver([rewrite(s, local) for s in sources], base, local)
     wanted = list(dict.fromkeys(p for s in sources for p in virtual_paths(s)))
-    plan = await asyncio.to_thread(_plan_copies, vfs, wanted, done)
+    plan = await off_disk(_plan_copies, vfs, wanted, done, what="looking up the agent's files")
     for rel in plan.dirs:
         await access.make_dirs(f"{base}/{rel}" if rel else base)
     for virtual, rel in plan.files:
-        data = await asyncio.to_thread(_read, vfs, virtual)
+        data = await off_disk(_read, vfs, virtual, what=f"reading the agent's file {virtual!r}", large=True)
         if data is None:
             done.skipped.append(f"{virtual} (changed while copying)")
             continue

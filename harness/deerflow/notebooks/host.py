@@ -7,13 +7,13 @@ these helpers are what their routes and commands call.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.notebooks.access import NotebookAccess, NotebookError, check_notebook_path
 from deerflow.notebooks.handover import localize
+from deerflow.notebooks.offdisk import off_disk
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import (
     apply_proposal,
@@ -22,6 +22,7 @@ from deerflow.notebooks.service import (
     notebook_context,
     undo_run,
 )
+from deerflow.persistence.offloop import DiskUnavailable
 from deerflow.run_options import RunOptions
 from deerflow.runtime.services import HostServices
 from deerflow.sandbox.files.virtual_paths import VirtualFS
@@ -41,7 +42,8 @@ def notebook_access(access: NotebookAccess | None) -> NotebookAccess:
 async def context_for_run(services: HostServices, options: RunOptions) -> tuple[str, str] | None:
     """``(fenced context, view note)`` for a run that names its notebook; None otherwise.
 
-    A notebook that cannot be read is not fatal to the run: the note says so.
+    A notebook that cannot be read is not fatal to the run, nor is one whose disk does not answer
+    within its deadline (:class:`DiskUnavailable`): the note says so.
     """
     ref = options.notebook_context
     if not isinstance(ref, Mapping) or not ref.get("path"):
@@ -53,7 +55,7 @@ async def context_for_run(services: HostServices, options: RunOptions) -> tuple[
     cell_ids = [c for c in ref.get("cell_ids") or [] if isinstance(c, str)][:MAX_CELL_IDS]
     try:
         found = await notebook_context(access, str(ref["path"]), cell_id=cell_id, cell_ids=cell_ids or None)
-    except NotebookError as exc:
+    except (NotebookError, DiskUnavailable) as exc:
         return "", f"context: none ({exc})"
     return found.text, found.note
 
@@ -95,9 +97,9 @@ async def notebook_action(manager: NotebookHost, *, user_id: str, thread_id: str
     paths = manager.thread_paths(user_id, thread.thread_id)
     records = EditRecords(paths.root)
     if action == "list":
-        return {"proposals": [p.summary() for p in await asyncio.to_thread(records.proposals)]}
+        return {"proposals": [p.summary() for p in await off_disk(records.proposals, what="listing the proposals")]}
     if action == "discard":
-        return await asyncio.to_thread(discard_proposal, records, target)
+        return await off_disk(discard_proposal, records, target, what="discarding the proposal")
     access = notebook_access(manager.notebooks())
     if action == "apply":
         return await apply_proposal(access, records, target)

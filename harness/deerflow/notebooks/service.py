@@ -10,7 +10,6 @@ the write into a one-line conflict, never a silent overwrite.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from deerflow.notebooks.access import NotebookAccess, NotebookError, Signature, check_notebook_path
@@ -32,6 +31,7 @@ from deerflow.notebooks.edits import (
     replay,
 )
 from deerflow.notebooks.handover import localize
+from deerflow.notebooks.offdisk import off_disk
 from deerflow.notebooks.records import EditRecord, EditRecords
 from deerflow.notebooks.render import (
     bounded_cells,
@@ -77,12 +77,12 @@ async def edit_cells(access: NotebookAccess, records: EditRecords, path: str, op
     diff = "".join(cell_diff(c, path) for c in changes)
     record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes, diff=diff)
     if mode != "apply":
-        await asyncio.to_thread(records.save_proposal, record)
+        await off_disk(records.save_proposal, record, what="saving the proposal")
         text = (f"Proposed {len(changes)} cell edit(s) to {path} (proposal {record.id}); nothing is changed "
                 f"until the user applies it (%deerflow apply).\n\n{diff}")
         return text, {**record.summary(), "status": "proposed", "proposal_id": record.id}
     await _write(access, record)
-    await asyncio.to_thread(records.save_applied, record)
+    await off_disk(records.save_applied, record, what="saving the undo record")
     text = f"Applied {len(changes)} cell edit(s) to {path} ({access.note_for(path)}).\n\n{diff}"
     return text, {**record.summary(), "status": "applied"}
 
@@ -124,7 +124,7 @@ async def insert_handover(access: NotebookAccess, records: EditRecords, path: st
         await access.write(path, replay(current.nb, changes))
     record = EditRecord(id=records.new_id(), run_id=run_id, path=path, changes=changes,
                         diff="".join(cell_diff(c, path) for c in changes))
-    await asyncio.to_thread(records.save_applied, record)
+    await off_disk(records.save_applied, record, what="saving the undo record")
     files = moved.note() if moved is not None else ""
     return {**record.summary(), "status": "applied", "note": access.note_for(path), "files": files}
 
@@ -138,13 +138,13 @@ async def _write(access: NotebookAccess, record: EditRecord, changes: list[CellC
 
 async def apply_proposal(access: NotebookAccess, records: EditRecords, proposal_id: str | None) -> dict[str, Any]:
     """Write a pending proposal (target cells must be unchanged) and keep its undo record."""
-    proposal = await asyncio.to_thread(records.proposal, proposal_id)
+    proposal = await off_disk(records.proposal, proposal_id, what="reading the proposal")
     await _write(access, proposal)
     proposal.status = "applied"
-    await asyncio.to_thread(records.save_proposal, proposal)
+    await off_disk(records.save_proposal, proposal, what="saving the proposal")
     applied = EditRecord(id=proposal.id, run_id=proposal.run_id, path=proposal.path, changes=proposal.changes,
                          diff=proposal.diff)
-    await asyncio.to_thread(records.save_applied, applied)
+    await off_disk(records.save_applied, applied, what="saving the undo record")
     return {**proposal.summary(), "note": access.note_for(proposal.path)}
 
 
@@ -157,7 +157,7 @@ def discard_proposal(records: EditRecords, proposal_id: str | None) -> dict[str,
 
 async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | None = None) -> dict[str, Any]:
     """Restore the cells a run's applied edits changed (default: the latest run with live edits)."""
-    live = [(name, r) for name, r in await asyncio.to_thread(records.applied) if r.status == "applied"]
+    live = [(name, r) for name, r in await off_disk(records.applied, what="reading the undo records") if r.status == "applied"]
     if not live:
         raise NotebookError("no applied notebook edits to undo on this thread", code="not_found")
     run_id = run_id or live[-1][1].run_id
@@ -166,7 +166,7 @@ async def undo_run(access: NotebookAccess, records: EditRecords, run_id: str | N
         raise NotebookError(f"run {run_id} has no applied notebook edits to undo", code="not_found")
     for name, record in reversed(mine):
         await _write(access, record, invert(record.changes))
-        await asyncio.to_thread(records.mark_undone, name, record)
+        await off_disk(records.mark_undone, name, record, what="saving the undo record")
     paths = sorted({r.path for _, r in mine})
     return {"status": "undone", "run_id": run_id, "paths": paths,
             "cells": [c.cell_id for _, r in mine for c in r.changes],
@@ -202,7 +202,8 @@ async def notebook_context(access: NotebookAccess, path: str, *, cell_id: str | 
                                                            max_tokens)) is not None:
         return found
     digest = await access.digest(path)
-    built = await asyncio.to_thread(build_context, digest, path, cell_id, cell_ids, max_tokens)
+    built = await off_disk(build_context, digest, path, cell_id, cell_ids, max_tokens,
+                           what=f"rendering the notebook {path!r}", large=True)
     access.keep_soon(path, digest)  # the rest rendered in the background, kept for the next run
     return _remember(access, path, digest, built, cell_id, cell_ids, max_tokens)
 

@@ -18,7 +18,6 @@ criterion is unmet, else ``UNVERIFIED`` if any is unverified, else ``MET``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import stat
@@ -32,6 +31,7 @@ from deerflow.sandbox.execution.audit import audit_command
 from deerflow.sandbox.execution.provider import SandboxProvider
 from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.threadfs import UnsafePath
+from deerflow.tools.offload import OFFLOADER, Offloader
 
 Verdict = Literal["MET", "UNMET", "UNVERIFIED"]
 CriterionKind = Literal["file", "file_written", "tests_passed", "free_text"]
@@ -42,6 +42,13 @@ _FILE = re.compile(r"^file:\s*(?P<path>\S.*?)\s+(?P<cond>exists|non-empty)\s*$")
 _WRITTEN = re.compile(r"^file_written:\s*(?P<path>\S.*?)\s*$")
 _TESTS = re.compile(r"^tests_passed:\s*(?P<command>\S.*?)\s*$", re.S)
 _HASH_LIMIT = 16 * 1024 * 1024
+SNAPSHOT_DEADLINE_S = 120.0
+"""How long the snapshot of the ``file_written`` targets before a delegation starts (up to 20 files,
+each hashed up to 16 MB) may take on the tool offloader; past it the delegation is refused and
+nothing is started."""
+CHECK_DEADLINE_S = 30.0
+"""How long one file criterion's check (a stat, and a hash of at most 16 MB) may take on the tool
+offloader before it is ``UNVERIFIED``: a stalled mount must not hold the delegation's answer."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +161,22 @@ def snapshot_targets(criteria: Sequence[str], vfs: VirtualFS) -> dict[str, FileS
     return before
 
 
+async def asnapshot_targets(criteria: Sequence[str], vfs: VirtualFS, *, offloader: Offloader | None = None,
+                            key: str = "") -> dict[str, FileState]:
+    """:func:`snapshot_targets` on the tool offloader within :data:`SNAPSHOT_DEADLINE_S` (no thread
+    when no criterion is ``file_written``).
+
+    Raises:
+        ToolFailure: ``tool_timeout``/``tool_busy``: the delegation must not start (a target whose
+            state before is unknown could not be checked).
+    """
+    if not any(parse_criterion(text).kind == "file_written" for text in criteria):
+        return {}
+    return await (offloader or OFFLOADER).arun(snapshot_targets, criteria, vfs, key=key,
+                                               what="reading the files the acceptance criteria name",
+                                               deadline=SNAPSHOT_DEADLINE_S)
+
+
 @dataclass
 class AcceptanceContext:
     """Where criteria are checked: the thread's files and sandbox."""
@@ -163,6 +186,10 @@ class AcceptanceContext:
     sandbox: SandboxProvider | None
     before: Mapping[str, FileState]
     command_timeout: float = 300.0
+    offloader: Offloader | None = None
+    """Where the file checks run (None: the process's :data:`~deerflow.tools.offload.OFFLOADER`)."""
+    key: str = ""
+    """The conversation the checks count against on the offloader (the parent's thread)."""
 
 
 async def check_acceptance(criteria: Sequence[str], ctx: AcceptanceContext) -> AcceptanceReport:
@@ -181,9 +208,17 @@ async def _check(criterion: Criterion, ctx: AcceptanceContext) -> CriterionResul
         ctx.vfs.locate(criterion.path, write=False)
     except ToolFailure as exc:
         return _result(criterion, "UNVERIFIED", f"cannot check that path: {exc.message}")
-    if criterion.kind == "file":
-        return await asyncio.to_thread(_check_file, criterion, ctx.vfs)
-    after = await asyncio.to_thread(file_state, ctx.vfs, criterion.path)
+    offloader = ctx.offloader or OFFLOADER
+    try:
+        if criterion.kind == "file":
+            return await offloader.arun(_check_file, criterion, ctx.vfs, key=ctx.key,
+                                        what=f"checking {criterion.path}", deadline=CHECK_DEADLINE_S)
+        after = await offloader.arun(file_state, ctx.vfs, criterion.path, key=ctx.key,
+                                     what=f"checking {criterion.path}", deadline=CHECK_DEADLINE_S)
+    except ToolFailure as exc:
+        if exc.code not in ("tool_timeout", "tool_busy"):
+            raise
+        return _result(criterion, "UNVERIFIED", f"could not check it: {exc.message}")
     return _check_written(criterion, after, ctx.before.get(criterion.path, None))
 
 
@@ -228,5 +263,5 @@ def _result(criterion: Criterion, verdict: Verdict, reason: str) -> CriterionRes
     return CriterionResult(criterion.text, criterion.kind, verdict, reason)
 
 
-__all__ = ["AcceptanceContext", "AcceptanceReport", "Criterion", "CriterionResult", "Verdict", "check_acceptance",
-           "file_state", "normalize_criteria", "parse_criterion", "snapshot_targets"]
+__all__ = ["AcceptanceContext", "AcceptanceReport", "Criterion", "CriterionResult", "Verdict", "asnapshot_targets",
+           "check_acceptance", "file_state", "normalize_criteria", "parse_criterion", "snapshot_targets"]

@@ -47,8 +47,8 @@ from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.subagents.acceptance import (
     AcceptanceContext,
     AcceptanceReport,
+    asnapshot_targets,
     check_acceptance,
-    snapshot_targets,
 )
 from deerflow.subagents.child_agent import (
     ToolSourcesFactory,
@@ -169,6 +169,9 @@ class SubagentExecutor:
     async def execute(self, prep: PreparedJob) -> SubagentOutcome:
         """Drive, supervise and settle a prepared delegation (see :meth:`run`)."""
         job, started = prep.job, time.time()
+        if job.criteria:  # before the child starts, off the loop (ToolFailure past its deadline: nothing started)
+            acc = prep.acceptance
+            acc.before = await asnapshot_targets(job.criteria, acc.vfs, offloader=acc.offloader, key=acc.key)
         future = self.controller.submit(self._drive(prep))
         result = await self._supervise(future, prep)
         receipts = result.receipts if result.receipts is not None else prep.child.receipts.snapshot()
@@ -205,7 +208,8 @@ class SubagentExecutor:
         skills_root = parent.services.skills_root
         vfs = VirtualFS(parent.paths.ensure(), skills_root=Path(skills_root) if skills_root else None)
         acceptance = AcceptanceContext(parent.paths, vfs, parent.services.sandbox,
-                                       snapshot_targets(job.criteria, vfs), config.sandbox.command_timeout)
+                                       {}, config.sandbox.command_timeout,  # before: taken in execute, off the loop
+                                       offloader=parent.services.offloader, key=str(parent.thread_id))
         return PreparedJob(job, kind, child, graph, context, acceptance)
 
     def _available_tools(self, config: AppConfig, model: ResolvedModel, parent: RunContext) -> list[BaseTool]:

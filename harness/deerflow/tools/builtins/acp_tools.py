@@ -14,7 +14,6 @@ install command instead of breaking runs that never use ACP.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,10 +24,16 @@ from pydantic import BaseModel, Field
 from deerflow.config.schema import AcpAgentConfig, AppConfig
 from deerflow.errors import ToolFailure
 from deerflow.runtime.context import RunContext
+from deerflow.runtime.services import services_of
 from deerflow.threadfs import SafeDir, UnsafePath
+from deerflow.tools.offload import OFFLOADER
 
 ACP_TOOL_NAME = "invoke_acp_agent"
 ACP_WORKSPACE_VIRTUAL = "/mnt/acp-workspace"
+SNAPSHOT_DEADLINE_S = 30.0
+"""How long listing the workspace's files (a bounded walk) may take on the tool offloader: before
+the agent starts, past it the tool fails and nothing is started; after, the agent's answer is
+kept and only the list of files it wrote is left out."""
 SNAPSHOT_MAX_ENTRIES = 2000
 
 
@@ -72,17 +77,23 @@ async def _call(name: str, config: AcpAgentConfig, prompt: str, context: RunCont
                           "(the agent-client-protocol SDK)", code="acp_unavailable") from None
     workspace = context.paths.acp_workspace
     source = context.services.mcp_server_configs
+    offloader, key = services_of(context).offloader or OFFLOADER, str(getattr(context, "thread_id", ""))
     invocation = AcpInvocation(name=name, config=config, workspace=workspace,
                                attended=context.interaction.attended,
-                               mcp_servers=to_acp(source()) if callable(source) else [])
-    before = await asyncio.to_thread(_snapshot, workspace)
+                               mcp_servers=to_acp(source()) if callable(source) else [],
+                               offloader=offloader, key=key)
+    what = f"listing {ACP_WORKSPACE_VIRTUAL}"
+    before = await offloader.arun(_snapshot, workspace, key=key, what=what, deadline=SNAPSHOT_DEADLINE_S)
     try:
         result = await invoke(invocation, prompt)
     except AcpError as exc:
         raise ToolFailure(exc.message, code=exc.code) from None
-    after = await asyncio.to_thread(_snapshot, workspace)
-    changed = [p for p, stamp in after.items() if before.get(p) != stamp]
     text = result.text.strip() or f"(the agent sent no message; stop reason: {result.stop_reason})"
+    try:
+        after = await offloader.arun(_snapshot, workspace, key=key, what=what, deadline=SNAPSHOT_DEADLINE_S)
+    except ToolFailure as exc:  # the agent's answer is kept: only the list of its files is missing
+        return f"{text}\n\n(The files written by the agent could not be listed: {exc.message})"
+    changed = [p for p, stamp in after.items() if before.get(p) != stamp]
     if changed:
         text += "\n\nFiles written by the agent: " + ", ".join(f"{ACP_WORKSPACE_VIRTUAL}/{p}" for p in changed)
     return text

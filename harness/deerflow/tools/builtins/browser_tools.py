@@ -40,6 +40,7 @@ from deerflow.runtime.context import RunContext
 from deerflow.runtime.services import services_of
 from deerflow.sandbox.files.virtual_paths import OUTPUTS
 from deerflow.threadfs import SafeDir, UnsafePath
+from deerflow.tools.offload import OFFLOADER
 from deerflow.web.fetch import utc_now
 from deerflow.web.untrusted import Provenance, wrap_untrusted
 from deerflow.web.url_guard import UrlRejected
@@ -112,6 +113,22 @@ async def _reply(runtime: ToolRuntime[RunContext], action: Callable[[BrowserSess
     return render_action(result, notes, unguarded=not _manager(runtime).guarded)
 
 
+URL_CHECK_DEADLINE_S = 20.0
+"""How long checking a URL (the guard resolves its host: a resolver that never answers blocks
+``getaddrinfo``, which has no timeout of its own) may take on the tool offloader."""
+SAVE_DEADLINE_S = 30.0
+"""How long saving a screenshot (a few MB written into the thread's outputs) may take."""
+
+
+async def _offloaded(runtime: ToolRuntime[RunContext], fn: Callable[..., T], *args: Any, what: str,
+                     deadline: float, **kwargs: Any) -> T:
+    """``fn`` on the run's tool offloader under its thread's key (``tool_timeout`` past ``deadline``)."""
+    ctx = runtime.context
+    offloader = services_of(ctx).offloader or OFFLOADER
+    return await offloader.arun(fn, *args, key=str(getattr(ctx, "thread_id", "")), what=what, deadline=deadline,
+                                **kwargs)
+
+
 def _check_url(runtime: ToolRuntime[RunContext], url: str) -> str:
     url = url.strip()
     if "://" not in url and re.match(r"^[\w.-]+\.[a-z]{2,}(/|$)", url, re.IGNORECASE):
@@ -124,7 +141,8 @@ def _check_url(runtime: ToolRuntime[RunContext], url: str) -> str:
 
 
 async def abrowser_navigate(url: UrlArg, runtime: ToolRuntime[RunContext]) -> Reply:
-    checked = await asyncio.to_thread(_check_url, runtime, url)
+    checked = await _offloaded(runtime, _check_url, runtime, url, what="checking the URL",
+                               deadline=URL_CHECK_DEADLINE_S)
     return await _reply(runtime, lambda s: s.navigate(checked))
 
 
@@ -171,8 +189,9 @@ def make_screenshot(*, vision: bool) -> Callable[..., Coroutine[Any, Any, Comman
             return data, page.url, await page.title()
 
         (data, url, title), notes = await _act(runtime, shoot, create=False)
-        virtual = await asyncio.to_thread(save_screenshot, runtime.context, data, filename=filename,
-                                  label=title or urlsplit(url).hostname or "page")
+        virtual = await _offloaded(runtime, save_screenshot, runtime.context, data, filename=filename,
+                                   label=title or urlsplit(url).hostname or "page", what="saving the screenshot",
+                                   deadline=SAVE_DEADLINE_S)
         text = "\n".join([*notes, f"Saved a screenshot of {url} ({title or 'untitled'}) to {virtual} "
                           f"({len(data) / 1024:.1f} KB); the user sees it inline."])
         message = ToolMessage(content=text, tool_call_id=runtime.tool_call_id, name="browser_screenshot",

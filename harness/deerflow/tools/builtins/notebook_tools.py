@@ -16,6 +16,7 @@ batches) and subagents only ever propose.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime
@@ -24,9 +25,11 @@ from langchain_core.tools import BaseTool
 from deerflow.errors import ToolFailure
 from deerflow.notebooks.access import NotebookError
 from deerflow.notebooks.host import notebook_access
+from deerflow.notebooks.offdisk import for_tool
 from deerflow.notebooks.records import EditRecords
 from deerflow.notebooks.service import EDIT_MODES, edit_cells, read_cells
 from deerflow.runtime.context import RunContext
+from deerflow.tools.offload import OFFLOADER
 from deerflow.tools.schema import function_tool
 
 Reply = tuple[str, dict[str, Any]]
@@ -49,9 +52,16 @@ def edit_mode(ctx: RunContext) -> str:
     return asked if ctx.interaction.attended else "propose"
 
 
+def _on_offloader(ctx: RunContext) -> contextlib.AbstractContextManager[None]:
+    """The notebook's file work on the tool offloader, under this conversation's key (its deadline
+    answered to the model, its stuck calls bounded per conversation; see :mod:`deerflow.notebooks.offdisk`)."""
+    return for_tool(ctx.services.offloader or OFFLOADER, str(ctx.thread_id))
+
+
 async def aread_notebook(path: PathArg, runtime: ToolRuntime[RunContext], cell_ids: CellIdsArg = None) -> Reply:
     try:
-        return await read_cells(notebook_access(runtime.context.services.notebooks), path, cell_ids)
+        with _on_offloader(runtime.context):
+            return await read_cells(notebook_access(runtime.context.services.notebooks), path, cell_ids)
     except NotebookError as exc:
         raise ToolFailure(str(exc), code=exc.code or "tool_error") from None  # a NotebookError always has one
 
@@ -60,8 +70,9 @@ async def aedit_notebook(path: PathArg, operations: OpsArg, runtime: ToolRuntime
     ctx = runtime.context
     try:
         access = notebook_access(ctx.services.notebooks)
-        return await edit_cells(access, EditRecords(ctx.paths.root), path, operations, run_id=ctx.run_id,
-                                mode=edit_mode(ctx))
+        with _on_offloader(ctx):
+            return await edit_cells(access, EditRecords(ctx.paths.root), path, operations, run_id=ctx.run_id,
+                                    mode=edit_mode(ctx))
     except NotebookError as exc:
         raise ToolFailure(str(exc), code=exc.code or "tool_error") from None  # a NotebookError always has one
 
