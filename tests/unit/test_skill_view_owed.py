@@ -11,8 +11,10 @@ failed build.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from deerflow.sandbox.execution.local import LocalSandboxProvider
 from deerflow.skills import SkillLibrary, projection
 from deerflow.skills.projection import OwedView, project_skills
 from deerflow.skills.run import RunSkills, project_run_skills
+from deerflow.tools.builtins.exec_tools import exec_tools
 from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS
 from fixtures.skill_runs import write_skill
 from fixtures.tool_runtime import make_runtime
@@ -171,3 +174,22 @@ def test_the_owed_build_takes_no_part_in_the_paths_equality(library):
     paths = new_thread(library, "t")
     owed = ThreadPaths(paths.root, owed_skills_view=OwedView((), paths.root))
     assert owed == paths and hash(owed) == hash(paths) and repr(owed) == repr(paths)
+
+
+async def test_the_bash_tool_builds_the_owed_view_off_the_loop_before_the_command_runs(library, monkeypatch):
+    built_on: list[str] = []
+    real = projection.project_skills
+
+    def recording(skills: Any, paths: ThreadPaths) -> Path:
+        built_on.append(threading.current_thread().name)
+        return real(skills, paths)
+
+    monkeypatch.setattr(projection, "project_skills", recording)
+    provider = LocalSandboxProvider(allow_host_bash=True)
+    paths, services = await asyncio.to_thread(lambda: project_run_skills(run_skills(library), new_thread(library, "t")))
+    runtime = make_runtime(paths, sandbox=provider, **services)
+    bash = next(t for t in exec_tools(provider) if t.name == "bash")
+    message = await bash.ainvoke({"type": "tool_call", "name": "bash", "id": "t1",
+                                  "args": {"command": "ls /mnt/skills", "runtime": runtime}})
+    assert "alpha" in str(message.content) and "beta" in str(message.content)
+    assert len(built_on) == 1 and built_on[0] != threading.main_thread().name
