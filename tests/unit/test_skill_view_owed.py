@@ -12,6 +12,7 @@ failed build.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import os
 import threading
@@ -193,3 +194,11 @@ async def test_the_bash_tool_builds_the_owed_view_off_the_loop_before_the_comman
                                   "args": {"command": "ls /mnt/skills", "runtime": runtime}})
     assert "alpha" in str(message.content) and "beta" in str(message.content)
     assert len(built_on) == 1 and built_on[0] != threading.main_thread().name
+
+
+def test_a_copied_run_context_shares_the_one_owed_build(library):
+    paths, _ = project_run_skills(run_skills(library), new_thread(library, "t"))
+    copied = copy.deepcopy(paths)
+    assert copied.owed_skills_view is paths.owed_skills_view
+    copied.ready_skills_view()
+    assert not paths.owes_skills_view and paths.skills_view.is_dir()

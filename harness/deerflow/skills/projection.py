@@ -51,6 +51,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import Conflict
@@ -128,6 +129,10 @@ class OwedView:
     @property
     def built(self) -> bool:
         return self._built
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OwedView:
+        """The same build: a copied run context (its paths) still owes, and builds, the one view."""
+        return self
 
     def __call__(self) -> None:
         with self._lock:
