@@ -32,6 +32,7 @@ class LiveRun:
     finished: ev.RunFinished | None = None
     raw_dropped: bool = False
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    _ended: asyncio.Event = field(default_factory=asyncio.Event)  # what wait() waits on: set once, at the end
     _readers: int = 0  # streams attached now: a finished run keeps its raw chunks until they have read them
     _release_raw: bool = False
 
@@ -62,6 +63,7 @@ class LiveRun:
             self.frames.append((kind, data))
             if isinstance(data, ev.RunFinished):
                 self.finished = data
+                self._ended.set()
             self._changed.notify_all()
 
     async def stream_frames(
@@ -136,7 +138,11 @@ class LiveRun:
         return len(self.frames) > index or self.done
 
     async def wait(self) -> ev.RunFinished:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.done)
+        """The run's ``run_finished`` event, once it is published.
+
+        Waits on its own event, not on the frames' condition: a caller that wants only the end
+        (``?wait``, the scheduler) is not woken for each of the run's frames (several per step).
+        """
+        await self._ended.wait()
         assert self.finished is not None
         return self.finished
