@@ -135,20 +135,36 @@ class DeerFlow:
         self.manager = manager
 
     async def run(self, steps: int) -> Timed:
+        runs: list[Any] = []
+
         async def work() -> None:
             live = await self.manager.start(RunRequest(
                 prompt="go", options=RunOptions(recursion_limit=10_000, model_name=f"bench-{steps}")))
             finished = await live.wait()
             assert finished.status == "success", finished.error
+            runs.append(live.record)
 
-        return await timed(work)
+        measured = await timed(work)
+        await self.check_every_call_ran(runs[0].thread_id, runs[0].user_id, steps)  # outside the timer
+        return measured
+
+    async def check_every_call_ran(self, thread_id: str, user_id: str, steps: int) -> None:
+        """Each step's tool call ran and answered with its own text: the harness refused none of them
+        (a guard such as ``loop_detection.max_calls_per_tool`` would make later steps cheaper than the
+        plain side's, which runs every call)."""
+        values = await self.manager.thread_values(thread_id, user_id)
+        echoed = [m for m in values.get("messages", []) if getattr(m, "type", "") == "tool"
+                  and isinstance(m.content, str) and m.content[:5].isdigit() and m.content.endswith("x" * 195)]
+        assert len(echoed) == steps, f"{len(echoed)} of {steps} tool calls ran"
 
 
 def write_config(home: Path, sizes: list[int]) -> Path:
     models = "".join(f"  - name: bench-{n}\n    use: bench_tools:PreparsedScriptedModel\n"
                      f"    script_key: bench-{n}\n" for n in sizes)
     cfg = home / "config.yaml"
-    cfg.write_text(f"models:\n{models}tools:\n  - name: echo\n    group: bench\n    use: bench_tools:echo\n")
+    cfg.write_text(f"models:\n{models}tools:\n  - name: echo\n    group: bench\n    use: bench_tools:echo\n"
+                   # every step's call runs, as on the plain side (the default stops a tool at 50 calls a run)
+                   f"loop_detection:\n  max_calls_per_tool: {max(sizes) + 1}\n")
     return cfg
 
 
