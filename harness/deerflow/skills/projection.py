@@ -55,6 +55,7 @@ from typing import Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import Conflict
+from deerflow.persistence.aio import guard_loop
 from deerflow.sandbox.files.virtual_paths import state_dir
 from deerflow.skills.catalog import Skill
 from deerflow.threadfs import SafeDir, UnsafePath
@@ -135,6 +136,9 @@ class OwedView:
         return self
 
     def __call__(self) -> None:
+        if self._built:
+            return
+        guard_loop("building a thread's skills view", instead="build it off the loop (a tool's offloader)")
         with self._lock:
             if self._built:
                 return
