@@ -15,7 +15,7 @@ import asyncio
 import json
 import sys
 import threading
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from deerflow.persistence.offloop import OFF_LOOP
 from deerflow.threadfs import SafeDir
 from deerflow.tools.builtins import acp_tools
 from deerflow.tools.offload import Offloader
-from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, stall
+from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, responsive, stall
 from fixtures.tool_runtime import make_runtime
 
 AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "acp_file_agent.py"
@@ -45,26 +45,6 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
 def config() -> AcpAgentConfig:
     return AcpAgentConfig(command=sys.executable, args=[str(AGENT)], permissions="allow")
 
-
-async def responsive(call: Awaitable[Any]) -> tuple[Any, int]:
-    """``call``'s result (or ToolFailure) and how often the event loop turned while it was awaited."""
-    turns, done = 0, False
-
-    async def tick() -> None:
-        nonlocal turns
-        while not done:
-            await asyncio.sleep(0.01)
-            turns += 1
-
-    ticker = asyncio.create_task(tick())
-    try:
-        async with asyncio.timeout(GUARD_S):  # a hang guard, not a timing assertion
-            return await call, turns
-    except ToolFailure as exc:
-        return exc, turns
-    finally:
-        done = True
-        await ticker
 
 
 @pytest.mark.parametrize(("call", "request_", "what"), [

@@ -21,7 +21,7 @@ from deerflow.errors import ToolFailure
 from deerflow.persistence.offloop import OFF_LOOP
 from deerflow.tools.builtins import browser_tools
 from deerflow.tools.offload import Offloader
-from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, stall
+from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, responsive, stall
 from fixtures.tool_runtime import make_runtime
 
 
@@ -31,25 +31,12 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     yield from hung_disk(monkeypatch, (browser_tools, "URL_CHECK_DEADLINE_S"), (browser_tools, "SAVE_DEADLINE_S"))
 
 
+
 async def failure_of(call: Awaitable[Any]) -> tuple[ToolFailure, int]:
     """The ToolFailure ``call`` raises and how often the event loop turned while it was awaited."""
-    turns, done = 0, False
-
-    async def tick() -> None:
-        nonlocal turns
-        while not done:
-            await asyncio.sleep(0.01)
-            turns += 1
-
-    ticker = asyncio.create_task(tick())
-    try:
-        with pytest.raises(ToolFailure) as raised:
-            async with asyncio.timeout(GUARD_S):  # a hang guard, not a timing assertion
-                await call
-    finally:
-        done = True
-        await ticker
-    return raised.value, turns
+    failure, turns = await responsive(call)
+    assert isinstance(failure, ToolFailure), failure
+    return failure, turns
 
 
 async def test_a_url_check_that_never_answers_is_a_one_line_timeout(tmp_path, disk, monkeypatch):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from deerflow.runtime.interaction_policy import RunInteractionPolicy
 from deerflow.runtime.services import HostServices
 from deerflow.tools.builtins.notebook_tools import notebook_tools
 from deerflow.tools.offload import Offloader
-from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, stall
+from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, responsive, stall
 from fixtures.tool_runtime import make_runtime
 
 TOOLS = {t.name: t for t in notebook_tools()}
@@ -58,27 +58,6 @@ def root(tmp_path: Path) -> Path:
 def thread(tmp_path: Path) -> ThreadPaths:
     return ThreadPaths(tmp_path / "thread").ensure()
 
-
-async def responsive(call: Awaitable[Any]) -> tuple[Any, int]:
-    """``call``'s result (or exception) and how often the event loop turned while it was awaited."""
-    turns = 0
-    done = False
-
-    async def tick() -> None:
-        nonlocal turns
-        while not done:
-            await asyncio.sleep(0.01)
-            turns += 1
-
-    ticker = asyncio.create_task(tick())
-    try:
-        async with asyncio.timeout(GUARD_S):  # a hang guard, not a timing assertion
-            return await call, turns
-    except ToolFailure as exc:
-        return exc, turns
-    finally:
-        done = True
-        await ticker
 
 
 async def until(condition: Callable[[], bool]) -> None:
