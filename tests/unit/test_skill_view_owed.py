@@ -38,6 +38,14 @@ SECRET = "host-canary-owed-view"
 READ = {t.name: t for t in FILE_READ_TOOLS}
 
 
+@pytest.fixture(autouse=True)
+def deferred(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deferred build is off in the product for now (see skills.run.DEFER_FIRST_VIEW); these tests keep it working."""
+    from deerflow.skills import run as skills_run
+
+    monkeypatch.setattr(skills_run, "DEFER_FIRST_VIEW", True)
+
+
 @pytest.fixture
 def library(tmp_path: Path) -> SkillLibrary:
     public = tmp_path / "public"

@@ -30,6 +30,12 @@ MAX_MATCHES = 5
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+DEFER_FIRST_VIEW = False
+"""Build a new thread's skills view on first use instead of at its run's start. Off: with it on, a
+notebook's second python call met a new kernel (tests/integration/test_insert_cell_browser.py).
+"""
+
+
 @dataclass(frozen=True)
 class RunSkills:
     """A run's enabled skills.
@@ -77,7 +83,7 @@ class RunSkills:
         An existing view (or anything planted where it belongs) is rebuilt now; an absent one
         is owed: the returned paths build it on first use (``ThreadPaths.ready_skills_view``).
         """
-        if view_absent(paths):
+        if DEFER_FIRST_VIEW and view_absent(paths):
             paths = replace(paths, owed_skills_view=OwedView(self.skills, paths.root))
             view = paths.skills_view
         else:
