@@ -11,7 +11,8 @@ continue the remembered list) starts the state afresh from the first message, so
 state always describes exactly the list it was last advanced with.
 
 Used by the incremental stand-ins for LangChain's per-model-call walks over the history
-(``agents.invalid_calls``, ``agents.model_passes``).
+(``agents.invalid_calls``, ``agents.model_passes``) and for the ``messages`` stream's
+"already seen" walk (``runs.stream_seen``).
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ insertions per node on a 2,000-message thread).
 
 The thread's ``messages`` channel holds :class:`~deerflow.agents.message_reducer.IndexedMessages`
 lists, and lists of one *lineage* only ever grow by appends (a replacement in place, a
-removal or a reset starts a new lineage).  :func:`install` makes the
-handler remember, per handler and lineage, how long a prefix it has already marked and
-the id at its end; a later list of the same lineage whose message at that position has
-that id only needs its tail marked.  Anything else (plain lists, other values, a list
-that does not continue the remembered prefix) takes LangGraph's own walk, so the set of
+removal or a reset starts a new lineage).  :func:`install` makes the handler remember,
+per handler and lineage (``agents.lineage``), how far it has already marked; a later list
+of the same lineage continuing that one only needs its tail marked.  Anything else (plain
+lists, other values, a list that does not continue the remembered one) takes LangGraph's
+own walk, so the set of
 seen ids is exactly what the original computes.  Installed once per process, for the
 handler class only; tests compare it with the original.
 """
@@ -24,10 +24,17 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from deerflow.agents.message_reducer import IndexedMessages
+from deerflow.agents.lineage import LineageMemo
 
 _installed = False
-_MEMO = "_deerflow_seen_prefix"
+_MEMO = "_deerflow_seen_memo"
+
+
+def _add_ids(seen: set[str], value: Sequence[Any], start: int) -> None:
+    for index in range(start, len(value)):
+        item = value[index]
+        if isinstance(item, BaseMessage) and item.id is not None:
+            seen.add(item.id)
 
 
 def mark_seen(handler: Any, value: Sequence[Any]) -> int:
@@ -35,23 +42,15 @@ def mark_seen(handler: Any, value: Sequence[Any]) -> int:
 
     Returns how many items were walked.
     """
-    start = 0
-    memo = getattr(value, "_fold_index", None) if type(value) is IndexedMessages else None
-    lineage = memo[3] if memo is not None else None
-    if lineage is not None:
-        prefixes: dict[int, tuple[object, int, str | None]] = handler.__dict__.setdefault(_MEMO, {})
-        known = prefixes.get(id(lineage))
-        if known is not None and known[0] is lineage and 0 < known[1] <= len(value) \
-                and getattr(value[known[1] - 1], "id", None) == known[2]:
-            start = known[1]
-        if value:
-            prefixes[id(lineage)] = (lineage, len(value), getattr(value[-1], "id", None))
-    seen = handler.seen
-    for index in range(start, len(value)):
-        item = value[index]
-        if isinstance(item, BaseMessage) and item.id is not None:
-            seen.add(item.id)
-    return len(value) - start
+    memo: LineageMemo[set[str]] | None = handler.__dict__.get(_MEMO)
+    if memo is None:  # per handler: a lineage read by one stream is not marked in another's set
+        memo = handler.__dict__[_MEMO] = LineageMemo(lambda: handler.seen, _add_ids)
+    before = memo.walked
+    known, _ = memo.advance(value, lambda seen: None)
+    if known:
+        return memo.walked - before
+    _add_ids(handler.seen, value, 0)  # LangGraph's own walk
+    return len(value)
 
 
 def install() -> None:
