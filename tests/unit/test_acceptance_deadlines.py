@@ -21,7 +21,7 @@ from deerflow.sandbox.files.virtual_paths import VirtualFS
 from deerflow.subagents import acceptance
 from deerflow.subagents.acceptance import AcceptanceContext, check_acceptance, snapshot_targets
 from deerflow.tools.offload import Offloader
-from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, stall
+from fixtures.hung_disk import GUARD_S, SHORT_S, hung_disk, responsive, stall
 
 OUT = "/mnt/user-data/outputs"
 
@@ -48,19 +48,7 @@ async def test_a_hung_file_check_is_unverified_in_one_line_and_the_rest_are_chec
     ctx = AcceptanceContext(thread, vfs, None, snapshot_targets(criteria, vfs), command_timeout=60,
                             offloader=offloader, key="t")
     stall(monkeypatch, acceptance, call, disk)
-    turns = 0
-
-    async def tick() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0.01)
-            turns += 1
-
-    ticker = asyncio.create_task(tick())
-    try:
-        report = await asyncio.wait_for(check_acceptance(criteria, ctx), GUARD_S)  # a hang guard only
-    finally:
-        ticker.cancel()
+    report, turns = await responsive(check_acceptance(criteria, ctx))
     hung, free = report.results
     assert hung.verdict == "UNVERIFIED" and free.verdict == "UNVERIFIED" and report.overall == "UNVERIFIED"
     assert hung.reason.startswith(f"could not check it: checking {OUT}/report.md did not finish within {SHORT_S:g}s")
