@@ -175,3 +175,65 @@ def test_turning_tracing_on_builds_a_traced_graph() -> None:
     with tracing_context(enabled=True):
         traced = host.lead().graph
     assert traced is not untraced and host.lead().graph is untraced
+
+
+def _hooked_agent() -> Any:
+    """A bare ``create_agent`` graph with one middleware that has both ``wrap_*`` hooks."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Hooks(AgentMiddleware):
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    return create_agent(ScriptedChatModel(script={"turns": ["hi"]}), [], middleware=[Hooks()])
+
+
+def test_an_untraced_build_wraps_no_hook_in_traceable_and_only_inside_its_block(monkeypatch: Any) -> None:
+    """LangSmith's async ``traceable`` costs two thread hops and a task per hook call, traced or not."""
+    from langsmith import tracing_context
+
+    from deerflow.agents.middlewares import wrap_fusion
+
+    with tracing_context(enabled=False), wrap_fusion.untraced_build():
+        pass  # installs the switch
+    wrapped: list[str] = []
+    original = wrap_fusion._original_traceable
+    assert original is not None
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        wrapped.append(kwargs.get("name", ""))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(wrap_fusion, "_original_traceable", counting)
+    with tracing_context(enabled=False):
+        with wrap_fusion.untraced_build():
+            _hooked_agent()
+        assert wrapped == []
+        _hooked_agent()  # a build outside the block (a user's own create_agent) keeps its spans
+        assert "Hooks.awrap_model_call" in wrapped and "Hooks.awrap_tool_call" in wrapped
+    wrapped.clear()
+    with tracing_context(enabled=True), wrap_fusion.untraced_build():
+        _hooked_agent()  # tracing on: the block changes nothing
+    assert "Hooks.awrap_model_call" in wrapped
+
+
+def test_a_lead_agent_run_with_tracing_off_sets_up_no_langsmith_run(tmp_path: Path, monkeypatch: Any) -> None:
+    """Every model and tool call of a run goes through the middlewares' hooks; none through ``traceable``."""
+    from langsmith import run_helpers, tracing_context
+
+    setups: list[Any] = []
+    setup_run = run_helpers._setup_run
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        setups.append(args[0])
+        return setup_run(*args, **kwargs)
+
+    monkeypatch.setattr(run_helpers, "_setup_run", counting)
+    model = ScriptedChatModel(script={"turns": [{"tool_calls": [LS]}, "done"]})
+    with tracing_context(enabled=False):
+        assert asyncio.run(Host().run(tmp_path, model, "list it")) == "done"
+    assert setups == []

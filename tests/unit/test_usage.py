@@ -55,6 +55,29 @@ def test_the_meter_attributes_calls_to_their_model_and_source_and_counts_unknown
     assert UsageMeter(default_model="m").summary() is None  # no model call: no usage at all
 
 
+def test_the_meter_hears_model_events_through_a_callback_manager_and_no_chain_events(monkeypatch):
+    """LangChain skips the meter for the many chain events of a step (ignore_chain and friends)."""
+    import asyncio
+
+    from langchain_core.callbacks import AsyncCallbackManager
+
+    meter = UsageMeter(default_model="m")
+    heard: list[str] = []
+    for event in ("on_chain_start", "on_chain_end", "on_custom_event", "on_retriever_start", "on_agent_action"):
+        monkeypatch.setattr(meter, event, lambda *a, _e=event, **k: heard.append(_e), raising=False)
+
+    async def one_step() -> None:
+        manager = AsyncCallbackManager(handlers=[meter], inheritable_handlers=[meter])  # as config callbacks are
+        chain = await manager.on_chain_start({}, {"messages": []}, name="model")
+        models = await chain.get_child().on_chat_model_start({}, [[]])
+        await models[0].on_llm_end(answer({"input_tokens": 4, "output_tokens": 1, "total_tokens": 5}))
+        await chain.on_chain_end({})
+
+    asyncio.run(one_step())
+    assert heard == []
+    assert meter.summary()["total_tokens"] == 5 and meter.summary()["calls"] == 1
+
+
 def test_the_budget_refuses_the_next_call_not_the_one_that_crossed_it():
     meter = UsageMeter(default_model="m", budget=100)
     call(meter, answer({"input_tokens": 90, "output_tokens": 30, "total_tokens": 120}))

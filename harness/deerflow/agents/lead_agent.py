@@ -18,7 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from deerflow.agents.graph_cache import GraphCache, tool_identity
 from deerflow.agents.middlewares import MiddlewareOptions, build_middlewares
-from deerflow.agents.middlewares.wrap_fusion import tracing_enabled
+from deerflow.agents.middlewares.wrap_fusion import tracing_enabled, untraced_build
 from deerflow.agents.prompt import build_system_prompt
 from deerflow.agents.thread_state import ThreadState
 from deerflow.config.schema import AppConfig
@@ -122,10 +122,11 @@ def make_lead_agent(
     def build() -> CompiledStateGraph[Any, RunContext, Any, Any]:
         policy = ToolPolicy.for_user(app.authorization, deps.user_id)
         middleware = build_middlewares(app, policy, mw_options, model=model, config_file=deps.config_file)
-        return cast("CompiledStateGraph[Any, RunContext, Any, Any]", create_agent(
-            model.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
-            context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",
-        ))
+        with untraced_build():  # no LangSmith wrapper per hook call while tracing is off (wrap_fusion)
+            return cast("CompiledStateGraph[Any, RunContext, Any, Any]", create_agent(
+                model.model, tools, system_prompt=prompt, middleware=middleware, state_schema=ThreadState,
+                context_schema=RunContext, checkpointer=deps.checkpointer, name="lead_agent",
+            ))
 
     key = graph_key(options, deps, model=model, profile=profile, tools=tools, prompt=prompt, mw_options=mw_options)
     pinned = (app, deps.checkpointer, model.entry, tools)

@@ -53,13 +53,37 @@ def run_started() -> None:
     ACTIVE_RUNS.inc()
 
 
+class _ModelSeries:
+    """One model's labelled series, looked up once: ``labels()`` validates and locks at every call,
+    and a run makes one model call a step."""
+
+    def __init__(self, model: str) -> None:
+        self.latency = MODEL_LATENCY.labels(model=model)
+        self.calls = {usage: MODEL_CALLS.labels(model=model, usage=usage) for usage in ("reported", "unknown")}
+        self.tokens = {d: MODEL_TOKENS.labels(model=model, direction=d) for d in ("input", "output")}
+
+
+_MODEL_SERIES: dict[str, _ModelSeries] = {}  # bounded like the labels themselves: the configured model names
+_MODEL_SERIES_MAX = 256
+
+
+def _series(model: str) -> _ModelSeries:
+    found = _MODEL_SERIES.get(model)
+    if found is None:
+        if len(_MODEL_SERIES) >= _MODEL_SERIES_MAX:
+            _MODEL_SERIES.clear()
+        found = _MODEL_SERIES[model] = _ModelSeries(model)
+    return found
+
+
 def model_call(model: str, usage: Mapping[str, int] | None, seconds: float) -> None:
     """Count one model call, its latency and its tokens (the usage meter calls this)."""
-    MODEL_LATENCY.labels(model=model).observe(max(0.0, seconds))
-    MODEL_CALLS.labels(model=model, usage="reported" if usage is not None else "unknown").inc()
+    series = _series(model)
+    series.latency.observe(max(0.0, seconds))
+    series.calls["reported" if usage is not None else "unknown"].inc()
     if usage is not None:
-        MODEL_TOKENS.labels(model=model, direction="input").inc(usage.get("input_tokens", 0))
-        MODEL_TOKENS.labels(model=model, direction="output").inc(usage.get("output_tokens", 0))
+        series.tokens["input"].inc(usage.get("input_tokens", 0))
+        series.tokens["output"].inc(usage.get("output_tokens", 0))
 
 
 def sandbox_started(provider: str, kind: str) -> None:

@@ -99,6 +99,23 @@ class UsageMeter(BaseCallbackHandler):
     raise_error = True  # the budget's exception must end the run, not be logged and ignored
     run_inline = True  # cheap, and the lock makes it safe on the subagents' loop too
 
+    # Only model events matter: LangChain then skips this handler for the many chain events of a step.
+    @property
+    def ignore_chain(self) -> bool:
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
+
     def __init__(self, *, default_model: str, budget: int | None = None) -> None:
         self.default_model = default_model
         self.budget = budget

@@ -35,6 +35,7 @@ from deerflow.agents.middlewares.loop_detection import LoopDetectionMiddleware
 from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMiddleware
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
 from deerflow.agents.middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from deerflow.agents.middlewares.wrap_fusion import untraced_build
 from deerflow.config.schema import AppConfig
 from deerflow.models.factory import ResolvedModel
 from deerflow.run_options import RunOptions
@@ -128,9 +129,12 @@ def child_middlewares(config: AppConfig, user_id: str) -> list[AgentMiddleware[A
 def build_child_graph(
     model: ResolvedModel, tools: list[BaseTool], system_prompt: str, middleware: list[AgentMiddleware[Any, Any]],
 ) -> CompiledStateGraph[Any, RunContext, Any, Any]:
-    """Compile a child graph (no checkpointer: its conversation lives only as long as it runs)."""
-    return create_agent(model.model, tools, system_prompt=system_prompt, middleware=middleware,
-                        context_schema=RunContext, name="subagent")
+    """Compile a child graph (no checkpointer: its conversation lives only as long as it runs).
+
+    Built per delegation, with the tracing state of that moment (``untraced_build``)."""
+    with untraced_build():
+        return create_agent(model.model, tools, system_prompt=system_prompt, middleware=middleware,
+                            context_schema=RunContext, name="subagent")
 
 
 def child_context(parent: RunContext, child: ChildRun, *, config: AppConfig, model_name: str,

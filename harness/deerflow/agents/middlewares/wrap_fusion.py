@@ -15,14 +15,22 @@ per middleware.  Each original middleware stays in the chain for its other hooks
 its ``wrap_*`` hooks turned off.  With tracing on the chain is left as it is (each
 middleware keeps its own span); the lead agent's graph cache keys on the tracing
 state, so turning tracing on builds a traced graph for the next run.
+
+Even one traceable wrapper is dear: LangSmith's async wrapper hands its run-tree setup and
+its end to a worker thread (two thread hops) and runs the hook in a new task, at every
+call, traced or not.  :func:`untraced_build` goes further than fusion: ``create_agent``
+called inside it (when tracing is off) wraps no ``wrap_*`` hook in ``traceable`` at all.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -36,6 +44,57 @@ def tracing_enabled() -> bool:
     from langsmith.utils import tracing_is_enabled
 
     return bool(tracing_is_enabled())
+
+
+_UNTRACED: ContextVar[bool] = ContextVar("deerflow_untraced_build", default=False)
+_install_lock = threading.Lock()
+_original_traceable: Callable[..., Any] | None = None
+
+
+def _identity(func: Callable[..., Any]) -> Callable[..., Any]:
+    return func
+
+
+def _traceable(*args: Any, **kwargs: Any) -> Any:
+    """``create_agent``'s ``traceable``: LangSmith's, except inside :func:`untraced_build`."""
+    assert _original_traceable is not None  # installed before it can be called
+    if not _UNTRACED.get():
+        return _original_traceable(*args, **kwargs)
+    if len(args) == 1 and callable(args[0]) and not kwargs:  # traceable(func)
+        return args[0]
+    return _identity  # traceable(name=...)(func)
+
+
+def _install() -> None:
+    """Route ``create_agent``'s ``traceable`` through :func:`_traceable` (once per process)."""
+    global _original_traceable
+    from langchain.agents import factory
+
+    with _install_lock:
+        current = factory.__dict__["traceable"]  # the module's own global, which create_agent reads
+        if current is not _traceable:
+            _original_traceable = current
+            setattr(factory, "traceable", _traceable)  # noqa: B010  (a module global, not a typed attribute)
+
+
+@contextlib.contextmanager
+def untraced_build() -> Iterator[None]:
+    """Within: ``create_agent`` leaves the middlewares' ``wrap_*`` hooks unwrapped, when tracing is off.
+
+    Only builds inside the block, in this context, are affected (a context variable, not a
+    process-wide switch): a user's own ``create_agent`` elsewhere keeps its spans.  With
+    tracing on, the block changes nothing.  A graph built here never traces its hooks, so
+    whoever caches it keys on :func:`tracing_enabled` (the lead agent's graph cache does).
+    """
+    if tracing_enabled():
+        yield
+        return
+    _install()
+    token = _UNTRACED.set(True)
+    try:
+        yield
+    finally:
+        _UNTRACED.reset(token)
 
 
 def _overrides(m: AgentMiddleware, hooks: tuple[str, str]) -> bool:
