@@ -11,7 +11,7 @@ in CPU time (``process_time``, all threads) and wall time.  The fixed cost above
 the difference of the two sides' whole runs at the smallest N (measured, never an
 extrapolated intercept), so it includes building the agent.
 
-    .venv/bin/python bench/harness_overhead.py [--steps 1,10,100] [--rounds 7]
+    .venv/bin/python bench/harness_overhead.py [--steps 1,10,100] [--rounds 7] [--processes 3]
     .venv/bin/python bench/harness_overhead.py --ab REV [--rounds 4]   # REV's harness vs this checkout's
 
 With ``--ab`` the harness of ``REV`` (any git revision, extracted with ``git archive`` as
@@ -19,6 +19,11 @@ With ``--ab`` the harness of ``REV`` (any git revision, extracted with ``git arc
 fresh process per side (the order alternating), and the table gives each side's ratios to
 plain ``create_agent`` measured in that same process, so a before/after compares ratios, not
 milliseconds taken at different loads.
+
+Each figure pools the samples of several fresh processes (``--processes``, run one after
+another): one process's medians can sit on either side of a goal by a sixth or more, the same
+code measured minutes apart (thread placement on two cores, memory layout), so one process is
+not a measurement; the line under the table gives the spread of the per-process ratios.
 
 Prints the load average, the commit measured and a markdown table (goal: ratio at most
 1.5x at N=10, marginal at most 1.2x, fixed cost at most 20 ms CPU above plain).  When deepagents
@@ -199,6 +204,39 @@ async def measure(sizes: list[int], rounds: int) -> dict[tuple[str, int], list[T
     return samples
 
 
+Samples = dict[tuple[str, int], list[Timed]]
+
+
+def measure_in_processes(sizes: list[int], rounds: int, processes: int) -> tuple[Samples, list[dict[str, float]]]:
+    """:func:`measure` in ``processes`` fresh processes, one after another: the pooled samples,
+    and each process's own ratios (:func:`ratios`) to show how far one process alone can stray."""
+    pooled: Samples = {}
+    each: list[dict[str, float]] = []
+    for _ in range(processes):
+        done = subprocess.run(
+            [sys.executable, __file__, "--steps", ",".join(map(str, sizes)), "--rounds", str(rounds), "--samples"],
+            capture_output=True, text=True, timeout=3600, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"a measuring process failed: {done.stderr.strip()[-800:]}")
+        got: Samples = {(side, int(n)): [(cpu, wall) for cpu, wall in values]
+                        for side, n, values in json.loads(done.stdout.splitlines()[-1])}
+        for key, values in got.items():
+            pooled.setdefault(key, []).extend(values)
+        each.append(ratios(got, sizes))
+    return pooled, each
+
+
+def spread(each: list[dict[str, float]], sizes: list[int]) -> str:
+    """One line: the per-process range of the goal ratios (the table's medians pool all processes)."""
+    def span(key: str, fmt: str) -> str:
+        values = sorted(e[key] for e in each)
+        return fmt.format(values[0]) + (" – " + fmt.format(values[-1]) if len(values) > 1 else "")
+
+    parts = [f"DeerFlow ÷ create_agent at N={n} {span(f'N={n}', '{:.2f}×')}" for n in sizes if n == 10]
+    parts.append(f"fixed cost above plain {span('fixed_ms', '+{:.1f}')} ms")
+    return (f"Pooled over {len(each)} processes; one process alone gave " + ", ".join(parts) + ".")
+
+
 def commit() -> str:
     try:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True,
@@ -290,8 +328,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default="1,10,100")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--processes", type=int, default=3, help="fresh processes whose samples are pooled")
     parser.add_argument("--ab", metavar="REV", help="compare REV's harness with this checkout's, in one run")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # --ab's child processes
+    parser.add_argument("--samples", action="store_true", help=argparse.SUPPRESS)  # --processes' children
     args = parser.parse_args()
     sizes = sorted({int(s) for s in args.steps.split(",")})
     if args.ab:
@@ -300,11 +340,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(ratios(asyncio.run(measure(sizes, args.rounds)), sizes)))
         return
+    if args.samples:
+        print(json.dumps([[side, n, values] for (side, n), values in asyncio.run(measure(sizes, args.rounds)).items()]))
+        return
     before = load()
-    samples = asyncio.run(measure(sizes, args.rounds))
+    samples, each = measure_in_processes(sizes, args.rounds, args.processes)
     print(f"commit {commit()}, {time.strftime('%Y-%m-%d')}, load average {before} before, {load()} after, "
-          f"{args.rounds} rounds interleaved\n")
-    print("\n".join(table(samples, sizes)))
+          f"{args.processes} processes × {args.rounds} rounds interleaved\n")
+    print("\n".join([*table(samples, sizes), "", spread(each, sizes)]))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def harness(rounds: int) -> list[str]:
     import harness_overhead
 
     sizes = [1, 10, 100]
-    return harness_overhead.table(asyncio.run(harness_overhead.measure(sizes, rounds)), sizes)
+    samples, each = harness_overhead.measure_in_processes(sizes, rounds, processes=3)
+    return [*harness_overhead.table(samples, sizes), "", harness_overhead.spread(each, sizes)]
 
 
 def long_thread(rounds: int) -> list[str]:
@@ -64,7 +65,7 @@ def notebook(rounds: int) -> list[str]:
 
 
 BENCHES: dict[str, tuple[str, Callable[[int], list[str]]]] = {
-    "harness": ("`bench/harness_overhead.py`, interleaved rounds", harness),
+    "harness": ("`bench/harness_overhead.py`, 3 processes of interleaved rounds", harness),
     "long": ("`bench/long_thread.py`, interleaved rounds", long_thread),
     "startup": ("`bench/startup.py`, interleaved rounds", startup),
     "server": ("`bench/server_latency.py`", server),
