@@ -76,3 +76,66 @@ async def test_a_run_whose_skills_do_not_answer_is_refused_not_hung(deerflow_hom
     finally:
         disk.set()
         await client.aclose()
+
+
+async def test_the_thread_folders_are_never_made_on_the_loop(deerflow_home: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run manager makes a thread's folders while it prepares the run (off the loop); the
+    run's first node then leaves the disk alone (below); file tools make them off the loop too."""
+    from deerflow.config.paths import ThreadPaths
+
+    loop_thread = threading.get_ident()
+    made: list[bool] = []  # True: on the loop's thread
+    ensure = ThreadPaths.ensure
+
+    def watched(self: ThreadPaths) -> ThreadPaths:
+        made.append(threading.get_ident() == loop_thread)
+        return ensure(self)
+
+    monkeypatch.setattr(ThreadPaths, "ensure", watched)
+    client = AsyncDeerFlowClient(home=deerflow_home)
+    try:
+        result = await client.chat("Write me a report")
+    finally:
+        await client.aclose()
+    assert result.status == "success" and made and not any(made)
+    paths = deerflow_home_thread(deerflow_home, result.thread_id)
+    assert all((paths.root / rel).is_dir() for rel in ("user-data/uploads", "user-data/workspace", "user-data/outputs"))
+
+
+async def test_a_run_nobody_prepared_makes_its_folders_off_the_loop(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context built without the run manager (an embedding, a test): the first node makes the
+    folders, on a worker thread, not on the loop."""
+    from langgraph.runtime import Runtime
+
+    from deerflow.agents.middlewares.thread_data import THREAD_DATA, ThreadDataMiddleware
+    from deerflow.config.paths import HomePaths, ThreadPaths
+    from deerflow.config.schema import AppConfig
+    from deerflow.runtime.context import RunContext
+
+    loop_thread = threading.get_ident()
+    made: list[bool] = []
+    ensure = ThreadPaths.ensure
+
+    def watched(self: ThreadPaths) -> ThreadPaths:
+        made.append(threading.get_ident() == loop_thread)
+        return ensure(self)
+
+    monkeypatch.setattr(ThreadPaths, "ensure", watched)
+    paths = HomePaths(tmp_path).thread("local", "t1")
+    context = RunContext(user_id="local", thread_id="t1", run_id="r1", paths=paths, config=AppConfig())
+    runtime: Any = Runtime(context=context)
+    update = await ThreadDataMiddleware().abefore_agent({"messages": []}, runtime)
+    assert update == {"thread_data": THREAD_DATA} and made == [False]
+    assert (paths.root / "user-data" / "workspace").is_dir()
+    prepared = RunContext(user_id="local", thread_id="t1", run_id="r2", paths=paths, config=AppConfig(),
+                          folders_ready=True)
+    assert await ThreadDataMiddleware().abefore_agent({"thread_data": THREAD_DATA}, Runtime(context=prepared)) is None
+    assert made == [False]  # a prepared run's node does not touch the disk
+
+
+def deerflow_home_thread(home: Path, thread_id: str) -> Any:
+    from deerflow.config.paths import HomePaths, default_user
+
+    return HomePaths(home).thread(default_user(), thread_id)

@@ -49,3 +49,28 @@ async def test_a_stream_still_sees_every_frame_and_ends_with_the_run() -> None:
     await live.publish(finished(2))
     assert await asyncio.wait_for(reader, 5) == ["updates", "event", "event"]
     assert (await live.wait()).seq == 2
+
+
+async def test_streams_attaching_at_any_moment_see_every_frame_from_their_start() -> None:
+    """Frames are appended without the condition's lock while no stream is attached: a stream that
+    attaches between two appends, or while the run publishes without yielding, still reads them all."""
+    import random
+
+    live = live_run()
+    rng = random.Random(7)
+    readers: list[asyncio.Task[list[int]]] = []
+
+    async def read() -> list[int]:
+        return [index async for index, _, _ in live.stream_frames()]
+
+    for i in range(200):
+        if rng.random() < 0.1:
+            readers.append(asyncio.create_task(read()))
+        await live.publish_raw("updates", {"i": i})
+        if rng.random() < 0.3:
+            await asyncio.sleep(0)  # sometimes the readers run between frames, sometimes not
+    await live.publish(finished(1))
+    total = len(live.frames)
+    for reader in readers:
+        assert await asyncio.wait_for(reader, 5) == list(range(total))  # index 0 on: the whole log, in order
+    assert readers and live._readers == 0  # type: ignore[attr-defined]

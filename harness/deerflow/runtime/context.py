@@ -39,6 +39,9 @@ class RunContext:
             sandbox provider, kernel pool...); one absent (``None``) is simply not available.
         chat_model: The run's own chat model instance; the lead agent's model requests go to it
             (a compiled graph is shared by runs: see :mod:`deerflow.agents.graph_cache`).
+        folders_ready: The thread's folders were made while the run was prepared (off the event
+            loop, by :func:`~deerflow.runs.wiring.wire_run_context`); otherwise the run's first
+            node makes them, off the loop too.
     """
 
     user_id: str
@@ -52,6 +55,7 @@ class RunContext:
     services: HostServices = field(default_factory=HostServices)
     interaction: RunInteractionPolicy = field(default_factory=RunInteractionPolicy)
     chat_model: Any = None
+    folders_ready: bool = False
 
     def __post_init__(self) -> None:
         if self.interaction.source == "default" and self.interaction_mode != self.interaction.mode:

@@ -59,12 +59,13 @@ class LiveRun:
             await self._append(mode, chunk)
 
     async def _append(self, kind: str, data: Any) -> None:
-        async with self._changed:
-            self.frames.append((kind, data))
-            if isinstance(data, ev.RunFinished):
-                self.finished = data
-                self._ended.set()
-            self._changed.notify_all()
+        self.frames.append((kind, data))
+        if isinstance(data, ev.RunFinished):
+            self.finished = data
+            self._ended.set()
+        if self._readers:  # a stream is attached and may be waiting: wake it (no stream, no lock to take)
+            async with self._changed:
+                self._changed.notify_all()
 
     async def stream_frames(
         self, *, after: int = -1, heartbeat: float | None = None

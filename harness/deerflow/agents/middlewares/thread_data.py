@@ -7,6 +7,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langgraph.runtime import Runtime
 
+from deerflow.persistence.offloop import off_loop
 from deerflow.runtime.context import RunContext
 
 THREAD_DATA = {
@@ -17,13 +18,22 @@ THREAD_DATA = {
 
 
 class ThreadDataMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
-    """Before the agent starts: make sure uploads/workspace/outputs exist."""
+    """Before the agent starts: make sure uploads/workspace/outputs exist.
+
+    A run the run manager prepared has them already (``RunContext.folders_ready``); the
+    async hook makes them off the event loop otherwise (a hung disk must not stall other runs).
+    """
 
     def before_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
-        runtime.context.paths.ensure()
-        if state.get("thread_data") == THREAD_DATA:
-            return None
-        return {"thread_data": dict(THREAD_DATA)}
+        if not runtime.context.folders_ready:
+            runtime.context.paths.ensure()
+        return _thread_data(state)
 
     async def abefore_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
+        if not runtime.context.folders_ready:
+            await off_loop(runtime.context.paths.ensure, what="making the thread's folders")
+        return _thread_data(state)
+
+
+def _thread_data(state: Any) -> dict[str, Any] | None:
+    return None if state.get("thread_data") == THREAD_DATA else {"thread_data": dict(THREAD_DATA)}
