@@ -168,3 +168,25 @@ def test_a_file_swapped_for_a_link_after_the_listing_is_refused_not_followed(set
     assert not (view / "alpha" / "scripts" / "run.py").exists()
     assert (view / "alpha" / "SKILL.md").is_file()
     assert "host secret" not in "".join(p.read_text() for p in view.rglob("*") if p.is_file())
+
+
+def test_a_new_view_walks_each_skill_once_and_signs_what_it_copied(setup, monkeypatch):
+    """The signature's walk is the copy's listing (one walk per skill), and it signs the same."""
+    from deerflow.skills import projection
+    from deerflow.threadfs import SafeDir
+
+    library, paths, public = setup
+    skills = enabled(library)
+    walked: list[str] = []
+    walk = SafeDir.walk
+
+    def counted(self, rel="", **kwargs):
+        walked.append(rel)
+        return walk(self, rel, **kwargs)
+
+    monkeypatch.setattr(SafeDir, "walk", counted)
+    view = project_skills(skills, paths)
+    assert len(walked) == len(skills) == 2  # not once for the signature and again for the copy
+    assert (view / "alpha" / "scripts" / "run.py").read_text() == "print('alpha')\n"
+    marker = (paths.root / "sandbox-state" / projection.SIGNATURE_FILE)
+    assert marker.read_text() == projection.skills_signature(skills)  # walked afresh, signed alike

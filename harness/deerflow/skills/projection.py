@@ -38,14 +38,14 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import Conflict
 from deerflow.sandbox.files.virtual_paths import state_dir
 from deerflow.skills.catalog import Skill
-from deerflow.threadfs import SafeDir, UnsafePath
+from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ SIGNATURE_FILE = "skills-view.json"
 _STAGING = ".skills-staging-"
 _ASIDE = ".skills-old-"
 _SIGNATURE_MAX = 1024  # a hex digest; anything longer was not written by us
+Listing = tuple[tuple[str, EntryInfo], ...]
 _DIR_MODE = 0o755  # the view is read by sandboxes that may run as another uid
 _FILE_MODE = 0o644
 
@@ -70,13 +71,14 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     view = paths.skills_view
     rel = view.relative_to(paths.root).as_posix()
     marker = f"{state_dir(paths).relative_to(paths.root).as_posix()}/{SIGNATURE_FILE}"
-    signature = skills_signature(skills)
+    listings = {skill.name: _listing(skill.root) for skill in skills}  # one walk: the signature's and the copy's
+    signature = skills_signature(skills, listings)
     with _open_thread(paths.root) as root:
         if root.kind(rel) == "dir" and _read(root, marker) == signature:
             return view
         try:
-            if not _build_new_view(root, rel, skills):
-                _rebuild_in_place(root, rel, skills)
+            if not _build_new_view(root, rel, skills, listings):
+                _rebuild_in_place(root, rel, skills, listings)
         except UnsafePath as exc:  # one line for the user (HTTP 409), naming no host path
             raise Conflict(f"the thread's skills view could not be built: {exc}") from None
         try:
@@ -86,7 +88,11 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     return view
 
 
-def _build_new_view(root: SafeDir, rel: str, skills: Sequence[Skill]) -> bool:
+Listings = Mapping[str, "Listing | None"]
+"""Each skill's walk by name (:func:`_listing`; None: its tree could not be read)."""
+
+
+def _build_new_view(root: SafeDir, rel: str, skills: Sequence[Skill], listings: Listings) -> bool:
     """A thread's first view, built whole in a staging directory and renamed into place once.
 
     Nothing can have a view that does not exist yet bound, so the skill-by-skill
@@ -106,7 +112,7 @@ def _build_new_view(root: SafeDir, rel: str, skills: Sequence[Skill]) -> bool:
     try:
         with root.subdir(staging, label=rel) as sub:
             for skill in skills:
-                copy_skill_tree(skill.root, sub, skill.name)
+                copy_skill_tree(skill.root, sub, skill.name, listing=listings.get(skill.name))
         try:
             root.rename(staging, rel)
         except UnsafePath:
@@ -118,7 +124,7 @@ def _build_new_view(root: SafeDir, rel: str, skills: Sequence[Skill]) -> bool:
             _discard(root, staging)
 
 
-def _rebuild_in_place(root: SafeDir, rel: str, skills: Sequence[Skill]) -> None:
+def _rebuild_in_place(root: SafeDir, rel: str, skills: Sequence[Skill], listings: Listings) -> None:
     """Stale entries deleted (never followed), then each skill replaced by a fresh copy."""
     root.makedirs(rel)
     wanted = {s.name for s in skills}
@@ -126,15 +132,15 @@ def _rebuild_in_place(root: SafeDir, rel: str, skills: Sequence[Skill]) -> None:
         if entry.name not in wanted:
             root.rmtree(f"{rel}/{entry.name}")
     for skill in skills:
-        _replace_copy(root, f"{rel}/{skill.name}", skill)
+        _replace_copy(root, f"{rel}/{skill.name}", skill, listings.get(skill.name))
 
 
-def _replace_copy(root: SafeDir, final: str, skill: Skill) -> None:
+def _replace_copy(root: SafeDir, final: str, skill: Skill, listing: Listing | None) -> None:
     """Copy ``skill`` to a staging directory, move what is at ``final`` aside, rename the copy in."""
     staging: str | None = root.mkdtemp(_STAGING, mode=_DIR_MODE)
     try:
         with root.subdir(staging, label=final) as sub:
-            copy_skill_tree(skill.root, sub)
+            copy_skill_tree(skill.root, sub, listing=listing)
         kind = root.kind(final)
         if kind == "dir":  # renamed over an empty directory of ours, then deleted
             aside = root.mkdtemp(_ASIDE)
@@ -156,27 +162,37 @@ def _discard(root: SafeDir, name: str) -> None:
         logger.warning("skills view: %s not removed: %s", name, exc)
 
 
-def skills_signature(skills: Sequence[Skill]) -> str:
-    """A digest of the skills' names, sources and every file's size and mtime (links not followed)."""
+def _listing(root: Path) -> Listing | None:
+    """A skill's tree as ``SafeDir.walk`` lists it (links reported, not followed); None: unreadable."""
+    try:
+        with _open_tree(root) as top:
+            return tuple(top.walk())
+    except UnsafePath:
+        return None
+
+
+def skills_signature(skills: Sequence[Skill], listings: Listings | None = None) -> str:
+    """A digest of the skills' names, sources and every file's size and mtime (links not followed).
+
+    ``listings``: the skills' walks when the caller has them (each is walked here otherwise).
+    """
     entries = []
     for skill in sorted(skills, key=lambda s: s.name):
-        files: list[list[object]] = []
-        try:
-            with _open_tree(skill.root) as top:
-                files.extend([rel, info.size, info.mtime_ns] for rel, info in top.walk() if info.kind != "dir")
-        except UnsafePath:
-            files = [["(unreadable)", 0, 0]]
+        listing = listings.get(skill.name) if listings is not None else _listing(skill.root)
+        files: list[list[object]] = ([[rel, info.size, info.mtime_ns] for rel, info in listing if info.kind != "dir"]
+                                     if listing is not None else [["(unreadable)", 0, 0]])
         entries.append([skill.name, skill.source, str(skill.root), files])
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
-def copy_skill_tree(source: Path, sub: SafeDir, into: str = "") -> None:
+def copy_skill_tree(source: Path, sub: SafeDir, into: str = "", *, listing: Listing | None = None) -> None:
     """Copy ``source`` to ``sub / into`` with links resolved inside ``source`` and escaping links rejected.
 
-    Both sides are walked through :class:`SafeDir`: an entry of the skill swapped for a
-    link after it was listed is refused, not followed (skipped and logged), and every
-    directory and file of the copy is made beneath ``sub``'s descriptor, a file only
-    with ``O_EXCL``, so an entry planted in the copy fails it instead of redirecting it.
+    Both sides go through :class:`SafeDir`: the skill is walked (or ``listing``, the walk the
+    signature was made from, is used), an entry of the skill swapped for a link after it was
+    listed is refused, not followed (skipped and logged), and every directory and file of the
+    copy is made beneath ``sub``'s descriptor, a file only with ``O_EXCL``, so an entry planted
+    in the copy fails it instead of redirecting it.
 
     Raises:
         UnsafePath: something was planted in ``sub`` while it was filled.
@@ -184,7 +200,7 @@ def copy_skill_tree(source: Path, sub: SafeDir, into: str = "") -> None:
     if into:
         sub.mkdir(into, mode=_DIR_MODE)
     with _open_tree(source) as top:
-        for rel, entry in top.walk():
+        for rel, entry in (listing if listing is not None else top.walk()):
             target = f"{into}/{rel}" if into else rel
             if entry.kind == "dir":
                 sub.mkdir(target, mode=_DIR_MODE)
