@@ -340,3 +340,36 @@ def test_a_child_uses_the_runs_mcp_tools_and_its_type_allowlist_narrows_them(dee
     mcp_entry = next(d for d in ledger if "MCP-CHILD" in str(d))
     assert [(r["tool"], r["status"]) for r in mcp_entry["receipt_log"]] == [("test_echo", "ok")]
     assert "test_echo" not in set(child_calls(log, "NARROW-CHILD")[0]["tools"])
+
+
+def test_delegating_makes_no_folder_on_an_event_loop(deerflow_home, tmp_path, monkeypatch):
+    """The thread's folders are made while the run is prepared, off the loop; a subagent's
+    preparation (on the lead's loop) does not make them again there."""
+    import asyncio
+
+    from deerflow.config.paths import ThreadPaths
+
+    on_loop: list[bool] = []
+    ensure = ThreadPaths.ensure
+
+    def watched(self: ThreadPaths) -> ThreadPaths:
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return ensure(self)
+
+    monkeypatch.setattr(ThreadPaths, "ensure", watched)
+    script = f"""
+        turns:
+          - tool_calls: [{task_call("CHILD-1 go")}]
+          - "Delegated."
+        conversations:
+          - {{match: CHILD, turns: ["done"]}}
+    """
+    client, _ = make_client(tmp_path, script)
+    with client:
+        result = client.chat("go")
+    assert result.status == "success" and [e.status for e in subagent_events(result)][-1] == "completed"
+    assert on_loop and not any(on_loop)

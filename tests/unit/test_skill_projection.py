@@ -175,7 +175,7 @@ def test_a_new_view_walks_each_skill_once_and_signs_what_it_copied(setup, monkey
     from deerflow.skills import projection
     from deerflow.threadfs import SafeDir
 
-    library, paths, public = setup
+    library, paths, _ = setup
     skills = enabled(library)
     walked: list[str] = []
     walk = SafeDir.walk

@@ -206,7 +206,8 @@ class SubagentExecutor:
             prompt = child_system_prompt(kind.prompt, receipts_enabled=child.receipts_enabled)
             graph = self._graphs[key] = build_child_graph(model, tools, prompt, child_middlewares(config, parent.user_id))
         skills_root = parent.services.skills_root
-        vfs = VirtualFS(parent.paths.ensure(), skills_root=Path(skills_root) if skills_root else None)
+        paths = parent.paths if parent.folders_ready else parent.paths.ensure()  # made off the loop before
+        vfs = VirtualFS(paths, skills_root=Path(skills_root) if skills_root else None)
         acceptance = AcceptanceContext(parent.paths, vfs, parent.services.sandbox,
                                        {}, config.sandbox.command_timeout,  # before: taken in execute, off the loop
                                        offloader=parent.services.offloader, key=str(parent.thread_id))

@@ -27,11 +27,13 @@ class ThreadDataMiddleware(AgentMiddleware[AgentState[Any], RunContext]):
     def before_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
         if not runtime.context.folders_ready:
             runtime.context.paths.ensure()
+            runtime.context.folders_ready = True  # later users in this run (a subagent's prepare) need not
         return _thread_data(state)
 
     async def abefore_agent(self, state: Any, runtime: Runtime[RunContext]) -> dict[str, Any] | None:
         if not runtime.context.folders_ready:
             await off_loop(runtime.context.paths.ensure, what="making the thread's folders")
+            runtime.context.folders_ready = True
         return _thread_data(state)
 
 
