@@ -82,7 +82,45 @@ def test_the_budget_refuses_the_next_call_not_the_one_that_crossed_it():
     meter = UsageMeter(default_model="m", budget=100)
     call(meter, answer({"input_tokens": 90, "output_tokens": 30, "total_tokens": 120}))
     with pytest.raises(TokenBudgetExceeded, match=r"used 120 tokens.*max_tokens_per_run.* is 100"):
-        meter.on_chat_model_start({}, [], run_id=uuid.uuid4())
+        meter.refuse_over_budget(uuid.uuid4())
+    assert len(UsageMeter(default_model="m").callbacks()) == 1  # no budget: no guard to pay for
+    assert len(meter.callbacks()) == 2
+
+
+def test_a_refused_model_call_leaves_no_handlers_event_unawaited():
+    """LangChain makes every handler's start coroutine first, then awaits the inline ones in turn: a
+    refusal from an inline handler left the others never awaited.  The guard refuses from the gather."""
+    import asyncio
+    import gc
+    import warnings
+
+    from langchain_core.callbacks import AsyncCallbackManager, BaseCallbackHandler
+
+    class Listener(BaseCallbackHandler):  # another inline handler after the meter (as LangGraph's stream handler is)
+        run_inline = True
+
+        def __init__(self) -> None:
+            self.starts = 0
+
+        def on_chat_model_start(self, *args, **kwargs) -> None:
+            self.starts += 1
+
+    meter = UsageMeter(default_model="m", budget=100)
+    call(meter, answer({"input_tokens": 90, "output_tokens": 30, "total_tokens": 120}))
+    listener = Listener()
+    handlers = [*meter.callbacks(), listener]
+
+    async def start() -> None:
+        manager = AsyncCallbackManager(handlers=handlers, inheritable_handlers=handlers)
+        await manager.on_chat_model_start({}, [[]])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TokenBudgetExceeded):
+            asyncio.run(start())
+        gc.collect()
+    assert not [w for w in caught if "never awaited" in str(w.message)]
+    assert listener.starts == 1 and meter.summary()["calls"] == 1  # the refused call is not counted
 
 
 def test_summary_line_says_unknown_rather_than_zero():

@@ -61,7 +61,7 @@ def graph_config(context: RunContext) -> RunnableConfig:
                               "metadata": {"run_id": context.run_id}}
     meter = context.services.usage_meter  # meters every model call of the run (subagents inherit it)
     if meter is not None:
-        config["callbacks"] = [meter]
+        config["callbacks"] = meter.callbacks()
     return config
 
 

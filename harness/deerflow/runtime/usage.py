@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 
 LEAD = "lead"
 BUDGET_GUARD = "token_budget"
@@ -88,18 +88,9 @@ class _Call:
     started: float = field(default_factory=time.monotonic)
 
 
-class UsageMeter(BaseCallbackHandler):
-    """Counts the provider-reported usage of every model call of one run (thread-safe).
+class _ModelEventsOnly(BaseCallbackHandler):
+    """A handler that hears only model events: LangChain skips it for the many chain events of a step."""
 
-    Args:
-        default_model: The run's model name, used when a call does not name its model.
-        budget: ``limits.max_tokens_per_run`` (None: no budget).
-    """
-
-    raise_error = True  # the budget's exception must end the run, not be logged and ignored
-    run_inline = True  # cheap, and the lock makes it safe on the subagents' loop too
-
-    # Only model events matter: LangChain then skips this handler for the many chain events of a step.
     @property
     def ignore_chain(self) -> bool:
         return True
@@ -116,6 +107,18 @@ class UsageMeter(BaseCallbackHandler):
     def ignore_custom_event(self) -> bool:
         return True
 
+
+class UsageMeter(_ModelEventsOnly):
+    """Counts the provider-reported usage of every model call of one run (thread-safe).
+
+    Args:
+        default_model: The run's model name, used when a call does not name its model.
+        budget: ``limits.max_tokens_per_run`` (None: no budget).
+    """
+
+    raise_error = True  # the budget's exception must end the run, not be logged and ignored
+    run_inline = True  # cheap, and the lock makes it safe on the subagents' loop too
+
     def __init__(self, *, default_model: str, budget: int | None = None) -> None:
         self.default_model = default_model
         self.budget = budget
@@ -126,19 +129,30 @@ class UsageMeter(BaseCallbackHandler):
         self.by_source: dict[str, Tally] = {}
         self.on_call: Any = None  # called with (model, usage or None, seconds) after each call (metrics)
 
+    def callbacks(self) -> list[BaseCallbackHandler]:
+        """What a run's graph config carries: this meter, and its :class:`BudgetGuard` when there is a budget."""
+        return [self] if self.budget is None else [self, BudgetGuard(self)]
+
     def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID,
                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        self._start(run_id, metadata)
+        self._start(run_id, metadata)  # a chat model's refusal is the BudgetGuard's
 
     def on_llm_start(self, serialized: dict[str, Any], prompts: Any, *, run_id: UUID,
                      metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self.refuse_over_budget(None)  # a plain LLM (none of DeerFlow's models): refused here
         self._start(run_id, metadata)
+
+    def refuse_over_budget(self, run_id: UUID | None) -> None:
+        """Raise :class:`TokenBudgetExceeded` once the run's tokens reach its budget (and forget ``run_id``)."""
+        with self._lock:
+            if self.budget is not None and self.total.total_tokens >= self.budget:
+                if run_id is not None:
+                    self._calls.pop(run_id, None)
+                raise TokenBudgetExceeded(self.total.total_tokens, self.budget)
 
     def _start(self, run_id: UUID, metadata: Mapping[str, Any] | None) -> None:
         metadata = metadata or {}
         with self._lock:
-            if self.budget is not None and self.total.total_tokens >= self.budget:
-                raise TokenBudgetExceeded(self.total.total_tokens, self.budget)
             subagent = metadata.get("subagent_type")
             model = metadata.get("ls_model_name")
             self._calls[run_id] = _Call(f"subagent:{subagent}" if isinstance(subagent, str) else LEAD,
@@ -166,6 +180,33 @@ class UsageMeter(BaseCallbackHandler):
             return {**self.total.to_dict(),
                     "by_model": {k: v.to_dict() for k, v in sorted(self.by_model.items())},
                     "by_source": {k: v.to_dict() for k, v in sorted(self.by_source.items())}}
+
+
+class BudgetGuard(_ModelEventsOnly, AsyncCallbackHandler):
+    """Refuses a chat model call once the run's tokens reach ``limits.max_tokens_per_run``.
+
+    A handler of its own, asynchronous and not inline, because of how LangChain starts a
+    model call: it makes one ``on_chat_model_start`` coroutine per handler, awaits the inline
+    handlers' one by one, then gathers the others.  A refusal raised by an inline handler left
+    the coroutines of the handlers after it never awaited (a ``RuntimeWarning`` at collection);
+    raised here, every inline handler has had its event and the gathered ones are tasks.  It
+    hears nothing else (``ignore_llm``: no task per streamed token).  Only a run with a budget
+    carries one (:meth:`UsageMeter.callbacks`).
+    """
+
+    raise_error = True
+    run_inline = False
+
+    def __init__(self, meter: UsageMeter) -> None:
+        self.meter = meter
+
+    @property
+    def ignore_llm(self) -> bool:
+        return True
+
+    async def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID,
+                                  **kwargs: Any) -> None:
+        self.meter.refuse_over_budget(run_id)
 
 
 def provider_usage(response: Any) -> dict[str, int] | None:

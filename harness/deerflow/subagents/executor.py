@@ -242,7 +242,7 @@ class SubagentExecutor:
                                   "metadata": {"run_id": prep.context.run_id, "subagent_type": prep.kind.name}}
         meter = prep.context.services.usage_meter  # the parent run's usage meter counts the child's calls
         if meter is not None:
-            config["callbacks"] = [meter]
+            config["callbacks"] = meter.callbacks()
         try:
             async for mode, chunk in prep.graph.astream(inputs, config, context=prep.context,
                                                         stream_mode=["updates", "custom"]):
