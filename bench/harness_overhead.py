@@ -71,6 +71,7 @@ except ImportError:  # an --ab base from before issue 21: options were a dict, t
     RunOptions = dict
 
 Timed = tuple[float, float]  # (cpu s, wall s)
+Samples = dict[tuple[str, int], list[Timed]]
 
 
 def script(steps: int) -> dict:
@@ -173,7 +174,7 @@ def write_config(home: Path, sizes: list[int]) -> Path:
     return cfg
 
 
-async def measure(sizes: list[int], rounds: int) -> dict[tuple[str, int], list[Timed]]:
+async def measure(sizes: list[int], rounds: int) -> Samples:
     """Samples per (side, steps), variants interleaved over rounds."""
     for n in sizes:
         bench_tools.SCRIPTS[f"bench-{n}"] = load_script(script(n))
@@ -204,7 +205,15 @@ async def measure(sizes: list[int], rounds: int) -> dict[tuple[str, int], list[T
     return samples
 
 
-Samples = dict[tuple[str, int], list[Timed]]
+def child(sizes: list[int], rounds: int, output: str, *, what: str, harness: str | None = None) -> Any:
+    """Run this script in a fresh process (``output``: ``--samples`` or ``--json``), with ``harness``'s
+    code when given; what it printed last, parsed."""
+    env = {**os.environ, "DEERFLOW_BENCH_HARNESS": harness} if harness else None
+    done = subprocess.run([sys.executable, __file__, "--steps", ",".join(map(str, sizes)), "--rounds", str(rounds),
+                           output], env=env, capture_output=True, text=True, timeout=3600, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{what} failed: {done.stderr.strip()[-800:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def measure_in_processes(sizes: list[int], rounds: int, processes: int) -> tuple[Samples, list[dict[str, float]]]:
@@ -213,13 +222,8 @@ def measure_in_processes(sizes: list[int], rounds: int, processes: int) -> tuple
     pooled: Samples = {}
     each: list[dict[str, float]] = []
     for _ in range(processes):
-        done = subprocess.run(
-            [sys.executable, __file__, "--steps", ",".join(map(str, sizes)), "--rounds", str(rounds), "--samples"],
-            capture_output=True, text=True, timeout=3600, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"a measuring process failed: {done.stderr.strip()[-800:]}")
         got: Samples = {(side, int(n)): [(cpu, wall) for cpu, wall in values]
-                        for side, n, values in json.loads(done.stdout.splitlines()[-1])}
+                        for side, n, values in child(sizes, rounds, "--samples", what="a measuring process")}
         for key, values in got.items():
             pooled.setdefault(key, []).extend(values)
         each.append(ratios(got, sizes))
@@ -306,13 +310,7 @@ def ab(base: str, sizes: list[int], rounds: int) -> None:
         before = load()
         for r in range(rounds):
             for name, harness in list(sides.items())[:: 1 if r % 2 == 0 else -1]:
-                done = subprocess.run(
-                    [sys.executable, __file__, "--steps", ",".join(map(str, sizes)), "--rounds", "3", "--json"],
-                    env={**os.environ, "DEERFLOW_BENCH_HARNESS": harness}, capture_output=True, text=True,
-                    timeout=1800, check=False)
-                if done.returncode != 0:
-                    raise SystemExit(f"{name} failed: {done.stderr.strip()[-800:]}")
-                rows[name].append(json.loads(done.stdout.splitlines()[-1]))
+                rows[name].append(child(sizes, 3, "--json", what=name, harness=harness))
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {before} before, {load()} after; "
           f"{rounds} rounds × 3 interleaved, one process per side per round\n")
     keys = list(next(iter(rows.values()))[0])

@@ -15,6 +15,7 @@ from deerflow.client import AsyncDeerFlowClient
 from deerflow.persistence.offloop import OFF_LOOP, DiskUnavailable
 from deerflow.runs import manager as manager_module
 from deerflow.skills import run as skills_run
+from fixtures.hung_disk import folders_made
 
 pytestmark = pytest.mark.integration
 
@@ -82,17 +83,7 @@ async def test_the_thread_folders_are_never_made_on_the_loop(deerflow_home: Path
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The run manager makes a thread's folders while it prepares the run (off the loop); the
     run's first node then leaves the disk alone (below); file tools make them off the loop too."""
-    from deerflow.config.paths import ThreadPaths
-
-    loop_thread = threading.get_ident()
-    made: list[bool] = []  # True: on the loop's thread
-    ensure = ThreadPaths.ensure
-
-    def watched(self: ThreadPaths) -> ThreadPaths:
-        made.append(threading.get_ident() == loop_thread)
-        return ensure(self)
-
-    monkeypatch.setattr(ThreadPaths, "ensure", watched)
+    made = folders_made(monkeypatch)  # True: on the loop
     client = AsyncDeerFlowClient(home=deerflow_home)
     try:
         result = await client.chat("Write me a report")
@@ -110,19 +101,11 @@ async def test_a_run_nobody_prepared_makes_its_folders_off_the_loop(tmp_path: Pa
     from langgraph.runtime import Runtime
 
     from deerflow.agents.middlewares.thread_data import THREAD_DATA, ThreadDataMiddleware
-    from deerflow.config.paths import HomePaths, ThreadPaths
+    from deerflow.config.paths import HomePaths
     from deerflow.config.schema import AppConfig
     from deerflow.runtime.context import RunContext
 
-    loop_thread = threading.get_ident()
-    made: list[bool] = []
-    ensure = ThreadPaths.ensure
-
-    def watched(self: ThreadPaths) -> ThreadPaths:
-        made.append(threading.get_ident() == loop_thread)
-        return ensure(self)
-
-    monkeypatch.setattr(ThreadPaths, "ensure", watched)
+    made = folders_made(monkeypatch)
     paths = HomePaths(tmp_path).thread("local", "t1")
     context = RunContext(user_id="local", thread_id="t1", run_id="r1", paths=paths, config=AppConfig())
     runtime: Any = Runtime(context=context)

@@ -345,22 +345,9 @@ def test_a_child_uses_the_runs_mcp_tools_and_its_type_allowlist_narrows_them(dee
 def test_delegating_makes_no_folder_on_an_event_loop(deerflow_home, tmp_path, monkeypatch):
     """The thread's folders are made while the run is prepared, off the loop; a subagent's
     preparation (on the lead's loop) does not make them again there."""
-    import asyncio
+    from fixtures.hung_disk import folders_made
 
-    from deerflow.config.paths import ThreadPaths
-
-    on_loop: list[bool] = []
-    ensure = ThreadPaths.ensure
-
-    def watched(self: ThreadPaths) -> ThreadPaths:
-        try:
-            asyncio.get_running_loop()
-            on_loop.append(True)
-        except RuntimeError:
-            on_loop.append(False)
-        return ensure(self)
-
-    monkeypatch.setattr(ThreadPaths, "ensure", watched)
+    on_loop = folders_made(monkeypatch)
     script = f"""
         turns:
           - tool_calls: [{task_call("CHILD-1 go")}]

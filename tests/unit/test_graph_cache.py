@@ -198,8 +198,7 @@ def test_an_untraced_build_wraps_no_hook_in_traceable_and_only_inside_its_block(
 
     from deerflow.agents.middlewares import wrap_fusion
 
-    with tracing_context(enabled=False), wrap_fusion.untraced_build():
-        pass  # installs the switch
+    wrap_fusion._install()  # what the first untraced build does
     wrapped: list[str] = []
     original = wrap_fusion._original_traceable
     assert original is not None

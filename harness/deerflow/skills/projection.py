@@ -88,7 +88,7 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
     return view
 
 
-Listings = Mapping[str, "Listing | None"]
+Listings = Mapping[str, Listing | None]
 """Each skill's walk by name (:func:`_listing`; None: its tree could not be read)."""
 
 
