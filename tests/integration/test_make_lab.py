@@ -74,7 +74,8 @@ def _check_make_lab(proc: subprocess.Popen, log: Path, base: str, token: str) ->
             tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab")
             tabs.filter(has_text="02_data_analysis.ipynb").wait_for(timeout=60_000)
             assert tabs.filter(has_text="01_research_quickstart.ipynb").count() == 1
-            page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+            # Two notebooks are open: the one behind keeps its cells in the DOM, hidden, and may come first.
+            page.locator(".jp-Notebook .jp-Cell").filter(visible=True).first.wait_for(timeout=60_000)
             wait_for_notebook_kernel(page)  # the notebook in front has its kernel, no dialog over it
         except Exception:
             save_failure(page, log, "make-lab-failure")
