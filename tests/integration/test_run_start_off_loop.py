@@ -1,6 +1,7 @@
-"""``RunManager.start`` does a new thread's file work off the event loop: while the thread's skills
-view is being copied (stalled here, as on a loaded disk), the loop goes on serving others; and with a
-deadline: a read that never answers refuses the run instead of holding it forever."""
+"""``RunManager.start`` does a thread's file work off the event loop: while the thread's skills view is
+being rebuilt (stalled here, as on a loaded disk), the loop goes on serving others; and with a
+deadline: a read that never answers refuses the run instead of holding it forever.  (A new thread's
+first view is not built at the start at all: its first use builds it, see test_skill_view_owed.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from deerflow.client import AsyncDeerFlowClient
+from deerflow.config.paths import HomePaths
 from deerflow.persistence.offloop import OFF_LOOP, DiskUnavailable
 from deerflow.runs import manager as manager_module
 from deerflow.skills import run as skills_run
@@ -41,9 +43,12 @@ async def test_the_skills_view_is_copied_while_the_loop_serves_others(deerflow_h
 
     client = AsyncDeerFlowClient(home=deerflow_home)
     try:
+        first = await client.chat("Hello")  # a new thread: its view is owed, not copied at the start
+        assert seen == [] and first.status == "success"
+        HomePaths(deerflow_home).thread("local", first.thread_id).skills_view.mkdir(exist_ok=True)  # a view to rebuild
         other = asyncio.create_task(other_work())
-        result = await client.chat("Write me a report")
-        await other
+        result = await client.chat("Write me a report", first.thread_id)
+        await asyncio.wait_for(other, 60)  # the hang guard: no copy at the start would leave it waiting
     finally:
         await client.aclose()
     assert seen == [True] and result.status == "success"

@@ -8,6 +8,7 @@ the Python kernel, the installer), and the model log shows what the model was of
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from deerflow import DeerFlowClient
+from deerflow.config.paths import HomePaths
 from deerflow.runtime import events as ev
 from fixtures.logging_model import read_log
 
@@ -228,3 +230,35 @@ def test_a_disabled_skill_is_gone_from_the_thread_for_python_too(deerflow_home, 
         text = results(run)["python"][0].text
         assert "['data-analysis', 'notebook-report', 'skill-creator']" in text and "False" in text
         assert "deep-research" not in json.dumps(read_log(tmp_path / "calls.jsonl")[0]["messages"][0])
+
+
+def test_a_new_threads_view_is_built_only_when_a_call_reads_it(deerflow_home, tmp_path):
+    """A run that reads no skill file leaves the thread without a view (nothing copied at its start);
+    the next run's read of ``/mnt/skills`` builds it, with the enabled skills only."""
+    turns = ["Nothing to read.",
+             {"tool_calls": [call("read_file", path="/mnt/skills/deep-research/SKILL.md")]}, "read it"]
+    with client_for(tmp_path, deerflow_home, turns) as client:
+        first = client.chat("hello")
+        view = HomePaths(deerflow_home).thread("local", first.thread_id).skills_view
+        assert first.status == "success" and not os.path.lexists(view)
+        client.disable_skill("data-analysis")
+        second = client.chat("read the research skill", first.thread_id)
+        assert second.status == "success", second.error
+        assert "deep-research" in results(second)["read_file"][0].text  # its SKILL.md, read through the view
+        assert sorted(os.listdir(view)) == ["deep-research", "notebook-report", "skill-creator"]
+
+
+def test_parallel_python_calls_of_a_new_threads_first_answer_run_in_order(deerflow_home, tmp_path):
+    """Both calls read the view (a kernel mounts it): it is built once, in the model call, before either
+    starts, so they reach the kernel in the answer's order (built by the calls themselves, the second
+    could start first: ``NameError: answer``). Three new threads, so an ordering left to chance shows."""
+    code = "import os\nprint('twice', answer * 2, sorted(os.listdir('/mnt/skills')))"
+    turns = [turn for _ in range(3)
+             for turn in ({"tool_calls": [call("python", code="answer = 6 * 7"), call("python", code=code)]}, "done")]
+    with client_for(tmp_path, deerflow_home, turns) as client:
+        for _ in range(3):
+            run = client.chat("compute it")  # a new thread each time: its view is owed
+            assert run.status == "success", run.error
+            first, second = (r.text for r in results(run)["python"])
+            assert "Error" not in first and "twice 84" in second, (first, second)
+            assert "['data-analysis', 'deep-research', 'notebook-report', 'skill-creator']" in second

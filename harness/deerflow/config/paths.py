@@ -21,8 +21,8 @@ import getpass
 import math
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -91,9 +91,15 @@ def default_user(env: Mapping[str, str] | None = None) -> str:
 
 @dataclass(frozen=True)
 class ThreadPaths:
-    """Host directories of one user's thread."""
+    """Host directories of one user's thread.
+
+    ``owed_skills_view`` is set on a run's paths when its thread had no skills view yet: the
+    run builds it on first use (:meth:`ready_skills_view`, :mod:`deerflow.skills.projection`)
+    instead of at its start.  It takes no part in equality or hashing.
+    """
 
     root: Path
+    owed_skills_view: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def user_data(self) -> Path:
@@ -119,6 +125,23 @@ class ThreadPaths:
     def skills_view(self) -> Path:
         """The thread's projection of its enabled skills, mounted read-only at ``/mnt/skills``."""
         return self.root / "skills"
+
+    @property
+    def owes_skills_view(self) -> bool:
+        """Whether this run's view of its skills is owed and not built yet."""
+        return self.owed_skills_view is not None and not getattr(self.owed_skills_view, "built", False)
+
+    def ready_skills_view(self) -> None:
+        """Build the thread's skills view now if this run deferred it (a no-op otherwise).
+
+        Whatever mounts or reads ``/mnt/skills`` calls this first (the sandbox providers' mount
+        table, the file tools), so nothing ever sees a view that is owed but not yet built.
+
+        Raises:
+            Conflict: the view could not be built (the thread's folders were tampered with).
+        """
+        if self.owed_skills_view is not None:
+            self.owed_skills_view()
 
     def ensure(self) -> ThreadPaths:
         """Create the thread's directories (idempotent), following no link, and return self.

@@ -305,7 +305,7 @@ class RunManager(ThreadOps, HostQueries):
         record = RunRecord(uuid.uuid4().hex, thread.thread_id, user_id, "running", now, now,
                            options={k: v for k, v in options.to_dict().items()
                                     if _jsonable(v) and k not in INTERNAL_CONTEXT_KEYS})
-        context = await off_loop(  # off the loop: a new thread's skills view is copied into it
+        context = await off_loop(  # off the loop: an existing skills view is checked, rebuilt when it changed
             partial(wire_run_context, user_id=user_id, thread_id=thread.thread_id, run_id=record.run_id,
                     paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
                     model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,

@@ -80,16 +80,18 @@ def wire_run_context(
 ) -> RunContext:
     """The context one run's middlewares and tools receive: identity, the thread's paths, config,
     options, policy, and the host's services with this run's own (its skills projected into the
-    thread, its MCP tools, its usage meter).
+    thread, its MCP tools, its usage meter).  A thread without a skills view yet gets paths that
+    build it on first use (:mod:`deerflow.skills.projection`).
 
-    Blocking: it makes the thread's folders and its skills view; call it off the event loop.
+    Blocking: it makes the thread's folders (and checks an existing skills view); call it off the event loop.
     """
     host = services if services is not None else HostServices()
     paths.ensure()
+    paths, skill_services = project_run_skills(skills, paths)  # a thread's first view: built on first use
     return RunContext(folders_ready=True,
         user_id=user_id, thread_id=thread_id, run_id=run_id, paths=paths, config=config, model_name=model_name,
         interaction_mode=interaction.mode, interaction=interaction, options=options, chat_model=chat_model,
-        services=host.for_run(**project_run_skills(skills, paths), mcp_run=mcp, usage_meter=usage_meter),
+        services=host.for_run(**skill_services, mcp_run=mcp, usage_meter=usage_meter),
     )
 
 

@@ -11,6 +11,16 @@ and the sandbox providers (``ThreadPaths.skills_view``) mount read-only.  So:
   the file it points to, one leading out of its skill is rejected (skipped and
   logged), so a skill cannot expose the host through its view.
 
+A thread that has no view yet (a new thread, or one whose runs never needed
+it) does not get one at its run's start: the run's paths carry an
+:class:`OwedView` and the view is built on first use, by whatever mounts or
+reads ``/mnt/skills`` (:meth:`ThreadPaths.ready_skills_view
+<deerflow.config.paths.ThreadPaths.ready_skills_view>`: the sandbox providers'
+mount table, the file tools).  Until then ``/mnt/skills`` is simply missing,
+never the canonical trees.  Only an *absent* view is deferred: anything standing
+where it belongs (a view, a planted link or file) is rebuilt at the run's start
+as before, so no consumer can meet a stale view or a planted link in a run.
+
 The view is rebuilt only when the enabled set or a file of it changes (a
 signature of names, sizes and modification times is kept in the thread's
 private ``sandbox-state``).  It is rebuilt *in place*, skill by skill (copy to
@@ -38,14 +48,20 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.errors import Conflict
+from deerflow.persistence.aio import guard_loop
 from deerflow.sandbox.files.virtual_paths import state_dir
 from deerflow.skills.catalog import Skill
 from deerflow.threadfs import EntryInfo, SafeDir, UnsafePath
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +106,81 @@ def project_skills(skills: Sequence[Skill], paths: ThreadPaths) -> Path:
 
 Listings = Mapping[str, Listing | None]
 """Each skill's walk by name (:func:`_listing`; None: its tree could not be read)."""
+
+
+def view_absent(paths: ThreadPaths) -> bool:
+    """Whether nothing at all stands where the thread's view belongs (``lstat``: no link followed).
+
+    A link, a file or a directory there means "not absent": the caller rebuilds it now.
+    """
+    try:
+        os.lstat(paths.skills_view)
+    except FileNotFoundError:
+        return True
+    except OSError:  # a file where the thread's root should be...: the eager build reports it
+        return False
+    return False
+
+
+class OwedView:
+    """A thread's view owed by one run: built by the first call, once (threads may race to it).
+
+    A build that fails on a tampered thread (:class:`~deerflow.errors.Conflict`) fails every
+    later call the same way: nothing falls back to another directory.
+    """
+
+    def __init__(self, skills: Sequence[Skill], root: Path) -> None:
+        self.skills = tuple(skills)
+        self.root = root
+        self._lock = threading.Lock()
+        self._built = False
+        self._failed: Conflict | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._built
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> OwedView:
+        """The same build: a copied run context (its paths) still owes, and builds, the one view."""
+        return self
+
+    def __call__(self) -> None:
+        if self._built:
+            return
+        guard_loop("building a thread's skills view", instead="build it off the loop (a tool's offloader)")
+        with self._lock:
+            if self._built:
+                return
+            if self._failed is not None:
+                raise Conflict(str(self._failed))
+            try:
+                project_skills(self.skills, ThreadPaths(self.root))
+            except Conflict as exc:
+                self._failed = exc
+                raise
+            self._built = True
+
+
+READS_VIEW = "reads_skills_view"
+"""``tool.metadata`` key of a tool that mounts or reads ``/mnt/skills`` (see :func:`reading_the_view`)."""
+
+
+def reading_the_view(tools: Iterable[BaseTool]) -> list[BaseTool]:
+    """``tools``, each marked as one that mounts or reads the thread's view (the file, exec and
+    subagent tools): before a model answer's calls to any of them run, the run's owed view is built
+    (:class:`~deerflow.agents.middlewares.skills_view.SkillsViewMiddleware`), once, so parallel calls
+    of one answer never race to build it (and reach the sandbox in the answer's order)."""
+    marked = []
+    for tool in tools:
+        if not (tool.metadata or {}).get(READS_VIEW):
+            tool.metadata = {**(tool.metadata or {}), READS_VIEW: True}
+        marked.append(tool)
+    return marked
+
+
+def reads_the_view(tool: object) -> bool:
+    """Whether ``tool`` was marked by :func:`reading_the_view`."""
+    return bool((getattr(tool, "metadata", None) or {}).get(READS_VIEW))
 
 
 def _build_new_view(root: SafeDir, rel: str, skills: Sequence[Skill], listings: Listings) -> bool:

@@ -2,7 +2,8 @@
 
 :class:`RunSkills` is built by the run manager before anything is written
 (a bad ``/name`` is a user error at that point), projected into the thread
-once the thread exists, and handed to the run as ``RunContext.services``:
+once the thread exists (a thread with no view yet gets it on first use: see
+:mod:`deerflow.skills.projection`), and handed to the run as ``RunContext.services``:
 ``run_skills`` (this object) and ``skills_root`` (the thread's view, the
 ``/mnt/skills`` of the file tools).
 """
@@ -11,15 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from deerflow.config.paths import ThreadPaths
 from deerflow.runtime.services import HostServices, services_of
 from deerflow.skills.activation import check_slash
 from deerflow.skills.catalog import Skill
-from deerflow.skills.projection import project_skills
+from deerflow.skills.projection import OwedView, project_skills, view_absent
 from deerflow.skills.prompt import discovery_section
 
 if TYPE_CHECKING:
@@ -71,10 +71,18 @@ class RunSkills:
         """``install_skill`` is offered when an enabled skill lists it (the skill creator does)."""
         return self.library is not None and any(INSTALL_TOOL in (s.allowed_tools or ()) for s in self.skills)
 
-    def project(self, paths: ThreadPaths) -> dict[str, Any]:
-        """Build the thread's view and return the run services that expose it."""
-        view: Path = project_skills(self.skills, paths)
-        return {"run_skills": self, "skills_root": str(view)}
+    def project(self, paths: ThreadPaths) -> tuple[ThreadPaths, dict[str, Any]]:
+        """The run's paths and the run services that expose the thread's view.
+
+        An existing view (or anything planted where it belongs) is rebuilt now; an absent one
+        is owed: the returned paths build it on first use (``ThreadPaths.ready_skills_view``).
+        """
+        if view_absent(paths):
+            paths = replace(paths, owed_skills_view=OwedView(self.skills, paths.root))
+            view = paths.skills_view
+        else:
+            view = project_skills(self.skills, paths)
+        return paths, {"run_skills": self, "skills_root": str(view)}
 
     def search(self, query: str) -> list[Skill]:
         """``select:a,b`` picks names; otherwise keywords ranked by name, then description hits."""
@@ -114,6 +122,6 @@ def prepare_run_skills(services: HostServices, user_id: str, prompt: str, *,
     return library.for_run(user_id, prompt, allow=allow)
 
 
-def project_run_skills(skills: RunSkills | None, paths: ThreadPaths) -> dict[str, Any]:
-    """The run services exposing the thread's view of ``skills`` ({} without skills)."""
-    return skills.project(paths) if skills is not None else {}
+def project_run_skills(skills: RunSkills | None, paths: ThreadPaths) -> tuple[ThreadPaths, dict[str, Any]]:
+    """The run's paths and the run services exposing the thread's view of ``skills`` ({} without skills)."""
+    return skills.project(paths) if skills is not None else (paths, {})

@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack
 from deerflow.config.paths import HomePaths
 from deerflow.config.schema import AppConfig
 from deerflow.runtime.services import HostServices
+from deerflow.skills.projection import reading_the_view
 from deerflow.subagents.controller import SubagentController
 from deerflow.subagents.runtime import SubagentRuntime
 from deerflow.subagents.tools import subagent_tools
@@ -43,7 +44,8 @@ def with_subagent_source(sources: ToolSources, services: HostServices, config: A
     if isinstance(runtime, SubagentRuntime):
         sandbox = services.sandbox
         bash = bool(sandbox is not None and sandbox.allows_bash)
-        sources.subagents = lambda: subagent_tools(runtime, config, bash_allowed=bash)
+        # a child mounts and reads the parent thread's view: a run's owed view is built before it starts
+        sources.subagents = lambda: reading_the_view(subagent_tools(runtime, config, bash_allowed=bash))
     return sources
 
 

@@ -25,6 +25,7 @@ from deerflow.agents.middlewares.pre_model_call import fold_before_model
 from deerflow.agents.middlewares.run_model import RunModelMiddleware
 from deerflow.agents.middlewares.skill_activation import SkillActivationMiddleware
 from deerflow.agents.middlewares.skill_policy import SkillToolPolicyMiddleware
+from deerflow.agents.middlewares.skills_view import SkillsViewMiddleware
 from deerflow.agents.middlewares.subagent_limits import SubagentLimitMiddleware
 from deerflow.agents.middlewares.summarization import build_summarization
 from deerflow.agents.middlewares.thread_data import ThreadDataMiddleware
@@ -74,6 +75,7 @@ def build_middlewares(
     """
     chain: list[AgentMiddleware[Any, Any]] = [
         RunModelMiddleware(),  # the outermost model hook after the pre-model ones: this run's model
+        SkillsViewMiddleware(),  # a thread's owed skills view, built before an answer's calls that read it
         ThreadDataMiddleware(),
         UploadsMiddleware(),
         *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),

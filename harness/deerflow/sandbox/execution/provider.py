@@ -223,7 +223,10 @@ class SandboxProvider(ABC):
 
         ``/mnt/skills`` is the thread's projection of its enabled skills once a
         run has built it (:mod:`deerflow.skills.projection`), else ``skills_dir``.
+        A view the run owes (a thread's first) is built first, so a thread
+        with a run never falls back to ``skills_dir``.
         """
+        paths.ready_skills_view()
         view = paths.skills_view
         return VirtualFS(paths, skills_root=view if view.is_dir() else self.skills_dir)
 

@@ -79,6 +79,7 @@ def make_batch_tools(bound: SubagentRuntime | None = None, *, types_text: str = 
         context = run_context(runtime)
         known = sub.executor.registry(context).names()
         label = label_for(description, f"{len(items)} items")
+        context.paths.ready_skills_view()  # items run after this run, in the thread's sandbox: its view must exist
         status = submitter.submit(context, [i.model_dump() if isinstance(i, BaseModel) else dict(i) for i in items],
                                   label=label, known_types=known)
         _emit(runtime, status)

@@ -7,6 +7,7 @@ from langchain_core.tools import BaseTool
 from deerflow.config.schema import AppConfig
 from deerflow.models.factory import ResolvedModel
 from deerflow.sandbox.execution.provider import SandboxProvider
+from deerflow.skills.projection import reading_the_view
 from deerflow.skills.run import RunSkills
 from deerflow.tools.assembly import ToolCache, ToolSources
 
@@ -41,17 +42,18 @@ def builtin_groups(
     sees = model is not None and model.supports_vision  # None: the host's catalog, no run
     vision = [view_image] if sees else []  # only a vision model can look
     cache = cache or ToolCache()
-    groups = {
-        "builtin": [present_files, list_uploaded_files, ask_clarification, *vision, *skill_tools(skills)],
-        "file:read": list(FILE_READ_TOOLS),
-        "file:write": list(FILE_WRITE_TOOLS),
+    groups = {  # the tools that mount or read /mnt/skills are marked: a run's owed view is built before them
+        "builtin": [*reading_the_view([present_files, list_uploaded_files, *vision, *skill_tools(skills)]),
+                    ask_clarification],
+        "file:read": reading_the_view(FILE_READ_TOOLS),
+        "file:write": reading_the_view(FILE_WRITE_TOOLS),
         # the user's notebooks, through the host's services.notebooks (read at call time: cacheable)
         "notebook": cache.get(("notebook",), notebook_tools),
     }
     if sandbox is not None:
         timeout = app_config.sandbox.python_timeout
         key = ("exec", sandbox.allows_bash and bash_description(sandbox), timeout)  # all the tools depend on
-        groups["exec"] = cache.get(key, lambda: exec_tools(sandbox, python_timeout=timeout))
+        groups["exec"] = cache.get(key, lambda: reading_the_view(exec_tools(sandbox, python_timeout=timeout)))
     if app_config.web.enabled:
         from deerflow.tools.builtins.web_tools import web_tools
 

@@ -57,6 +57,8 @@ AUDIT_DEADLINE_S = 10.0
 """The audit is linear; this only guards against a wedged host."""
 HANG_GRACE_S = 30.0
 """How long past its own timeout a command or cell may take before the tool gives up on it."""
+VIEW_DEADLINE_S = 60.0
+"""How long building a thread's first skills view may take (a copy of the enabled skills)."""
 
 Reply = tuple[str, dict[str, Any]]
 CommandArg = Annotated[str, "The bash command line to run."]
@@ -85,6 +87,14 @@ def _kernels(runtime: ToolRuntime[RunContext]) -> KernelPool:
 
 def _paths(runtime: ToolRuntime[RunContext]) -> ThreadPaths:
     return runtime.context.paths
+
+
+async def _aready_view(runtime: ToolRuntime[RunContext]) -> None:
+    """Build a skills view the run owes before the sandbox mounts it, off the loop (a kernel starts on it)."""
+    paths = _paths(runtime)
+    if paths.owes_skills_view:
+        offloader, key = _offloader(runtime)
+        await offloader.arun(paths.ready_skills_view, key=key, what="the skills view", deadline=VIEW_DEADLINE_S)
 
 
 def _timeout(requested: float | None) -> float | None:
@@ -237,6 +247,7 @@ async def abash(
     limit = _timeout(timeout) or provider.command_timeout
     _check_length(command)
     verdict = await _aaudit(runtime, command)
+    await _aready_view(runtime)
     paths = _paths(runtime)
     offloader, key = _offloader(runtime)
     with network_scope(runtime, provider) as net:
@@ -272,6 +283,7 @@ async def apython(
 ) -> Reply:
     pool = _kernels(runtime)
     limit = _timeout(timeout) or pool.default_timeout
+    await _aready_view(runtime)
     try:
         with network_scope(runtime, pool.provider) as net:
             async with asyncio.timeout(limit + HANG_GRACE_S):

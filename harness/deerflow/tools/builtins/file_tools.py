@@ -58,6 +58,8 @@ def thread_fs(runtime: ToolRuntime[Any, Any]) -> VirtualFS:
         raise TypeError("file tools need a RunContext as runtime.context")
     ctx.paths.ensure()
     skills = ctx.services.skills_root
+    if skills:
+        ctx.paths.ready_skills_view()  # a thread's first view is built by its first file tool (off the loop)
     return VirtualFS(ctx.paths, skills_root=Path(skills) if skills else None)
 
 
