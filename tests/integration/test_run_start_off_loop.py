@@ -127,3 +127,29 @@ def deerflow_home_thread(home: Path, thread_id: str) -> Any:
     from deerflow.config.paths import HomePaths, default_user
 
     return HomePaths(home).thread(default_user(), thread_id)
+
+
+async def test_a_new_threads_first_run_has_no_run_start_node_and_keeps_its_title(deerflow_home: Path) -> None:
+    """A thread's first run has no history to answer (consent, network approval), so its chain has
+    no run-start node: the thread data and the title come with its input, the same values the hooks
+    write (the next run, which could answer a request, has the node)."""
+    from deerflow.agents.middlewares.thread_data import THREAD_DATA
+    from deerflow.runtime import events as ev
+
+    client = AsyncDeerFlowClient(home=deerflow_home)
+    try:
+        manager = await client.manager()
+        first = await client.chat("Write me a report")
+        second = await client.chat("And a shorter one", first.thread_id)
+        assert first.status == second.status == "success"
+        config: Any = {"configurable": {"thread_id": first.thread_id}}
+        inputs = [t async for t in manager.checkpointer.alist(config) if t.metadata.get("source") == "input"]
+        # the node each run starts at: what START wrote into its input checkpoint, oldest run first
+        starts = [sorted(w[1] for w in t.pending_writes or [] if w[1].startswith("branch:to:")) for t in inputs[::-1]]
+        assert starts == [["branch:to:model"], ["branch:to:RunStart.before_agent"]]
+        values = await manager.thread_values(first.thread_id, "local")
+        assert values["thread_data"] == THREAD_DATA and values["title"] == "Write me a report"
+        assert (await client.thread(first.thread_id)).record.title == "Write me a report"
+        assert [e.title for e in first.events if isinstance(e, ev.RunFinished)] == ["Write me a report"]
+    finally:
+        await client.aclose()

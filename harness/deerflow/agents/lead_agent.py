@@ -59,6 +59,8 @@ class LeadAgentDeps:
     plugins: PluginSet | None = None
     # the host's compiled graphs, reused by runs that would build the same one (None: built per run)
     graphs: GraphCache | None = None
+    # the run is its thread's first: no run-start node, its values come with the input (run_start_input)
+    new_thread: bool = False
 
 
 @dataclass
@@ -67,6 +69,7 @@ class LeadAgent:
     model: ResolvedModel
     tools: list[BaseTool]
     profile: AgentProfile = field(default_factory=AgentProfile)
+    new_thread: bool = False  # built without run-start hooks: the run's input carries their values
 
 
 def make_lead_agent(
@@ -117,6 +120,7 @@ def make_lead_agent(
         max_total_subagents=options.max_total_subagents,
         mcp=deps.mcp,
         plugin_middlewares=tuple(deps.plugins.middlewares()) if deps.plugins else (),
+        new_thread=deps.new_thread,
     )
 
     def build() -> CompiledStateGraph[Any, RunContext, Any, Any]:
@@ -131,7 +135,7 @@ def make_lead_agent(
     key = graph_key(options, deps, model=model, profile=profile, tools=tools, prompt=prompt, mw_options=mw_options)
     pinned = (app, deps.checkpointer, model.entry, tools)
     graph = deps.graphs.get(key, pinned, build) if deps.graphs is not None else build()
-    return LeadAgent(graph=graph, model=model, tools=tools, profile=profile)
+    return LeadAgent(graph=graph, model=model, tools=tools, profile=profile, new_thread=deps.new_thread)
 
 
 def graph_key(options: RunOptions, deps: LeadAgentDeps, *, model: ResolvedModel, profile: AgentProfile,
@@ -152,4 +156,5 @@ def graph_key(options: RunOptions, deps: LeadAgentDeps, *, model: ResolvedModel,
         tool_identity(tools), prompt,
         mw_options.is_plan_mode, mw_options.subagent_enabled, mw_options.interaction,
         mw_options.max_concurrent_subagents, mw_options.max_total_subagents, tracing_enabled(),
+        mw_options.new_thread,
     )

@@ -19,6 +19,7 @@ from langgraph.types import StreamMode
 
 from deerflow.agents import invalid_calls, model_passes
 from deerflow.agents.lead_agent import LeadAgent
+from deerflow.agents.middlewares import run_start_input
 from deerflow.errors import UserError, first_line
 from deerflow.models.script_format import ModelError
 from deerflow.runs.deliverables import DeliveryWatch
@@ -103,7 +104,11 @@ async def _stream_run(
     ))
     for note in notes:  # the host's notes about this run (an edited config picked up...)
         await publish(projector.make(ev.Notice, kind=note["kind"], text=note["text"]))
-    inputs = {"messages": [HumanMessage(content=prompt)]}
+    message = HumanMessage(content=prompt)
+    inputs: dict[str, Any] = {"messages": [message]}
+    if lead.new_thread:  # the thread's first run: what its run-start hooks would write comes with the input
+        inputs |= run_start_input(context.config, message)
+        projector.title = inputs.get("title")
     stop: tuple[str, str] | None = None
     try:
         await watch.start()

@@ -290,6 +290,7 @@ class RunManager(ThreadOps, HostQueries):
                                services=self.services, checkpointer=self.checkpointer, skills=skills, mcp=mcp_run,
                                tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
                                agents=agents, conversation_reader=reader, plugins=self.plugins, graphs=self.graph_cache,
+                               new_thread=not request.thread_id,  # created below: no history, no run-start node
                                skill_names=skills.known if skills is not None and skills.known is not None
                                else await off_loop(known_skills, self.loaded.config, self.home, user_id,
                                                    library=self.services.skills, what="listing the skills"))

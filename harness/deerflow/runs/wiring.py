@@ -46,7 +46,7 @@ def wire_lead_agent(
     skills: RunSkills | None = None, mcp: McpRunTools | None = None, tool_cache: ToolCache | None = None,
     config_file: str | None = None, user_id: str = "local", agents: AgentStore | None = None,
     skill_names: frozenset[str] | None = None, conversation_reader: ConversationReader | None = None, plugins: PluginSet | None = None,
-    graphs: GraphCache | None = None,
+    graphs: GraphCache | None = None, new_thread: bool = False,
 ) -> LeadAgent:
     """The lead agent of one run: the built-in tools (on the host's sandbox, with the run's skills),
     the subagent tools when the host has a subagent runtime, MCP and plugin tools, middlewares.
@@ -60,7 +60,7 @@ def wire_lead_agent(
         services: The host's services (the sandbox and subagent runtime are read); none: no sandbox.
         checkpointer: Where the thread's state lives (None: the graph keeps none).
         skills, mcp, tool_cache, config_file, user_id, agents, skill_names, conversation_reader,
-            plugins, graphs: As :class:`~deerflow.agents.lead_agent.LeadAgentDeps`.
+            plugins, graphs, new_thread: As :class:`~deerflow.agents.lead_agent.LeadAgentDeps`.
     """
     services = services if services is not None else HostServices()
     sources = with_subagent_source(
@@ -68,7 +68,7 @@ def wire_lead_agent(
     deps = LeadAgentDeps(app_config=config, checkpointer=checkpointer, sources=sources, config_file=config_file,
                          user_id=user_id, agents=agents, skill_names=skill_names,
                          conversation_reader=conversation_reader, skills=skills, mcp=mcp, plugins=plugins,
-                         graphs=graphs)
+                         graphs=graphs, new_thread=new_thread)
     return make_lead_agent(options, deps=deps, model=model, interaction=interaction, profile=profile)
 
 

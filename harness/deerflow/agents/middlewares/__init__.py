@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import HumanMessage
 
 from deerflow.agents.middlewares.clarification import ClarificationMiddleware
 from deerflow.agents.middlewares.consent import ConsentMiddleware
@@ -28,8 +29,8 @@ from deerflow.agents.middlewares.skill_policy import SkillToolPolicyMiddleware
 from deerflow.agents.middlewares.skills_view import SkillsViewMiddleware
 from deerflow.agents.middlewares.subagent_limits import SubagentLimitMiddleware
 from deerflow.agents.middlewares.summarization import build_summarization
-from deerflow.agents.middlewares.thread_data import ThreadDataMiddleware
-from deerflow.agents.middlewares.title import TitleMiddleware
+from deerflow.agents.middlewares.thread_data import THREAD_DATA, ThreadDataMiddleware
+from deerflow.agents.middlewares.title import TitleMiddleware, make_title
 from deerflow.agents.middlewares.todo_list import PlanModeTodoMiddleware
 from deerflow.agents.middlewares.tool_authorization import ToolAuthorizationMiddleware
 from deerflow.agents.middlewares.tool_errors import ToolErrorHandlingMiddleware
@@ -41,6 +42,7 @@ from deerflow.config.schema import AppConfig
 from deerflow.mcp.run_tools import McpRunTools
 from deerflow.models.factory import ResolvedModel
 from deerflow.runtime.interaction_policy import RunInteractionPolicy
+from deerflow.runtime.projection import message_text
 from deerflow.tools.authorization import ToolPolicy
 
 
@@ -58,6 +60,7 @@ class MiddlewareOptions:
     max_total_subagents: int | None = None
     mcp: McpRunTools | None = field(default=None, compare=False)  # the run's MCP tools, notices, deferral
     plugin_middlewares: tuple[AgentMiddleware, ...] = field(default=(), compare=False)  # startup plugins'
+    new_thread: bool = False  # the thread's first run: its run-start values come with the input (run_start_input)
 
     @property
     def interaction_mode(self) -> str:
@@ -73,12 +76,15 @@ def build_middlewares(
     ``model`` is the run's resolved model: summarization sizes its triggers by
     its context window, and images are shown only to a vision model.
     """
+    # a thread's first run has no history: nothing to answer (consent, network approval), and its thread
+    # data and title are known before it starts (run_start_input): no run-start node, one superstep fewer
+    answers = not options.new_thread
     chain: list[AgentMiddleware[Any, Any]] = [
         RunModelMiddleware(),  # the outermost model hook after the pre-model ones: this run's model
         SkillsViewMiddleware(),  # a thread's owed skills view, built before an answer's calls that read it
-        ThreadDataMiddleware(),
+        *([ThreadDataMiddleware()] if answers else []),
         UploadsMiddleware(),
-        *([NetworkApprovalMiddleware()] if app_config.sandbox.network == "allowlist" else []),
+        *([NetworkApprovalMiddleware()] if answers and app_config.sandbox.network == "allowlist" else []),
         DanglingToolCallsMiddleware(),
         CutOffToolCallsMiddleware(),  # before anything reads the arguments of a call cut off mid-JSON
         ToolAuthorizationMiddleware(policy),
@@ -93,7 +99,7 @@ def build_middlewares(
     chain.append(build_summarization(app_config, model, config_file=config_file))
     if options.is_plan_mode:
         chain.append(PlanModeTodoMiddleware())
-    if app_config.title.enabled:
+    if app_config.title.enabled and answers:
         chain.append(TitleMiddleware(max_chars=app_config.title.max_chars))
     if model is not None and model.supports_vision:
         chain.append(ViewImageMiddleware())
@@ -104,11 +110,25 @@ def build_middlewares(
             max_concurrent=options.max_concurrent_subagents or app_config.subagents.max_concurrent,
             max_total=options.max_total_subagents or app_config.subagents.max_total_per_run))
     chain.extend(options.plugin_middlewares)  # operator plugins: inside everything but clarification
-    chain.append(ConsentMiddleware())  # the last before_agent hook: a yes jumps to the tools node
+    if answers:
+        chain.append(ConsentMiddleware())  # the last before_agent hook: a yes jumps to the tools node
     chain.append(ClarificationMiddleware(options.interaction))  # always last
     # the pre-model hooks run inside the model call (pre_model_call.py), the run-start hooks in one node (fusion.py)
     chain = fuse_before_agent(fold_before_model(chain))
     return chain if tracing_enabled() else fuse_wrap_hooks(chain)  # one traceable wrapper per call
 
 
-__all__ = ["MiddlewareOptions", "build_middlewares"]
+def run_start_input(app_config: AppConfig, message: HumanMessage) -> dict[str, Any]:
+    """What a new thread's run-start hooks would write, given with its first run's input instead.
+
+    The chain of a thread's first run (``MiddlewareOptions.new_thread``) has no run-start node:
+    its thread data is a constant and its title comes from this, its first user message, exactly
+    as :class:`TitleMiddleware` would derive it.
+    """
+    values: dict[str, Any] = {"thread_data": dict(THREAD_DATA)}
+    if app_config.title.enabled and (title := make_title(message_text(message), app_config.title.max_chars)):
+        values["title"] = title
+    return values
+
+
+__all__ = ["MiddlewareOptions", "build_middlewares", "run_start_input"]
