@@ -159,3 +159,26 @@ def test_a_50_mb_tool_result_is_externalized_and_readable(deerflow_home, tmp_pat
         assert fh.readline() == big_text(1).splitlines(keepends=True)[0]
     assert result.receipt["status"] == "nothing_produced"  # process feedback is not a deliverable
     assert of_type(result.events, ev.WorkspaceChanges)[0].changes["counts"]["created"] == 0
+
+
+def test_a_new_threads_first_run_walks_its_folders_only_after(deerflow_home, tmp_path, monkeypatch):
+    """The run's start made the thread's folders, empty, and nothing ran there yet: its "before" is the
+    empty snapshot, not a walk; a later run on the thread walks before and after. The summaries are the same."""
+    from deerflow.runs import deliverables
+
+    walks: list[str] = []
+    real = deliverables.take_snapshot
+
+    def counted(paths: Any, **kwargs: Any) -> Any:
+        walks.append("after" if kwargs.get("previous") is not None else "before")
+        return real(paths, **kwargs)
+
+    monkeypatch.setattr(deliverables, "take_snapshot", counted)
+    write = {"tool_calls": [call("write_file", path=f"{OUT}/a.md", content="a\n")]}
+    with client_for(tmp_path, [write, "Done.", "Nothing to do."]) as client:
+        first = client.chat("first")
+        assert walks == ["after"]
+        second = client.chat("second", first.thread_id)
+        assert walks == ["after", "before", "after"]
+    assert [c["path"] for c in of_type(first.events, ev.WorkspaceChanges)[0].changes["created"]] == [f"{OUT}/a.md"]
+    assert of_type(second.events, ev.WorkspaceChanges)[0].changes["counts"] == {"created": 0, "modified": 0, "deleted": 0}

@@ -48,9 +48,10 @@ SNAPSHOT_DEADLINE_S = 60.0
 class DeliveryWatch:
     """Snapshots one thread's workspace and outputs around a run."""
 
-    def __init__(self, paths: ThreadPaths, *, limits: ChangeLimits | None = None) -> None:
+    def __init__(self, paths: ThreadPaths, *, limits: ChangeLimits | None = None, new_thread: bool = False) -> None:
         self.paths = paths
         self.limits = limits or ChangeLimits()
+        self.new_thread = new_thread
         self._before: Snapshot | None = None
 
     async def start(self) -> None:
@@ -58,8 +59,13 @@ class DeliveryWatch:
 
         It walks and hashes the thread's files, so it runs off the loop with a
         deadline; a snapshot that does not finish leaves the run without a
-        change summary rather than stalling it.
+        change summary rather than stalling it.  A thread made by this run's
+        start (``new_thread``) has empty folders that nothing has run in yet:
+        its "before" is the empty snapshot, with no walk.
         """
+        if self.new_thread:
+            self._before = Snapshot({})
+            return
         try:
             self._before = await OFFLOADER.arun(
                 take_snapshot, self.paths, limits=self.limits, key=str(self.paths.root),

@@ -84,7 +84,7 @@ async def execute_run(
     install_incremental_seen()  # once per process (see stream_seen)
     invalid_calls.install()  # likewise (see agents.invalid_calls, agents.model_passes)
     model_passes.install()
-    watch = DeliveryWatch(context.paths)
+    watch = DeliveryWatch(context.paths, new_thread=lead.new_thread)
     outcome = await _stream_run(lead, context, prompt, publish, publish_raw, watch, notes)
     settled = await watch.asettle(outcome.projector)
     for event in settled.events:

@@ -311,7 +311,8 @@ class RunManager(ThreadOps, HostQueries):
                     paths=self.home.thread(user_id, thread.thread_id), config=self.loaded.config,
                     model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,
                     services=self.services, skills=skills, mcp=mcp_run,
-                    usage_meter=_usage_meter(self.loaded.config, resolved.name)), what="preparing the thread")
+                    usage_meter=_usage_meter(self.loaded.config, resolved.name),
+                    folders_made=not request.thread_id), what="preparing the thread")  # acreate_thread made them
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
         lease = self._lease_terms()

@@ -76,17 +76,19 @@ def wire_run_context(
     *, user_id: str, thread_id: str, run_id: str, paths: ThreadPaths, config: AppConfig, model_name: str,
     options: RunOptions, interaction: RunInteractionPolicy, services: HostServices | None = None,
     skills: RunSkills | None = None, mcp: McpRunTools | None = None, usage_meter: UsageMeter | None = None,
-    chat_model: BaseChatModel | None = None,
+    chat_model: BaseChatModel | None = None, folders_made: bool = False,
 ) -> RunContext:
     """The context one run's middlewares and tools receive: identity, the thread's paths, config,
     options, policy, and the host's services with this run's own (its skills projected into the
     thread, its MCP tools, its usage meter).  A thread without a skills view yet gets paths that
     build it on first use (:mod:`deerflow.skills.projection`).
 
-    Blocking: it makes the thread's folders (and checks an existing skills view); call it off the event loop.
+    Blocking: it makes the thread's folders (unless ``folders_made``: the thread was created for this
+    run, with them, a moment ago) and checks an existing skills view; call it off the event loop.
     """
     host = services if services is not None else HostServices()
-    paths.ensure()
+    if not folders_made:
+        paths.ensure()
     paths, skill_services = project_run_skills(skills, paths)  # a thread's first view: built on first use
     return RunContext(folders_ready=True,
         user_id=user_id, thread_id=thread_id, run_id=run_id, paths=paths, config=config, model_name=model_name,
