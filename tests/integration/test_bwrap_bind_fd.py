@@ -28,6 +28,7 @@ from deerflow.errors import ToolFailure
 from deerflow.sandbox.execution.bwrap import BwrapSandboxProvider, find_bwrap
 from deerflow.sandbox.execution.mount_fds import MountFds
 from deerflow.sandbox.kernels.kernel import ThreadKernel
+from fixtures.canary import host_canary
 
 pytestmark = [
     pytest.mark.integration,
@@ -59,10 +60,7 @@ def paths(tmp_path: Path) -> ThreadPaths:
 @pytest.fixture
 def canary(tmp_path: Path) -> Path:
     """A host directory outside the thread, with a secret file in it."""
-    d = tmp_path / "host-canary"
-    d.mkdir()
-    (d / "secret.txt").write_text(SECRET)
-    return d
+    return host_canary(tmp_path, SECRET, "secret.txt")
 
 
 @pytest.fixture

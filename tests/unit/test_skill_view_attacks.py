@@ -22,6 +22,7 @@ from deerflow.errors import Conflict
 from deerflow.skills import SkillLibrary
 from deerflow.skills.catalog import Skill
 from deerflow.skills.projection import project_skills
+from fixtures.canary import host_canary
 from fixtures.resolvers import resolver_fixture  # noqa: F401  (registers the fixture)
 from fixtures.skill_runs import write_skill
 
@@ -44,10 +45,7 @@ def setup(tmp_path: Path) -> tuple[SkillLibrary, ThreadPaths, Path]:
 
 @pytest.fixture
 def canary(tmp_path: Path) -> Path:
-    directory = tmp_path / "host-canary"
-    directory.mkdir()
-    (directory / "canary.txt").write_text(SECRET)
-    return directory
+    return host_canary(tmp_path, SECRET)
 
 
 def snapshot(directory: Path) -> dict[str, tuple[str, int]]:

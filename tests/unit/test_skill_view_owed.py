@@ -29,6 +29,7 @@ from deerflow.skills.projection import OwedView, project_skills
 from deerflow.skills.run import RunSkills, project_run_skills
 from deerflow.tools.builtins.exec_tools import exec_tools
 from deerflow.tools.builtins.file_tools import FILE_READ_TOOLS
+from fixtures.canary import host_canary
 from fixtures.skill_runs import write_skill
 from fixtures.tool_runtime import make_runtime
 
@@ -48,10 +49,7 @@ def library(tmp_path: Path) -> SkillLibrary:
 
 @pytest.fixture
 def canary(tmp_path: Path) -> Path:
-    directory = tmp_path / "host-canary"
-    directory.mkdir()
-    (directory / "canary.txt").write_text(SECRET)
-    return directory
+    return host_canary(tmp_path, SECRET)
 
 
 def run_skills(library: SkillLibrary) -> RunSkills:
