@@ -280,6 +280,7 @@ class RunManager(ThreadOps, HostQueries):
                                            bootstrap=profile.bootstrap)
         resolved = create_chat_model(self.loaded.config, options.model_name or profile.model,
                                      config_file=_str(self.loaded.path), record=options.record, replay=options.replay)
+        new_thread = not request.thread_id  # made by this start: its first run (see wire_lead_agent, wire_run_context)
         new_thread_id = request.thread_id or uuid.uuid4().hex  # stdio MCP servers start in its workspace
         from deerflow.mcp.manager import prepare_mcp_run
 
@@ -290,7 +291,7 @@ class RunManager(ThreadOps, HostQueries):
                                services=self.services, checkpointer=self.checkpointer, skills=skills, mcp=mcp_run,
                                tool_cache=self.tool_cache, config_file=_str(self.loaded.path), user_id=user_id,
                                agents=agents, conversation_reader=reader, plugins=self.plugins, graphs=self.graph_cache,
-                               new_thread=not request.thread_id,  # created below: no history, no run-start node
+                               new_thread=new_thread,  # created below: no history, no run-start node
                                skill_names=skills.known if skills is not None and skills.known is not None
                                else await off_loop(known_skills, self.loaded.config, self.home, user_id,
                                                    library=self.services.skills, what="listing the skills"))
@@ -312,7 +313,7 @@ class RunManager(ThreadOps, HostQueries):
                     model_name=resolved.name, options=options, chat_model=resolved.model, interaction=interaction,
                     services=self.services, skills=skills, mcp=mcp_run,
                     usage_meter=_usage_meter(self.loaded.config, resolved.name),
-                    folders_made=not request.thread_id), what="preparing the thread")  # acreate_thread made them
+                    folders_made=new_thread), what="preparing the thread")  # acreate_thread made them
         if thread.thread_id in self._active_by_thread:
             raise ThreadBusy(thread.thread_id, run_id=self._active_by_thread[thread.thread_id])
         lease = self._lease_terms()

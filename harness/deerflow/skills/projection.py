@@ -122,6 +122,10 @@ def view_absent(paths: ThreadPaths) -> bool:
     return False
 
 
+VIEW_DEADLINE_S = 60.0
+"""How long building a thread's owed view may take off the loop (a copy of the enabled skills)."""
+
+
 class OwedView:
     """A thread's view owed by one run: built by the first call, once (threads may race to it).
 

@@ -23,10 +23,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage
 
 from deerflow.persistence.offloop import off_loop
-from deerflow.skills.projection import reads_the_view
-
-VIEW_DEADLINE_S = 60.0
-"""How long building a thread's first skills view may take (a copy of the enabled skills)."""
+from deerflow.skills.projection import VIEW_DEADLINE_S, reads_the_view
 
 
 def _owing_paths(request: ModelRequest) -> Any:

@@ -46,6 +46,7 @@ from deerflow.sandbox.execution.provider import VIRTUAL_WORKSPACE, SandboxProvid
 from deerflow.sandbox.kernels.kernel import KernelStartError
 from deerflow.sandbox.kernels.kernel_pool import CellResult, KernelPool
 from deerflow.sandbox.kernels.notebook_log import NOTEBOOK_NAME
+from deerflow.skills.projection import VIEW_DEADLINE_S
 from deerflow.tools.builtins.network_access import network_scope, settle
 from deerflow.tools.offload import OFFLOADER, Offloader
 from deerflow.tools.schema import function_tool
@@ -57,8 +58,6 @@ AUDIT_DEADLINE_S = 10.0
 """The audit is linear; this only guards against a wedged host."""
 HANG_GRACE_S = 30.0
 """How long past its own timeout a command or cell may take before the tool gives up on it."""
-VIEW_DEADLINE_S = 60.0
-"""How long building a thread's first skills view may take (a copy of the enabled skills)."""
 
 Reply = tuple[str, dict[str, Any]]
 CommandArg = Annotated[str, "The bash command line to run."]
